@@ -1,0 +1,153 @@
+# boxkite — one non-recursive Makefile. `make help` lists the targets.
+#
+# Build variants: `make` builds into build/; `make SAN=1` builds the same tree with
+# AddressSanitizer + UndefinedBehaviorSanitizer into build-san/ (make test runs both).
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SAN        ?=
+CC         ?= cc
+
+ifeq ($(SAN),1)
+B          := build-san
+OPT        := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+B          := build
+OPT        := -O2 -g
+endif
+
+SONAME_MAJOR := 0
+VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+            -Wno-missing-field-initializers
+HARDEN   := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Igen -Iserver -Isidecar -Iclient
+CFLAGS   += -std=gnu11 $(OPT) $(HARDEN) -MMD -MP
+LDFLAGS  += -Wl,-z,relro,-z,now $(filter -fsanitize=%,$(OPT))
+LDLIBS_CRYPTO := -lcrypto
+LDLIBS_PB     := -lprotobuf-c
+LDLIBS_SERVER := -lnng -lprotobuf-c -lcrypto -lcap -lseccomp -lzstd -lpthread
+LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
+
+PROTO_V1   := proto/boxkite/v1/boxkite.proto
+PROTO_EXEC := proto/boxkite/executor/order.proto
+GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
+GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
+GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
+
+COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c
+SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
+              server/front.c server/methods.c server/health.c server/server.c server/link.c \
+              server/privdrop.c sidecar/executor.c sidecar/channel.c
+CLIENT_SRC := client/client.c
+BKCTL_SRC  := client/bkctl.c client/json.c
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
+
+SERVER_OBJ := $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC))
+CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
+
+BINS := $(B)/boxkited $(B)/bkctl
+LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
+
+.PHONY: all help gen gen-check deps test test-unit test-integration test-python test-fuzz \
+        test-san bench run install clean
+
+all: $(BINS) $(LIBS)
+
+help:
+	@echo "make            build boxkited, bkctl, libboxkite into build/"
+	@echo "make deps       install the Debian packages the build and tests need (as root)"
+	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
+	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
+	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
+	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
+	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
+
+# --- generated code ------------------------------------------------------------------------------
+
+gen:
+	rm -rf gen/boxkite gen/python
+	mkdir -p gen/python
+	protoc-c --c_out=gen -Iproto $(PROTO_V1) $(PROTO_EXEC)
+	protoc --python_out=gen/python -Iproto $(PROTO_V1)
+
+gen-check:
+	@tmp=$$(mktemp -d) && cp -r proto gen Makefile $$tmp/ && cp -r common $$tmp/ && \
+	  $(MAKE) -s -C $$tmp gen >/dev/null && \
+	  if diff -r gen $$tmp/gen >/dev/null; then echo "gen-check: gen/ is current"; rm -rf $$tmp; \
+	  else echo "gen-check: gen/ differs from what 'make gen' produces; run make gen and commit" >&2; \
+	       diff -r gen $$tmp/gen | head -20 >&2; rm -rf $$tmp; exit 1; fi
+
+# --- objects -------------------------------------------------------------------------------------
+
+GEN_CFLAGS := $(filter-out -Wmissing-prototypes,$(WARN))
+
+$(B)/obj/gen/%.o: gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(GEN_CFLAGS) -fPIE -c $< -o $@
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIE -c $< -o $@
+
+$(B)/pic/gen/%.o: gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(GEN_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(B)/pic/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -c $< -o $@
+
+# --- server --------------------------------------------------------------------------------------
+
+$(B)/libbkserver.a: $(SERVER_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+
+# --- client library and bkctl --------------------------------------------------------------------
+
+$(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
+	$(CC) -shared -Wl,-soname,libboxkite.so.$(SONAME_MAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
+	ln -sf libboxkite.so.$(VERSION) $(B)/libboxkite.so.$(SONAME_MAJOR)
+	ln -sf libboxkite.so.$(SONAME_MAJOR) $(B)/libboxkite.so
+
+$(B)/libboxkite.a: $(CLIENT_PIC)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/boxkite.pc: client/boxkite.pc.in common/version.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/libboxkite.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
+
+# --- install -------------------------------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/include/boxkite $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0755 $(B)/bkctl $(DESTDIR)$(PREFIX)/bin/bkctl
+	install -m 0755 $(B)/boxkited $(DESTDIR)$(PREFIX)/sbin/boxkited
+	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
+	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
+	install -m 0644 $(B)/boxkite.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/
+	install -m 0644 man/bkctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/bkctl.1
+	install -m 0644 man/boxkited.8 $(DESTDIR)$(PREFIX)/share/man/man8/boxkited.8
+
+deps:
+	@scripts/install-deps
+
+clean:
+	rm -rf build build-san
+
+include tests/tests.mk
+include bench/bench.mk
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

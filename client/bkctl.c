@@ -1,0 +1,275 @@
+/* bkctl — the operator CLI for boxkited, built on libboxkite. */
+#include "bkctl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "keys.h"
+#include "version.h"
+
+static const bkctl_command commands[] = {
+	{ "keygen", bkctl_keygen, "write a new key file (mode 0600)", "[--id ID] PATH",
+	  "  --id ID          key id to write (default: k1)\n" },
+	{ "health", bkctl_health, "check that boxkited answers, and whether our key works", "", "" },
+};
+
+enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };
+
+static const struct option global_longopts[] = {
+	{ "url", required_argument, NULL, OPT_URL },
+	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
+	{ "key-id", required_argument, NULL, OPT_KEY_ID },
+	{ "output", required_argument, NULL, 'o' },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "help", no_argument, NULL, OPT_HELP },
+};
+
+static const char global_help[] =
+	"Global options (also after the command name):\n"
+	"  --url URL        boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
+	"  --key-file PATH  key file (env BOXKITE_KEY_FILE)\n"
+	"  --key-id ID      which key of the file (default: the first)\n"
+	"  -o, --output FMT text (default) or json\n"
+	"  --timeout S      seconds to wait for an answer (default 30; exec adds its own timeout)\n"
+	"  -h, --help       this help\n";
+
+void bkctl_usage(FILE *out, const bkctl_command *cmd)
+{
+	if (cmd) {
+		fprintf(out, "Usage: bkctl %s [options] %s\n\n%s\n", cmd->name, cmd->usage, cmd->summary);
+		if (cmd->help[0])
+			fprintf(out, "\nOptions:\n%s", cmd->help);
+		fprintf(out, "\n%s\nSee bkctl(1).\n", global_help);
+		return;
+	}
+	fprintf(out, "Usage: bkctl [global options] COMMAND [options] [args]\n\nCommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\n%s\n'bkctl COMMAND --help' for a command's options. See bkctl(1).\n", global_help);
+}
+
+/* Apply one global option; false if it is not one. */
+static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
+{
+	char *end;
+	double s;
+
+	switch (c) {
+	case OPT_URL:
+		ctl->url = arg;
+		return true;
+	case OPT_KEY_FILE:
+		ctl->key_file = arg;
+		return true;
+	case OPT_KEY_ID:
+		ctl->key_id = arg;
+		return true;
+	case 'o':
+		if (strcmp(arg, "json") && strcmp(arg, "text")) {
+			fprintf(stderr, "%s: -o %s: expected text or json\n", ctl->prog, arg);
+			*bad = 1;
+		}
+		ctl->json = strcmp(arg, "json") == 0;
+		return true;
+	case OPT_TIMEOUT:
+		s = strtod(arg, &end);
+		if (*end || s <= 0 || s > 86400) {
+			fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, arg);
+			*bad = 1;
+		}
+		ctl->timeout_ms = (int)(s * 1000);
+		return true;
+	default:
+		return false;
+	}
+}
+
+int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
+		 const struct option *longopts, int *want_help)
+{
+	struct option all[32];
+	char shorts[64];
+	size_t n = 0;
+
+	for (const struct option *o = longopts; o && o->name && n < 20; o++)
+		all[n++] = *o;
+	for (size_t i = 0; i < sizeof(global_longopts) / sizeof(global_longopts[0]); i++)
+		all[n++] = global_longopts[i];
+	all[n] = (struct option){ 0 };
+	snprintf(shorts, sizeof(shorts), "+%sho:", shortopts ? shortopts : "");
+
+	for (;;) {
+		int bad = 0, c = getopt_long(argc, argv, shorts, all, NULL);
+
+		if (c == 'h' || c == OPT_HELP) {
+			*want_help = 1;
+			bkctl_usage(stdout, cmd);
+			return -1;
+		}
+		if (c == -1 || c == '?' || c == ':')
+			return c;
+		if (!global_option(ctl, c, optarg, &bad))
+			return c;
+		if (bad)
+			return '?';
+	}
+}
+
+bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
+{
+	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client *c = NULL;
+	bk_status st;
+
+	if (bk_client_open(&c, ctl->url, &o, &st) != BK_OK) {
+		*exit_code = bkctl_fail(ctl, &st);
+		return NULL;
+	}
+	return c;
+}
+
+int bkctl_fail(const bkctl *ctl, const bk_status *st)
+{
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_begin_object(&j, "error");
+		bk_json_string(&j, "status", bk_status_name(st->code));
+		bk_json_int(&j, "code", st->code);
+		if (st->detail)
+			bk_json_string(&j, "detail", bk_detail_name(st->detail));
+		bk_json_bool(&j, "verified", st->verified);
+		bk_json_string(&j, "message", st->message);
+		bk_json_end_object(&j);
+		bk_json_end_object(&j);
+	}
+	fprintf(stderr, "%s: %s%s%s: %s\n", ctl->prog, bk_status_name(st->code), st->detail ? "/" : "",
+		st->detail ? bk_detail_name(st->detail) : "", st->message);
+	switch (st->code) {
+	case BK_UNAUTHENTICATED:
+		return BKCTL_EXIT_AUTH;
+	case BK_UNAVAILABLE:
+		return st->detail == BK_DETAIL_AUTH_NOT_CONFIGURED ? BKCTL_EXIT_AUTH : BKCTL_EXIT_UNREACHABLE;
+	case BK_DEADLINE_EXCEEDED:
+	case BK_DATA_LOSS:
+		return BKCTL_EXIT_UNREACHABLE;
+	default:
+		return BKCTL_EXIT_STATUS;
+	}
+}
+
+int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = { { "id", required_argument, NULL, 'i' }, { 0 } };
+	const char *id = "k1";
+	bk_error *err = NULL;
+	int c, help = 0;
+
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (c == 'i')
+			id = optarg;
+		else
+			return BKCTL_EXIT_USAGE;
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (optind != argc - 1) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	if (bk_keyfile_create(argv[optind], id, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", ctl->prog, bk_error_msg(err));
+		bk_error_free(err);
+		return BKCTL_EXIT_STATUS;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "path", argv[optind]);
+		bk_json_string(&j, "key_id", id);
+		bk_json_end_object(&j);
+	} else {
+		printf("wrote key '%s' to %s (mode 0600)\n", id, argv[optind]);
+	}
+	return BKCTL_EXIT_OK;
+}
+
+int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	bk_health_info h;
+	bk_status st;
+	bk_client *c;
+	int opt, help = 0, code;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", NULL, &help)) != -1)
+		return BKCTL_EXIT_USAGE;
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (optind != argc) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_health(c, &h, &st);
+	bk_client_close(c);
+	if (code != BK_OK)
+		return bkctl_fail(ctl, &st);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "status", "OK");
+		bk_json_string(&j, "version", h.version);
+		bk_json_string(&j, "mode", h.mode);
+		bk_json_bool(&j, "sandbox_ready", h.sandbox_ready);
+		bk_json_bool(&j, "auth_configured", h.auth_configured);
+		bk_json_bool(&j, "authenticated", h.authenticated);
+		bk_json_uint(&j, "uptime_ms", h.uptime_ms);
+		bk_json_end_object(&j);
+	} else {
+		printf("ok: boxkited %s, mode %s, sandbox %s, auth %s, %s, up %.1f s\n", h.version, h.mode,
+		       h.sandbox_ready ? "ready" : "not ready", h.auth_configured ? "configured" : "NOT configured",
+		       h.authenticated ? "our key verified" : "unauthenticated call", (double)h.uptime_ms / 1000);
+	}
+	return BKCTL_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	bkctl ctl = { .url = getenv("BOXKITE_URL"), .key_file = getenv("BOXKITE_KEY_FILE"), .prog = "bkctl" };
+	char prog[64];
+	int c, help = 0;
+
+	if (!ctl.url || !ctl.url[0])
+		ctl.url = BK_DEFAULT_URL;
+	if (ctl.key_file && !ctl.key_file[0])
+		ctl.key_file = NULL;
+	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+		printf("bkctl %s\n", BK_VERSION);
+		return BKCTL_EXIT_OK;
+	}
+	/* Global options before the command name. */
+	while ((c = bkctl_getopt(&ctl, NULL, argc, argv, "", NULL, &help)) != -1)
+		return BKCTL_EXIT_USAGE;
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (optind >= argc) {
+		bkctl_usage(stderr, NULL);
+		return BKCTL_EXIT_USAGE;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[optind], commands[i].name) == 0) {
+			int sub_argc = argc - optind;
+			char **sub_argv = argv + optind;
+			snprintf(prog, sizeof(prog), "bkctl %s", commands[i].name);
+			ctl.prog = prog;
+			optind = 1;
+			return commands[i].run(&ctl, &commands[i], sub_argc, sub_argv);
+		}
+	}
+	fprintf(stderr, "bkctl: unknown command '%s'\n", argv[optind]);
+	bkctl_usage(stderr, NULL);
+	return BKCTL_EXIT_USAGE;
+}

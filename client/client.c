@@ -1,0 +1,258 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <openssl/crypto.h>
+
+#include "call.h"
+#include "keys.h"
+
+/* Answers can carry command output and file chunks; nng's 1 MiB default is far too small. */
+#define CLIENT_RECV_MAX (1u << 30)
+
+struct bk_client {
+	nng_socket sock;
+	bk_key key;
+	bool keyed;
+	int timeout_ms;
+};
+
+int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!st)
+		return code;
+	st->code = code;
+	st->detail = detail;
+	st->verified = verified;
+	va_start(ap, fmt);
+	vsnprintf(st->message, sizeof(st->message), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static int status_from_error(bk_status *st, bk_error *err)
+{
+	int code = bk_status_set(st, err ? err->status : BK_INTERNAL, 0, false, "%s", bk_error_msg(err));
+
+	bk_error_free(err);
+	return code;
+}
+
+static int client_load_key(bk_client *c, const bk_client_options *o, bk_status *st)
+{
+	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
+	const bk_key *k;
+	bk_error *err = NULL;
+
+	if (!o->key_file) {
+		if (!o->key)
+			return BK_OK;
+		if (bk_key_init(&c->key, o->key_id ? o->key_id : "", o->key, o->key_len, &err) < 0)
+			return status_from_error(st, err);
+		c->keyed = true;
+		return BK_OK;
+	}
+	if (bk_keyring_load(o->key_file, &ring, &err) < 0)
+		return status_from_error(st, err);
+	k = o->key_id ? bk_keyring_find(ring, o->key_id) : &ring->keys[0];
+	if (!k)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "key file %s has no key '%s'", o->key_file,
+				     o->key_id);
+	if (bk_key_init(&c->key, k->id, k->secret, k->len, &err) < 0)
+		return status_from_error(st, err);
+	c->keyed = true;
+	return BK_OK;
+}
+
+int bk_client_open(bk_client **out, const char *url, const bk_client_options *opts, bk_status *st)
+{
+	bk_client_options none = { 0 };
+	bk_client *c;
+	int rv, code;
+
+	if (!opts)
+		opts = &none;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 30000;
+	code = client_load_key(c, opts, st);
+	if (code != BK_OK) {
+		free(c);
+		return code;
+	}
+	rv = nng_req0_open(&c->sock);
+	if (rv) {
+		bk_client_close(c);
+		return bk_status_set(st, BK_INTERNAL, 0, false, "nng_req0_open: %s", nng_strerror(rv));
+	}
+	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX);
+	/* A synchronous first dial, so an unreachable server is an error now rather than a
+	 * timeout later; nng reconnects by itself afterwards. */
+	rv = nng_dial(c->sock, url, NULL, 0);
+	if (rv) {
+		bk_client_close(c);
+		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "cannot connect to %s: %s", url, nng_strerror(rv));
+	}
+	*out = c;
+	return bk_status_set(st, BK_OK, 0, false, "connected");
+}
+
+void bk_client_close(bk_client *c)
+{
+	if (!c)
+		return;
+	nng_close(c->sock);
+	if (c->keyed)
+		bk_key_clear(&c->key);
+	free(c);
+}
+
+static int64_t realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Send msg and wait for the answer on a context of its own. */
+static int roundtrip(bk_client *c, nng_msg *msg, int timeout_ms, nng_msg **answer)
+{
+	nng_aio *aio = NULL;
+	nng_ctx ctx;
+	int rv;
+
+	rv = nng_ctx_open(&ctx, c->sock);
+	if (rv) {
+		nng_msg_free(msg);
+		return rv;
+	}
+	rv = nng_aio_alloc(&aio, NULL, NULL);
+	if (rv) {
+		nng_msg_free(msg);
+		nng_ctx_close(ctx);
+		return rv;
+	}
+	nng_aio_set_timeout(aio, timeout_ms);
+	nng_aio_set_msg(aio, msg);
+	nng_ctx_send(ctx, aio);
+	nng_aio_wait(aio);
+	rv = nng_aio_result(aio);
+	if (rv) {
+		nng_msg_free(nng_aio_get_msg(aio));
+		goto out;
+	}
+	nng_ctx_recv(ctx, aio);
+	nng_aio_wait(aio);
+	rv = nng_aio_result(aio);
+	if (rv == 0)
+		*answer = nng_aio_get_msg(aio);
+out:
+	nng_aio_free(aio);
+	nng_ctx_close(ctx);
+	return rv;
+}
+
+int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
+		   bool *verified, bk_status *st)
+{
+	bk_envelope hdr = BOXKITE__V1__ENVELOPE__INIT;
+	uint8_t nonce[BK_NONCE_LEN];
+	nng_msg *msg = NULL, *answer = NULL;
+	bk_envelope *env = NULL;
+	bool mac_ok = false;
+	int rv, code;
+
+	*verified = false;
+	if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "cannot get random bytes for a nonce");
+	hdr.version = BK_ENVELOPE_VERSION;
+	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST;
+	hdr.key_id = c->keyed ? c->key.id : "";
+	hdr.timestamp_ms = realtime_ms();
+	hdr.nonce.data = nonce;
+	hdr.nonce.len = sizeof(nonce);
+	hdr.method = (char *)method;
+	rv = nng_msg_alloc(&msg, bk_envelope_sealed_size(&hdr, req));
+	if (rv)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "cannot allocate a %zu-byte request",
+				     bk_envelope_sealed_size(&hdr, req));
+	nng_msg_realloc(msg, bk_envelope_seal(&hdr, req, c->keyed ? &c->key : NULL, nng_msg_body(msg)));
+
+	rv = roundtrip(c, msg, timeout_ms > 0 ? timeout_ms : c->timeout_ms, &answer);
+	if (rv == NNG_ETIMEDOUT)
+		return bk_status_set(st, BK_DEADLINE_EXCEEDED, 0, false, "%s: no answer in time", method);
+	if (rv)
+		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "%s: %s", method, nng_strerror(rv));
+
+	env = boxkite__v1__envelope__unpack(NULL, nng_msg_len(answer), nng_msg_body(answer));
+	nng_msg_free(answer);
+	if (!env)
+		return bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not an Envelope", method);
+	/* The answer must be to this request: its kind, nonce and method, and — when keyed — a MAC
+	 * under our key, which covers all of them. */
+	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE || env->nonce.len != BK_NONCE_LEN ||
+	    CRYPTO_memcmp(env->nonce.data, nonce, BK_NONCE_LEN) != 0 || strcmp(env->method, method) != 0) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not for this request", method);
+		goto out;
+	}
+	if (env->mac.len) {
+		mac_ok = c->keyed && strcmp(env->key_id, c->key.id) == 0 && bk_envelope_mac_ok(&c->key, env);
+		if (!mac_ok) {
+			code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer's MAC does not verify", method);
+			goto out;
+		}
+	}
+	if (env->status != BK_OK) {
+		code = bk_status_set(st, env->status, env->detail, mac_ok, "%s%s", mac_ok ? "" : "(unverified answer) ",
+				     env->message);
+		goto out;
+	}
+	/* A keyed caller accepts success only with a MAC: anyone on the path could forge an
+	 * unauthenticated "OK". */
+	if (c->keyed && !mac_ok) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: success answer without a MAC", method);
+		goto out;
+	}
+	*resp = protobuf_c_message_unpack(resp_desc, NULL, env->body.len, env->body.data);
+	if (!*resp) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, mac_ok, "%s: cannot decode the answer", method);
+		goto out;
+	}
+	*verified = mac_ok;
+	code = bk_status_set(st, BK_OK, 0, mac_ok, "OK");
+out:
+	protobuf_c_message_free_unpacked(&env->base, NULL);
+	return code;
+}
+
+int bk_health(bk_client *c, bk_health_info *out, bk_status *st)
+{
+	Boxkite__V1__HealthRequest req = BOXKITE__V1__HEALTH_REQUEST__INIT;
+	Boxkite__V1__HealthResponse *resp = NULL;
+	bool verified;
+	int code;
+
+	code = bk_client_call(c, "Health", &req.base, &boxkite__v1__health_response__descriptor,
+			      (ProtobufCMessage **)&resp, 0, &verified, st);
+	if (code != BK_OK)
+		return code;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->version, sizeof(out->version), "%s", resp->version);
+	snprintf(out->mode, sizeof(out->mode), "%s", resp->mode);
+	out->sandbox_ready = resp->sandbox_ready;
+	out->auth_configured = resp->auth_configured;
+	out->authenticated = verified;
+	out->uptime_ms = resp->uptime_ms;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return BK_OK;
+}

@@ -1,0 +1,158 @@
+#include "json.h"
+
+static void put_escaped(FILE *out, const uint8_t *s, size_t len);
+
+/* The comma before a member, then its key if it has one. */
+static void member(bk_json *j, const char *key)
+{
+	if (j->depth > 0) {
+		if (j->need_comma[j->depth])
+			fputc(',', j->out);
+		j->need_comma[j->depth] = true;
+	}
+	if (key) {
+		fputc('"', j->out);
+		for (const char *p = key; *p; p++)
+			put_escaped(j->out, (const uint8_t *)p, 1);
+		fputs("\":", j->out);
+	}
+}
+
+static void open_scope(bk_json *j, const char *key, char c)
+{
+	member(j, key);
+	fputc(c, j->out);
+	if (j->depth < (int)(sizeof(j->need_comma) / sizeof(j->need_comma[0])) - 1)
+		j->depth++;
+	j->need_comma[j->depth] = false;
+}
+
+static void close_scope(bk_json *j, char c)
+{
+	fputc(c, j->out);
+	if (j->depth > 0)
+		j->depth--;
+	if (j->depth == 0)
+		fputc('\n', j->out);
+}
+
+void bk_json_begin_object(bk_json *j, const char *key)
+{
+	open_scope(j, key, '{');
+}
+
+void bk_json_end_object(bk_json *j)
+{
+	close_scope(j, '}');
+}
+
+void bk_json_begin_array(bk_json *j, const char *key)
+{
+	open_scope(j, key, '[');
+}
+
+void bk_json_end_array(bk_json *j)
+{
+	close_scope(j, ']');
+}
+
+/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if it is not one. */
+static size_t utf8_len(const uint8_t *s, size_t len)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n > len)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF are not UTF-8. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static void put_escaped(FILE *out, const uint8_t *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		uint8_t c = s[i];
+		size_t n;
+
+		switch (c) {
+		case '"': fputs("\\\"", out); i++; continue;
+		case '\\': fputs("\\\\", out); i++; continue;
+		case '\n': fputs("\\n", out); i++; continue;
+		case '\r': fputs("\\r", out); i++; continue;
+		case '\t': fputs("\\t", out); i++; continue;
+		default: break;
+		}
+		if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\u%04x", c);
+			i++;
+			continue;
+		}
+		n = utf8_len(s + i, len - i);
+		if (n == 0) {
+			/* Not UTF-8: keep the byte's value visible rather than produce invalid JSON. */
+			fprintf(out, "\\u%04x", c);
+			i++;
+			continue;
+		}
+		fwrite(s + i, 1, n, out);
+		i += n;
+	}
+}
+
+void bk_json_bytes(bk_json *j, const char *key, const uint8_t *data, size_t len)
+{
+	member(j, key);
+	fputc('"', j->out);
+	put_escaped(j->out, data, len);
+	fputc('"', j->out);
+}
+
+void bk_json_string(bk_json *j, const char *key, const char *value)
+{
+	const char *v = value ? value : "";
+	size_t n = 0;
+
+	while (v[n])
+		n++;
+	bk_json_bytes(j, key, (const uint8_t *)v, n);
+}
+
+void bk_json_int(bk_json *j, const char *key, long long value)
+{
+	member(j, key);
+	fprintf(j->out, "%lld", value);
+}
+
+void bk_json_uint(bk_json *j, const char *key, unsigned long long value)
+{
+	member(j, key);
+	fprintf(j->out, "%llu", value);
+}
+
+void bk_json_bool(bk_json *j, const char *key, bool value)
+{
+	member(j, key);
+	fputs(value ? "true" : "false", j->out);
+}

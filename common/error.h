@@ -1,0 +1,40 @@
+/* The one error convention (docs/ARCHITECTURE.md, "Errors"):
+ *
+ *   int bk_thing_do(..., bk_error **err);
+ *
+ * returns 0 on success or a negative errno, and on failure leaves a bk_error in *err that
+ * carries a gRPC status, the errno (0 if none) and a message. Callers add context with
+ * bk_error_prefix() and pass the error up; only the top level (a handler, main) reports it.
+ * err may be NULL when the caller only wants the return code. */
+#ifndef BK_ERROR_H
+#define BK_ERROR_H
+
+#include "cleanup.h"
+#include "status.h"
+
+#define BK_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+typedef struct bk_error {
+	int status; /* enum bk_code */
+	int detail; /* the envelope StatusDetail for wire rejections, else 0 */
+	int errnum; /* errno that caused it, 0 if none */
+	char *msg;
+} bk_error;
+
+/* Record a new error (unless *err already holds one) and return -errnum, or -EIO when errnum is
+ * 0. With errnum != 0 the message ends in ": strerror(errnum)". */
+int bk_error_set(bk_error **err, int status, int errnum, const char *fmt, ...) BK_PRINTF(4, 5);
+
+/* bk_error_set() with the status derived from errnum (bk_status_from_errno). */
+int bk_error_errno(bk_error **err, int errnum, const char *fmt, ...) BK_PRINTF(3, 4);
+
+/* Prefix the message of *err with context ("ctx: old message"); returns ret unchanged. */
+int bk_error_prefix(bk_error **err, int ret, const char *fmt, ...) BK_PRINTF(3, 4);
+
+/* The message of an error, or "" for NULL. */
+const char *bk_error_msg(const bk_error *e);
+
+void bk_error_free(bk_error *e);
+BK_DEFINE_PTR_CLEANUP(bk_error_freep, bk_error, bk_error_free)
+
+#endif

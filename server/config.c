@@ -1,0 +1,239 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "version.h"
+
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS };
+
+struct option_def {
+	const char *name;
+	enum opt_type type;
+	size_t offset;
+	const char *arg, *help;
+};
+
+#define FIELD(f) offsetof(bk_config, f)
+
+static const struct option_def option_defs[] = {
+	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, ipc:///PATH); repeatable" },
+	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
+	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
+	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default 16M)" },
+	{ "decode-cap", OPT_SIZE, FIELD(decode_cap), "BYTES", "memory one request may decode into (default 2 x max-message)" },
+	{ "window", OPT_SECONDS, FIELD(window_ms), "SECONDS", "accepted clock skew each way (default 30)" },
+	{ "replay-capacity", OPT_SIZE, FIELD(replay_capacity), "N", "live nonces remembered (default 1M)" },
+	{ "replay-answer-cap", OPT_SIZE, FIELD(replay_answer_cap), "BYTES", "answers kept for re-sent requests (default 64M)" },
+};
+
+static void config_defaults(bk_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->contexts = 64;
+	cfg->max_message = 16u << 20;
+	cfg->window_ms = 30000;
+	cfg->replay_capacity = 1u << 20;
+	cfg->replay_answer_cap = 64u << 20;
+}
+
+void bk_config_free(bk_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		free(cfg->listen[i]);
+	free(cfg->key_file);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+/* "123", "64K", "16M", "1G" → bytes. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	uint64_t v, mul = 1;
+
+	errno = 0;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -errno;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (*end || v > UINT64_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int apply_option(bk_config *cfg, const struct option_def *def, const char *value, bk_error **err)
+{
+	void *field = (char *)cfg + def->offset;
+	uint64_t v = 0;
+
+	switch (def->type) {
+	case OPT_LISTEN:
+		if (cfg->nlisten == BK_LISTEN_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--listen: at most %d URLs", BK_LISTEN_MAX);
+		if (strncmp(value, "tcp://", 6) && strncmp(value, "ipc://", 6) && strncmp(value, "inproc://", 9))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--listen %s: a URL is tcp://HOST:PORT or ipc:///PATH", value);
+		cfg->listen[cfg->nlisten] = strdup(value);
+		if (!cfg->listen[cfg->nlisten])
+			return bk_error_errno(err, ENOMEM, "--listen");
+		cfg->nlisten++;
+		return 0;
+	case OPT_STRING:
+		free(*(char **)field);
+		*(char **)field = strdup(value);
+		return *(char **)field ? 0 : bk_error_errno(err, ENOMEM, "--%s", def->name);
+	case OPT_UINT:
+		if (parse_size(value, &v) < 0 || v == 0 || v > 65536)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--%s %s: expected a count 1..65536",
+					    def->name, value);
+		*(unsigned *)field = (unsigned)v;
+		return 0;
+	case OPT_SIZE:
+		if (parse_size(value, &v) < 0 || v == 0 || v > (1ull << 40))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--%s %s: expected a positive size like 4096, 64K, 16M", def->name, value);
+		*(size_t *)field = (size_t)v;
+		return 0;
+	case OPT_SECONDS:
+		if (parse_size(value, &v) < 0 || v == 0 || v > 86400)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--%s %s: expected seconds 1..86400",
+					    def->name, value);
+		*(int64_t *)field = (int64_t)v * 1000;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const struct option_def *find_def(const char *name)
+{
+	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
+		if (strcmp(option_defs[i].name, name) == 0)
+			return &option_defs[i];
+	return NULL;
+}
+
+/* A config file: `name = value` per line, names as the long flags, '#' comments. */
+static int config_file_load(bk_config *cfg, const char *path, bk_error **err)
+{
+	FILE *f = fopen(path, "re");
+	char line[4096];
+	unsigned lineno = 0;
+	int ret = 0;
+
+	if (!f)
+		return bk_error_errno(err, errno, "cannot open config file %s", path);
+	while (ret == 0 && fgets(line, sizeof(line), f)) {
+		char *name = line, *eq, *value, *end;
+		const struct option_def *def;
+
+		lineno++;
+		while (isspace((unsigned char)*name))
+			name++;
+		if (*name == '\0' || *name == '#')
+			continue;
+		eq = strchr(name, '=');
+		if (!eq) {
+			ret = bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s line %u: expected name = value", path,
+					   lineno);
+			break;
+		}
+		for (end = eq; end > name && isspace((unsigned char)end[-1]); end--)
+			;
+		*end = '\0';
+		for (value = eq + 1; isspace((unsigned char)*value); value++)
+			;
+		for (end = value + strlen(value); end > value && isspace((unsigned char)end[-1]); end--)
+			;
+		*end = '\0';
+		def = find_def(name);
+		if (!def)
+			ret = bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s line %u: unknown setting '%s'", path,
+					   lineno, name);
+		else if ((ret = apply_option(cfg, def, value, err)) < 0)
+			bk_error_prefix(err, ret, "%s line %u", path, lineno);
+	}
+	fclose(f);
+	return ret;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: boxkited [--config FILE] --listen URL [--listen URL]... [--key-file PATH] [options]\n\n"
+		     "The boxkite sandbox sidecar. Options (also settable in the config file as name = value):\n");
+	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
+		fprintf(out, "  --%s %-8s %s\n", option_defs[i].name, option_defs[i].arg, option_defs[i].help);
+	fprintf(out, "  --config FILE     read settings from FILE first; flags win\n"
+		     "  --help, --version\n\nSee boxkited(8).\n");
+}
+
+int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
+{
+	enum { OPT_CONFIG = 1000, OPT_HELP, OPT_VERSION };
+	struct option longopts[BK_ARRAY_SIZE(option_defs) + 4];
+	bool listen_from_flags = false;
+	size_t n = 0;
+	int c, idx, ret;
+
+	config_defaults(cfg);
+	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
+		longopts[n++] = (struct option){ option_defs[i].name, required_argument, NULL, (int)i };
+	longopts[n++] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
+	longopts[n++] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+	longopts[n++] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
+	longopts[n] = (struct option){ 0 };
+
+	/* First pass: only --config, --help, --version, so that flags override the file. */
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
+		if (c == OPT_HELP) {
+			usage(stdout);
+			return 1;
+		}
+		if (c == OPT_VERSION) {
+			printf("boxkited %s\n", BK_VERSION);
+			return 1;
+		}
+		if (c == OPT_CONFIG && (ret = config_file_load(cfg, optarg, err)) < 0)
+			return ret;
+	}
+	opterr = 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
+		if (c == '?' || c == ':') {
+			usage(stderr);
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "bad command line");
+		}
+		/* --listen flags replace the file's list rather than adding to it. */
+		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) && option_defs[c].type == OPT_LISTEN &&
+		    !listen_from_flags) {
+			listen_from_flags = true;
+			for (size_t i = 0; i < cfg->nlisten; i++)
+				free(cfg->listen[i]);
+			cfg->nlisten = 0;
+		}
+		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) &&
+		    (ret = apply_option(cfg, &option_defs[c], optarg, err)) < 0)
+			return ret;
+	}
+	if (optind < argc)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (cfg->nlisten == 0)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "no --listen URL given");
+	if (!cfg->decode_cap)
+		cfg->decode_cap = 2 * cfg->max_message;
+	return 0;
+}

@@ -1,0 +1,31 @@
+/* boxkited's configuration: defaults, an optional config file of `name = value` lines (the
+ * long flag names), then command-line flags, which win. */
+#ifndef BK_CONFIG_H
+#define BK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define BK_LISTEN_MAX 8
+
+typedef struct bk_config {
+	char *listen[BK_LISTEN_MAX];
+	size_t nlisten;
+	char *key_file;           /* NULL: no key, every rpc but Health refused */
+	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
+	size_t max_message;       /* NNG_OPT_RECVMAXSZ */
+	size_t decode_cap;        /* per-request decoder allocator cap */
+	int64_t window_ms;        /* accepted clock skew, each way */
+	size_t replay_capacity;   /* live nonces remembered */
+	size_t replay_answer_cap; /* bytes of answers kept for re-sent requests */
+} bk_config;
+
+/* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or
+ * --version printed and the program should exit 0, or a negative errno with *err set. */
+int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err);
+void bk_config_free(bk_config *cfg);
+
+#endif

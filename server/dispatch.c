@@ -1,0 +1,297 @@
+/* The request pipeline, in the order a reviewer checks it against docs/PROTOCOL.md:
+ *
+ *   decode the Envelope (bounded allocator) → version, kind, nonce, method present
+ *   → find the method row → key (or unkeyed Health) → MAC, constant time → time window
+ *   → replay cache → body size limit → decode the body → handler
+ *
+ * Nothing of the body is decoded before the MAC verified. Once it did, every answer, errors
+ * included, is MAC'd with the caller's key and bound to its nonce; before, answers carry no MAC
+ * and a client treats them as unverified. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+int64_t bk_clock_realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t elapsed_us(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000u + (uint64_t)(now.tv_nsec - since->tv_nsec) / 1000;
+}
+
+const bk_method *bk_server_method(const bk_server *srv, const char *name)
+{
+	const ProtobufCMethodDescriptor *d =
+		protobuf_c_service_descriptor_get_method_by_name(&boxkite__v1__sandbox__descriptor, name);
+
+	return d ? &srv->methods[d - boxkite__v1__sandbox__descriptor.methods] : NULL;
+}
+
+static bool nonce_ok(const bk_envelope *env)
+{
+	return env && env->nonce.len == BK_NONCE_LEN;
+}
+
+/* Free what the call holds and hand the answer (or NULL: no answer) to the transport. */
+static void call_release(bk_call *call, nng_msg *answer)
+{
+	bk_arena_free(call->arena);
+	call->arena = NULL;
+	call->env = NULL;
+	bk_keyring_ref_put(call->keys);
+	call->keys = NULL;
+	call->key = NULL;
+	call->done(call, answer);
+}
+
+static void call_end(bk_call *call, int status, int detail, const char *message, const ProtobufCMessage *body,
+		     bool store_answer)
+{
+	bk_envelope hdr = BOXKITE__V1__ENVELOPE__INIT;
+	const bk_envelope *env = call->env;
+	nng_msg *answer = NULL;
+	size_t len = 0;
+
+	hdr.version = BK_ENVELOPE_VERSION;
+	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
+	hdr.key_id = call->key ? (char *)call->key->id : "";
+	hdr.timestamp_ms = bk_clock_realtime_ms();
+	if (nonce_ok(env))
+		hdr.nonce = env->nonce;
+	hdr.method = env && env->method ? env->method : "";
+	hdr.status = status;
+	hdr.detail = (Boxkite__V1__StatusDetail)detail;
+	hdr.message = message ? (char *)message : "";
+
+	if (nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
+		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
+		nng_msg_realloc(answer, len);
+		if (store_answer)
+			bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data, nng_msg_body(answer), len);
+	}
+	bk_log_call(&(bk_log_request){
+		.method = hdr.method,
+		.key_id = hdr.key_id,
+		.status = status,
+		.detail = detail,
+		.duration_us = elapsed_us(&call->started),
+		.bytes_in = call->bytes_in,
+		.bytes_out = len,
+		.message = status ? hdr.message : NULL,
+	});
+	call_release(call, answer);
+}
+
+void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
+{
+	call_end(call, BK_OK, BK_DETAIL_NONE, NULL, response, call->key != NULL);
+}
+
+void bk_call_fail(bk_call *call, bk_error *err)
+{
+	call_end(call, err ? err->status : BK_INTERNAL, err ? err->detail : 0, bk_error_msg(err), NULL,
+		 call->key != NULL);
+	bk_error_free(err);
+}
+
+void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	call_end(call, status, detail, msg, NULL, call->key != NULL);
+}
+
+/* Refuse before a handler runs. Not stored for re-sends: nothing ran, and the same request
+ * will be refused the same way again. */
+static void refuse(bk_call *call, int status, int detail, const char *fmt, ...) BK_PRINTF(4, 5);
+static void refuse(bk_call *call, int status, int detail, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	call_end(call, status, detail, msg, NULL, false);
+}
+
+/* Drop a request without an answer: its twin is still being served, and the REQ peer will take
+ * that answer (a re-sent request carries the same nng request id). */
+static void drop(bk_call *call)
+{
+	bk_log_call(&(bk_log_request){
+		.method = call->env->method,
+		.key_id = call->key->id,
+		.status = BK_ABORTED,
+		.detail = BK_DETAIL_NONE,
+		.duration_us = elapsed_us(&call->started),
+		.bytes_in = call->bytes_in,
+		.message = "duplicate of a request in flight: dropped, the original answers",
+	});
+	call_release(call, NULL);
+}
+
+/* A re-sent request that was already answered: send the same bytes again. */
+static void resend(bk_call *call, uint8_t *answer, size_t len)
+{
+	nng_msg *msg = NULL;
+
+	if (nng_msg_alloc(&msg, len) == 0)
+		memcpy(nng_msg_body(msg), answer, len);
+	free(answer);
+	bk_log_call(&(bk_log_request){
+		.method = call->env->method,
+		.key_id = call->key->id,
+		.status = BK_OK,
+		.duration_us = elapsed_us(&call->started),
+		.bytes_in = call->bytes_in,
+		.bytes_out = len,
+		.message = "re-sent request: answered from the replay cache",
+	});
+	call_release(call, msg);
+}
+
+/* Authenticate a keyed request: key, MAC, window, replay. Returns true when the call may go on
+ * to its handler; otherwise the call has been ended. */
+static bool authenticate(bk_server *srv, bk_call *call)
+{
+	const bk_envelope *env = call->env;
+	uint8_t *answer = NULL;
+	size_t answer_len = 0;
+	const bk_key *key;
+	int64_t now = bk_clock_realtime_ms();
+
+	call->keys = bk_keystore_get(srv->keystore);
+	if (!call->keys) {
+		refuse(call, BK_UNAVAILABLE, BK_DETAIL_AUTH_NOT_CONFIGURED,
+		       "no key is configured: only Health is served (start boxkited with --key-file)");
+		return false;
+	}
+	if (!env->key_id[0]) {
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_UNKNOWN_KEY, "%s needs a key: the request has no key id",
+		       call->method->name);
+		return false;
+	}
+	key = bk_keyring_find(bk_keyring_ref_ring(call->keys), env->key_id);
+	if (!key) {
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_UNKNOWN_KEY, "unknown key id");
+		return false;
+	}
+	if (!bk_envelope_mac_ok(key, env)) {
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, "MAC does not verify");
+		return false;
+	}
+	/* From here on the sender holds the key: answers are MAC'd and bound to its nonce. */
+	call->key = key;
+	switch (bk_envelope_check_time(env->timestamp_ms, now, srv->cfg.window_ms)) {
+	case BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_STALE:
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_STALE, "timestamp %lld ms is older than the %lld ms window",
+		       (long long)(now - env->timestamp_ms), (long long)srv->cfg.window_ms);
+		return false;
+	case BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_FUTURE:
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_FUTURE, "timestamp %lld ms ahead of the %lld ms window",
+		       (long long)(env->timestamp_ms - now), (long long)srv->cfg.window_ms);
+		return false;
+	default:
+		break;
+	}
+	switch (bk_replay_check(srv->replay, key->id, env->nonce.data, now, &answer, &answer_len)) {
+	case BK_REPLAY_FRESH:
+		return true;
+	case BK_REPLAY_IN_FLIGHT:
+		drop(call);
+		return false;
+	case BK_REPLAY_ANSWERED:
+		resend(call, answer, answer_len);
+		return false;
+	case BK_REPLAY_REPLAYED:
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_REPLAYED, "nonce already used");
+		return false;
+	case BK_REPLAY_FULL:
+		refuse(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_REPLAY_CACHE_FULL,
+		       "too many requests in the replay window; retry later");
+		return false;
+	}
+	return false;
+}
+
+void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
+{
+	const ProtobufCMessageDescriptor *input;
+	ProtobufCMessage *request;
+	bk_envelope *env;
+	bk_method *method;
+
+	clock_gettime(CLOCK_MONOTONIC, &call->started);
+	call->srv = srv;
+	call->bytes_in = nng_msg_len(msg);
+	call->arena = bk_arena_new(srv->cfg.decode_cap);
+	if (!call->arena) {
+		nng_msg_free(msg);
+		refuse(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_NONE, "out of memory");
+		return;
+	}
+	env = boxkite__v1__envelope__unpack(bk_arena_allocator(call->arena), nng_msg_len(msg), nng_msg_body(msg));
+	nng_msg_free(msg);
+	if (!env) {
+		bool full = bk_arena_used(call->arena) + call->bytes_in > srv->cfg.decode_cap;
+		refuse(call, full ? BK_RESOURCE_EXHAUSTED : BK_INVALID_ARGUMENT,
+		       full ? BK_DETAIL_OVERSIZED : BK_DETAIL_MALFORMED, "not a boxkite.v1.Envelope");
+		return;
+	}
+	call->env = env;
+	if (env->version != BK_ENVELOPE_VERSION) {
+		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_VERSION, "envelope version %u; this server speaks %d",
+		       env->version, BK_ENVELOPE_VERSION);
+		return;
+	}
+	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST || !nonce_ok(env) || !env->method[0] ||
+	    env->mac.len > BK_MAC_LEN) {
+		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED,
+		       "a request has kind REQUEST, a %d-byte nonce, a method and at most a %d-byte MAC", BK_NONCE_LEN,
+		       BK_MAC_LEN);
+		return;
+	}
+	method = (bk_method *)bk_server_method(srv, env->method);
+	if (!method) {
+		refuse(call, BK_UNIMPLEMENTED, BK_DETAIL_UNKNOWN_METHOD, "no method named in service boxkite.v1.Sandbox");
+		return;
+	}
+	call->method = method;
+	if ((method->auth || env->key_id[0] || env->mac.len) && !authenticate(srv, call))
+		return;
+	if (env->body.len > method->max_body) {
+		call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED, "request body larger than this method allows",
+			 NULL, call->key != NULL);
+		return;
+	}
+	input = method->desc->input;
+	request = protobuf_c_message_unpack(input, bk_arena_allocator(call->arena), env->body.len, env->body.data);
+	if (!request) {
+		call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, "body is not a valid request for this method",
+			 NULL, call->key != NULL);
+		return;
+	}
+	if (!method->handler) {
+		call_end(call, BK_UNIMPLEMENTED, BK_DETAIL_NONE, "not implemented yet", NULL, call->key != NULL);
+		return;
+	}
+	atomic_fetch_add(&method->calls, 1);
+	method->handler(call, request);
+}

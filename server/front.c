@@ -1,0 +1,131 @@
+/* The transport: one nng REP socket listening on every configured URL, and a fixed pool of
+ * contexts, each an aio state machine (receive → dispatch → send → receive). A context serves one
+ * request at a time, so the pool size is the admission limit: request number N+1 waits in nng
+ * until a context frees up. Callbacks never block; a handler that takes time ends its call later
+ * from another thread, which sends the answer on the call's context. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#include <nng/protocol/reqrep0/rep.h>
+
+enum slot_state { SLOT_RECV, SLOT_SEND };
+
+struct slot {
+	bk_server *srv;
+	nng_ctx ctx;
+	nng_aio *aio;
+	enum slot_state state;
+	bk_call call;
+};
+
+struct front {
+	nng_socket sock;
+	struct slot *slots;
+	unsigned nslots;
+};
+
+static void slot_recv(struct slot *s)
+{
+	s->state = SLOT_RECV;
+	nng_ctx_recv(s->ctx, s->aio);
+}
+
+/* The call's end: send the answer on the context it came from, or receive again. */
+static void slot_call_done(bk_call *call, nng_msg *answer)
+{
+	struct slot *s = call->transport;
+
+	if (!answer) {
+		slot_recv(s);
+		return;
+	}
+	s->state = SLOT_SEND;
+	nng_aio_set_msg(s->aio, answer);
+	nng_ctx_send(s->ctx, s->aio);
+}
+
+static void slot_cb(void *arg)
+{
+	struct slot *s = arg;
+	int rv = nng_aio_result(s->aio);
+
+	switch (s->state) {
+	case SLOT_RECV:
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+			return;
+		if (rv != 0) {
+			slot_recv(s);
+			return;
+		}
+		memset(&s->call, 0, sizeof(s->call));
+		s->call.done = slot_call_done;
+		s->call.transport = s;
+		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
+		return;
+	case SLOT_SEND:
+		/* On a failed send (the peer went away) the message is still ours to free. */
+		if (rv != 0)
+			nng_msg_free(nng_aio_get_msg(s->aio));
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+			return;
+		slot_recv(s);
+		return;
+	}
+}
+
+int bk_front_start(bk_server *srv, bk_error **err)
+{
+	struct front *f = calloc(1, sizeof(*f));
+	int rv;
+
+	if (!f)
+		return bk_error_errno(err, ENOMEM, "front");
+	srv->front = f;
+	rv = nng_rep0_open(&f->sock);
+	if (rv)
+		return bk_error_set(err, BK_INTERNAL, EIO, "nng_rep0_open: %s", nng_strerror(rv));
+	/* nng drops (and for stream transports disconnects) anything larger: the first bound. */
+	nng_socket_set_size(f->sock, NNG_OPT_RECVMAXSZ, srv->cfg.max_message);
+
+	f->nslots = srv->cfg.contexts;
+	f->slots = calloc(f->nslots, sizeof(*f->slots));
+	if (!f->slots)
+		return bk_error_errno(err, ENOMEM, "front");
+	for (unsigned i = 0; i < f->nslots; i++) {
+		struct slot *s = &f->slots[i];
+		s->srv = srv;
+		if ((rv = nng_aio_alloc(&s->aio, slot_cb, s)) || (rv = nng_ctx_open(&s->ctx, f->sock)))
+			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
+	}
+	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
+		rv = nng_listen(f->sock, srv->cfg.listen[i], NULL, 0);
+		if (rv)
+			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,
+					    "cannot listen on %s: %s", srv->cfg.listen[i], nng_strerror(rv));
+	}
+	for (unsigned i = 0; i < f->nslots; i++)
+		slot_recv(&f->slots[i]);
+	return 0;
+}
+
+void bk_front_stop(bk_server *srv)
+{
+	struct front *f = srv->front;
+
+	if (!f)
+		return;
+	for (unsigned i = 0; f->slots && i < f->nslots; i++)
+		if (f->slots[i].aio)
+			nng_aio_stop(f->slots[i].aio);
+	nng_close(f->sock);
+	for (unsigned i = 0; f->slots && i < f->nslots; i++) {
+		if (f->slots[i].aio)
+			nng_aio_free(f->slots[i].aio);
+	}
+	free(f->slots);
+	free(f);
+	srv->front = NULL;
+}

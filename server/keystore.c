@@ -1,0 +1,129 @@
+#include "keystore.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct bk_keyring_ref {
+	atomic_int refs;
+	bk_keyring *ring;
+};
+
+struct bk_keystore {
+	pthread_mutex_t lock;
+	char *path;
+	bk_keyring_ref *current;
+	struct stat loaded; /* identity of the file last loaded */
+};
+
+void bk_keyring_ref_put(bk_keyring_ref *ref)
+{
+	if (ref && atomic_fetch_sub(&ref->refs, 1) == 1) {
+		bk_keyring_free(ref->ring);
+		free(ref);
+	}
+}
+
+const bk_keyring *bk_keyring_ref_ring(const bk_keyring_ref *ref)
+{
+	return ref ? ref->ring : NULL;
+}
+
+static bool same_file_state(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
+{
+	bk_keyring_ref *ref, *old;
+	bk_keyring *ring = NULL;
+	struct stat st;
+	int ret;
+
+	if (!ks->path)
+		return 0;
+	/* stat() follows the symlinks Kubernetes uses for Secret volumes (..data swaps). */
+	if (stat(ks->path, &st) < 0)
+		return bk_error_errno(err, errno, "cannot stat key file %s", ks->path);
+	if (!force && ks->current && same_file_state(&st, &ks->loaded))
+		return 0;
+	ret = bk_keyring_load(ks->path, &ring, err);
+	if (ret < 0)
+		return ret;
+	ref = calloc(1, sizeof(*ref));
+	if (!ref) {
+		bk_keyring_free(ring);
+		return bk_error_errno(err, ENOMEM, "key file %s", ks->path);
+	}
+	atomic_init(&ref->refs, 1);
+	ref->ring = ring;
+	pthread_mutex_lock(&ks->lock);
+	old = ks->current;
+	ks->current = ref;
+	ks->loaded = st;
+	pthread_mutex_unlock(&ks->lock);
+	bk_keyring_ref_put(old);
+	return 1;
+}
+
+int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
+{
+	bk_keystore *ks = calloc(1, sizeof(*ks));
+	int ret;
+
+	if (!ks)
+		return bk_error_errno(err, ENOMEM, "keystore");
+	pthread_mutex_init(&ks->lock, NULL);
+	if (path) {
+		ks->path = strdup(path);
+		if (!ks->path) {
+			bk_keystore_free(ks);
+			return bk_error_errno(err, ENOMEM, "keystore");
+		}
+		ret = bk_keystore_reload(ks, true, err);
+		if (ret < 0) {
+			bk_keystore_free(ks);
+			return ret;
+		}
+	}
+	*out = ks;
+	return 0;
+}
+
+void bk_keystore_free(bk_keystore *ks)
+{
+	if (!ks)
+		return;
+	bk_keyring_ref_put(ks->current);
+	pthread_mutex_destroy(&ks->lock);
+	free(ks->path);
+	free(ks);
+}
+
+bk_keyring_ref *bk_keystore_get(bk_keystore *ks)
+{
+	bk_keyring_ref *ref;
+
+	pthread_mutex_lock(&ks->lock);
+	ref = ks->current;
+	if (ref)
+		atomic_fetch_add(&ref->refs, 1);
+	pthread_mutex_unlock(&ks->lock);
+	return ref;
+}
+
+bool bk_keystore_configured(bk_keystore *ks)
+{
+	bool yes;
+
+	pthread_mutex_lock(&ks->lock);
+	yes = ks->current != NULL;
+	pthread_mutex_unlock(&ks->lock);
+	return yes;
+}

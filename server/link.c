@@ -1,0 +1,242 @@
+#include "link.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "executor.h"
+#include "log.h"
+
+struct pending {
+	struct pending *next;
+	uint64_t id;
+	bk_reply_fn cb;
+	void *arg;
+};
+
+struct bk_link {
+	bk_channel ch;
+	pid_t pid;
+	pthread_t reader;
+	bool reader_started;
+	pthread_mutex_t lock; /* send order, pending list, next_id */
+	struct pending *pending;
+	uint64_t next_id;
+	bool closed;
+};
+
+int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err)
+{
+	bk_link *link;
+	int sv[2];
+	pid_t front = getpid();
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return bk_error_errno(err, errno, "socketpair");
+	link = calloc(1, sizeof(*link));
+	if (!link || bk_channel_init(&link->ch, sv[0]) < 0) {
+		free(link);
+		bk_close(sv[0]);
+		bk_close(sv[1]);
+		return bk_error_errno(err, ENOMEM, "executor link");
+	}
+	pthread_mutex_init(&link->lock, NULL);
+	link->next_id = 1;
+	link->pid = fork();
+	if (link->pid < 0) {
+		int saved = errno;
+		bk_close(sv[1]);
+		bk_link_free(link);
+		return bk_error_errno(err, saved, "cannot fork the executor");
+	}
+	if (link->pid == 0) {
+		bk_close(sv[0]);
+		_exit(bk_executor_main(sv[1], cfg, front));
+	}
+	bk_close(sv[1]);
+	*out = link;
+	return 0;
+}
+
+pid_t bk_link_executor_pid(const bk_link *link)
+{
+	return link->pid;
+}
+
+static struct pending *take_pending(bk_link *link, uint64_t id)
+{
+	struct pending **pp, *p = NULL;
+
+	pthread_mutex_lock(&link->lock);
+	for (pp = &link->pending; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			p = *pp;
+			*pp = p->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&link->lock);
+	return p;
+}
+
+static void fail_all_pending(bk_link *link)
+{
+	struct pending *p;
+
+	pthread_mutex_lock(&link->lock);
+	link->closed = true;
+	p = link->pending;
+	link->pending = NULL;
+	pthread_mutex_unlock(&link->lock);
+	while (p) {
+		struct pending *next = p->next;
+		p->cb(p->arg, NULL, NULL, 0);
+		free(p);
+		p = next;
+	}
+}
+
+static void *reader_main(void *arg)
+{
+	bk_link *link = arg;
+
+	for (;;) {
+		int fds[BK_CHANNEL_MAX_FDS];
+		size_t nfds = 0;
+		bk_reply *reply = NULL;
+		struct pending *p;
+		int ret = bk_channel_recv(&link->ch, &boxkite__executor__reply__descriptor, (ProtobufCMessage **)&reply,
+					  fds, &nfds);
+
+		if (ret < 0) {
+			if (ret != -EPIPE && ret != -EBADF)
+				bk_log(BK_LOG_ERROR, "executor channel: %s", strerror(-ret));
+			break;
+		}
+		p = take_pending(link, reply->id);
+		if (p) {
+			p->cb(p->arg, reply, fds, nfds);
+			free(p);
+		} else {
+			bk_log(BK_LOG_ERROR, "executor replied to unknown order %llu", (unsigned long long)reply->id);
+			for (size_t i = 0; i < nfds; i++)
+				close(fds[i]);
+			bk_reply_free(reply);
+		}
+	}
+	fail_all_pending(link);
+	return NULL;
+}
+
+int bk_link_start(bk_link *link, bk_error **err)
+{
+	int rv = pthread_create(&link->reader, NULL, reader_main, link);
+
+	if (rv)
+		return bk_error_errno(err, rv, "cannot start the executor reader thread");
+	link->reader_started = true;
+	return 0;
+}
+
+int bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	p->cb = cb;
+	p->arg = arg;
+	pthread_mutex_lock(&link->lock);
+	if (link->closed) {
+		pthread_mutex_unlock(&link->lock);
+		free(p);
+		return -EPIPE;
+	}
+	p->id = order->id = link->next_id++;
+	/* Register before sending: the reply may arrive before bk_channel_send() returns. */
+	p->next = link->pending;
+	link->pending = p;
+	ret = bk_channel_send(link->ch.fd, &order->base, fds, nfds);
+	pthread_mutex_unlock(&link->lock);
+	if (ret < 0 && take_pending(link, order->id))
+		free(p);
+	return ret;
+}
+
+struct sync_call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	bk_reply *reply;
+	int *fds;
+	size_t nfds, maxfds;
+};
+
+static void sync_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct sync_call *sc = arg;
+
+	pthread_mutex_lock(&sc->lock);
+	for (size_t i = 0; i < nfds; i++) {
+		if (i < sc->maxfds)
+			sc->fds[i] = fds[i];
+		else
+			close(fds[i]);
+	}
+	sc->nfds = nfds < sc->maxfds ? nfds : sc->maxfds;
+	sc->reply = reply;
+	sc->done = true;
+	pthread_cond_signal(&sc->cond);
+	pthread_mutex_unlock(&sc->lock);
+}
+
+int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, size_t *nfds, bk_error **err)
+{
+	struct sync_call sc = {
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.cond = PTHREAD_COND_INITIALIZER,
+		.fds = fds,
+		.maxfds = nfds ? *nfds : 0,
+	};
+	int ret = bk_link_send(link, order, NULL, 0, sync_done, &sc);
+
+	if (ret < 0)
+		return bk_error_errno(err, -ret, "cannot send an order to the executor");
+	pthread_mutex_lock(&sc.lock);
+	while (!sc.done)
+		pthread_cond_wait(&sc.cond, &sc.lock);
+	pthread_mutex_unlock(&sc.lock);
+	if (nfds)
+		*nfds = sc.nfds;
+	if (!sc.reply)
+		return bk_error_set(err, BK_UNAVAILABLE, EPIPE, "the executor went away");
+	*reply = sc.reply;
+	return 0;
+}
+
+void bk_link_free(bk_link *link)
+{
+	if (!link)
+		return;
+	/* Closing our end makes the executor's next receive see EOF; it cleans up and exits. */
+	shutdown(link->ch.fd, SHUT_RDWR);
+	if (link->reader_started)
+		pthread_join(link->reader, NULL);
+	else
+		fail_all_pending(link);
+	bk_channel_fini(&link->ch);
+	if (link->pid > 0) {
+		while (waitpid(link->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	pthread_mutex_destroy(&link->lock);
+	free(link);
+}

@@ -1,0 +1,26 @@
+/* boxkited's log: one JSON object per line on stderr, written with a single write(2) so lines
+ * from different threads never interleave. */
+#ifndef BK_LOG_H
+#define BK_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+enum bk_log_level { BK_LOG_ERROR, BK_LOG_WARN, BK_LOG_INFO };
+
+void bk_log(enum bk_log_level level, const char *fmt, ...) BK_PRINTF(2, 3);
+
+typedef struct bk_log_request {
+	const char *method;  /* may be untrusted text: escaped and cut */
+	const char *key_id;
+	int status, detail;
+	uint64_t duration_us;
+	size_t bytes_in, bytes_out;
+	const char *message; /* status message for a failure, NULL on success */
+} bk_log_request;
+
+void bk_log_call(const bk_log_request *r);
+
+#endif

@@ -1,0 +1,110 @@
+/* boxkited: fork the privileged executor, drop every privilege, serve. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "link.h"
+#include "log.h"
+#include "privdrop.h"
+#include "server.h"
+
+/* Ask the executor what it found; the answer feeds Health. */
+static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
+{
+	Boxkite__Executor__Ping ping = BOXKITE__EXECUTOR__PING__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_reply *reply = NULL;
+	int ret;
+
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_PING;
+	order.ping = &ping;
+	ret = bk_link_call(link, &order, &reply, NULL, NULL, err);
+	if (ret < 0)
+		return ret;
+	if (reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_PONG) {
+		ret = bk_error_set(err, BK_INTERNAL, reply->errnum ? reply->errnum : EPROTO, "executor: %s: %s",
+				   reply->step, reply->message);
+	} else {
+		srv->sandbox_ready = reply->pong->sandbox_ready;
+		snprintf(srv->mode_buf, sizeof(srv->mode_buf), "%s", reply->pong->mode);
+		srv->mode = srv->mode_buf;
+	}
+	bk_reply_free(reply);
+	return ret;
+}
+
+/* Wait for SIGTERM/SIGINT; reload the keys on SIGHUP, and each second if the file changed. */
+static void serve_until_signal(bk_server *srv, const sigset_t *set)
+{
+	struct timespec tick = { .tv_sec = 1 };
+
+	for (;;) {
+		bk_error *err = NULL;
+		int sig = sigtimedwait(set, NULL, &tick);
+
+		if (sig == SIGTERM || sig == SIGINT) {
+			bk_log(BK_LOG_INFO, "signal %d: shutting down", sig);
+			return;
+		}
+		int ret = bk_keystore_reload(srv->keystore, sig == SIGHUP, &err);
+		if (ret > 0)
+			bk_log(BK_LOG_INFO, "key file reloaded");
+		else if (ret < 0)
+			bk_log(BK_LOG_ERROR, "key file not reloaded, keeping the current keys: %s", bk_error_msg(err));
+		bk_error_free(err);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	bk_server srv = { 0 };
+	bk_config cfg;
+	bk_link *link = NULL;
+	bk_error *err = NULL;
+	sigset_t set;
+	int ret;
+
+	ret = bk_config_parse(&cfg, argc, argv, &err);
+	if (ret != 0) {
+		if (ret < 0)
+			fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		bk_error_free(err);
+		return ret > 0 ? 0 : 2;
+	}
+	/* ipc:// socket files and anything else created are the owner's only. */
+	umask(077);
+	/* Signals are taken by sigtimedwait in the main thread; every thread inherits the mask. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
+	    (ret = bk_drop_all_privileges(&err)) < 0 || (ret = bk_link_start(link, &err)) < 0 ||
+	    (ret = executor_hello(&srv, link, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	srv.executor = link;
+	if (!bk_keystore_configured(srv.keystore))
+		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
+	ret = bk_front_start(&srv, &err);
+	if (ret < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	for (size_t i = 0; i < cfg.nlisten; i++)
+		bk_log(BK_LOG_INFO, "listening on %s", cfg.listen[i]);
+	serve_until_signal(&srv, &set);
+out:
+	bk_front_stop(&srv);
+	bk_link_free(link);
+	bk_server_fini(&srv);
+	bk_error_free(err);
+	bk_config_free(&cfg);
+	return ret < 0 ? 1 : 0;
+}

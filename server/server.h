@@ -1,0 +1,88 @@
+/* The front: the unprivileged, multi-threaded half of boxkited. It listens, authenticates,
+ * decodes, dispatches to handlers and answers. It holds no capabilities once started; anything
+ * privileged is an order to the executor (sidecar/). */
+#ifndef BK_SERVER_H
+#define BK_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <nng/nng.h>
+
+#include "config.h"
+#include "envelope.h"
+#include "keystore.h"
+#include "replay.h"
+
+typedef struct bk_server bk_server;
+typedef struct bk_call bk_call;
+
+/* A handler gets a decoded, authenticated request and must end the call exactly once, with
+ * bk_call_reply() or bk_call_fail(), now or later and from any thread. */
+typedef void (*bk_handler_fn)(bk_call *call, const ProtobufCMessage *request);
+
+/* One row per rpc (server/methods.c): what it needs and who serves it. The request and response
+ * types come from the generated service descriptor, not from this table. */
+typedef struct bk_method {
+	const char *name;
+	bool auth;          /* false: may be called without a key (Health, for probes) */
+	bk_handler_fn handler; /* NULL: answers UNIMPLEMENTED */
+	size_t max_body;    /* largest request body accepted */
+	const ProtobufCMethodDescriptor *desc;
+	atomic_ulong calls; /* times the handler ran */
+} bk_method;
+
+struct bk_call {
+	bk_server *srv;
+	const bk_method *method;
+	bk_arena *arena;          /* owns the decoded envelope and request */
+	const bk_envelope *env;   /* the request envelope; NULL if it did not decode */
+	bk_keyring_ref *keys;     /* held while the call lives when keyed */
+	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
+	struct timespec started;
+	size_t bytes_in;
+	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
+	void *transport;
+};
+
+struct bk_server {
+	bk_config cfg;
+	bk_keystore *keystore;
+	bk_replay *replay;
+	bk_method *methods;  /* indexed like the service descriptor's methods */
+	size_t nmethods;
+	int64_t started_ms;
+	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
+	char mode_buf[16];
+	atomic_bool sandbox_ready;
+	void *executor;      /* struct bk_executor_link * (sidecar link), NULL in wire-only tests */
+	void *front;         /* struct front * (nng side) */
+};
+
+/* Set up everything but the transport: keys, replay cache, method table. */
+int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err);
+void bk_server_fini(bk_server *srv);
+
+/* Run one received message through the pipeline: envelope, auth, replay, decode, handler.
+ * The call ends through call->done exactly once, possibly on another thread. */
+void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg);
+
+/* End a call with a response message (status OK). */
+void bk_call_reply(bk_call *call, const ProtobufCMessage *response);
+/* End a call with an error status and message; takes ownership of err. */
+void bk_call_fail(bk_call *call, bk_error *err);
+/* End a call with a status, a detail and a formatted message. */
+void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...) BK_PRINTF(4, 5);
+
+const bk_method *bk_server_method(const bk_server *srv, const char *name);
+
+int64_t bk_clock_realtime_ms(void);
+
+/* Start listening and serving; stop closes everything and waits for calls in flight. */
+int bk_front_start(bk_server *srv, bk_error **err);
+void bk_front_stop(bk_server *srv);
+
+#endif

@@ -1,10 +1,15 @@
-# Test tiers (STYLE.md §11): unit (cmocka, pure modules), wire (in-process client+server),
-# integration (the real daemon as root), python (a second-language client), fuzz (corpus
-# replay). `make test` runs them all, then the C tiers again under ASan+UBSan (SAN=1).
+# Test tiers (STYLE.md §11), each in its own directory with its own rules fragment:
+#   unit         cmocka tests of pure modules (envelope, replay, keys, ...)
+#   wire         in-process client+server over ipc:// (attacks on the envelope, dispatch)
+#   fuzz         libFuzzer harnesses; `make test` replays their corpus without libFuzzer
+#   integration  the real boxkited as root: privileges, sandbox, escape probes
+#   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
+# `make test` runs them all, then the C tiers again under ASan+UBSan (SAN=1).
 
 TEST_CFLAGS := $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIE -Itests
+PYTHON      := /usr/bin/python3
 
-.PHONY: test test-unit test-wire test-integration test-python test-fuzz test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-python test-san
 
 test: deps
 	$(MAKE) gen-check
@@ -13,3 +18,9 @@ test: deps
 	@echo "make test: all tiers passed"
 
 test-san: all test-unit test-wire test-fuzz
+
+include tests/unit/unit.mk
+include tests/wire/wire.mk
+include tests/fuzz/fuzz.mk
+include tests/integration/integration.mk
+include tests/python/python.mk

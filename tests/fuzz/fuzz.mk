@@ -1,0 +1,3 @@
+# fuzz tier: see tests/tests.mk.
+
+test-fuzz:

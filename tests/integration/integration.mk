@@ -1,0 +1,3 @@
+# integration tier: see tests/tests.mk.
+
+test-integration:

@@ -1,0 +1,3 @@
+# python tier: see tests/tests.mk.
+
+test-python:

@@ -1,0 +1,3 @@
+# unit tier: see tests/tests.mk.
+
+test-unit:

@@ -1,0 +1,3 @@
+# wire tier: see tests/tests.mk.
+
+test-wire:

@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Recompute the Envelope MAC test vectors with nothing but Python's standard library, from the
+byte-by-byte description in docs/PROTOCOL.md ("The MAC"), and check that the document and the C
+unit test (tests/unit/test_mac_vectors.c) carry exactly these inputs and MACs. The second vector's
+whole sealed Envelope, encoded here by hand from the protobuf rules, must be in both as well.
+
+So three things must agree: the document, common/envelope.c (through the C test) and this
+independent implementation. Run from the top of the tree: python3 tests/unit/mac_vectors.py
+"""
+
+import hashlib
+import hmac
+import re
+import struct
+import sys
+
+DOMAIN = b"boxkite.v1.Envelope\x00"
+
+
+def mac_input(f):
+    """The MAC input of docs/PROTOCOL.md: fixed-width big-endian integers, u32-length-prefixed
+    strings and nonce, u64-length-prefixed body."""
+
+    def lp32(b):
+        return struct.pack(">I", len(b)) + b
+
+    return (
+        DOMAIN
+        + struct.pack(">II", f["version"], f["kind"])
+        + lp32(f["key_id"].encode())
+        + struct.pack(">q", f["timestamp_ms"])
+        + lp32(f["nonce"])
+        + lp32(f["method"].encode())
+        + struct.pack(">iI", f["status"], f["detail"])
+        + lp32(f["message"].encode())
+        + struct.pack(">Q", len(f["body"]))
+        + f["body"]
+    )
+
+
+def varint(v):
+    v &= (1 << 64) - 1  # int64 and int32 values are sent as 64-bit two's complement
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def envelope_wire(f, mac):
+    """The Envelope as proto3 encodes it: fields in number order, default values left out."""
+
+    def number(n, v):
+        return varint(n << 3) + varint(v) if v else b""
+
+    def length_delimited(n, b):
+        return varint(n << 3 | 2) + varint(len(b)) + b if b else b""
+
+    return (
+        number(1, f["version"]) + number(2, f["kind"]) + length_delimited(3, f["key_id"].encode())
+        + number(4, f["timestamp_ms"]) + length_delimited(5, f["nonce"])
+        + length_delimited(6, f["method"].encode()) + number(7, f["status"]) + number(8, f["detail"])
+        + length_delimited(9, f["message"].encode()) + length_delimited(10, f["body"])
+        + length_delimited(11, mac)
+    )
+
+
+KEY_32 = bytes(range(0x00, 0x20))
+KEY_64 = bytes(range(0x40, 0x80))
+NONCE_A = bytes(range(0xA0, 0xB0))
+HEALTH_RESPONSE = bytes.fromhex("0a05302e312e30 12056c6f63616c 1801 2001 28d209")
+
+VECTORS = [
+    (
+        "request",
+        KEY_32,
+        dict(version=1, kind=1, key_id="test-key", timestamp_ms=1700000000000, nonce=NONCE_A,
+             method="Exec", status=0, detail=0, message="",
+             body=bytes.fromhex("0a046563686f0a026869")),
+        "f9120c0572b2db8f8a637cb2445766bfcefaa099ca95b5915d86efbe392d7c54",
+    ),
+    (
+        "request with an empty body",
+        KEY_32,
+        dict(version=1, kind=1, key_id="test-key", timestamp_ms=1700000000500,
+             nonce=bytes.fromhex("00112233445566778899aabbccddeeff"), method="Health", status=0,
+             detail=0, message="", body=b""),
+        "96a5ffb76fc47ce43dea8a5045c057f293e09cd978675fc733d1accd3c48d741",
+    ),
+    (
+        "refusal response",
+        KEY_32,
+        dict(version=1, kind=2, key_id="test-key", timestamp_ms=1700000001234, nonce=NONCE_A,
+             method="Exec", status=16, detail=5,
+             message="timestamp 45000 ms is older than the 30000 ms window", body=b""),
+        "1f34eb58ee70014b4cbb68d407424cb1024bdba9256f01ae8cd38a39db5a62f1",
+    ),
+    (
+        "success response, 64-byte key",
+        KEY_64,
+        dict(version=1, kind=2, key_id="ops.rotated_2", timestamp_ms=1700000002000, nonce=NONCE_A,
+             method="Health", status=0, detail=0, message="", body=HEALTH_RESPONSE),
+        "8672fd3ca7046a3052d12d7f7b58d46634d3afae78dfb07b1dc0af0990058a41",
+    ),
+]
+
+
+# The vector whose whole sealed Envelope the document and the C test spell out.
+WIRE_EXAMPLE = "request with an empty body"
+
+
+def squeeze(text):
+    return re.sub(r"\s+", "", text).lower()
+
+
+def main():
+    doc = squeeze(open("docs/PROTOCOL.md", encoding="utf-8").read())
+    ctest = open("tests/unit/test_mac_vectors.c", encoding="utf-8").read().lower()
+    failures = 0
+    for name, key, fields, want in VECTORS:
+        data = mac_input(fields)
+        got = hmac.new(key, data, hashlib.sha256).hexdigest()
+        problems = []
+        if got != want:
+            problems.append(f"computed {got}, expected {want}")
+        if data.hex() not in doc:
+            problems.append("its MAC input bytes are not spelled out in docs/PROTOCOL.md")
+        if want not in doc:
+            problems.append("its MAC is not in docs/PROTOCOL.md")
+        if want not in ctest:
+            problems.append("its MAC is not in tests/unit/test_mac_vectors.c")
+        if name == WIRE_EXAMPLE:
+            wire = envelope_wire(fields, bytes.fromhex(want)).hex()
+            if wire not in doc:
+                problems.append(f"its sealed Envelope {wire} is not in docs/PROTOCOL.md")
+            if wire not in re.sub(r'[\s"]+', "", ctest):  # C string literals may be split
+                problems.append(f"its sealed Envelope {wire} is not in tests/unit/test_mac_vectors.c")
+        for p in problems:
+            print(f"mac_vectors: {name}: {p}", file=sys.stderr)
+        failures += 1 if problems else 0
+    print(f"mac_vectors: {len(VECTORS) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,12 +36,14 @@ GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
-COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c
+COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
+              common/sbpath.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c sidecar/executor.c sidecar/channel.c
-CLIENT_SRC := client/client.c
-BKCTL_SRC  := client/bkctl.c client/json.c
+              server/privdrop.c server/exec.c sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
+              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c
+CLIENT_SRC := client/client.c client/exec.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/json.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -49,7 +51,7 @@ pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 SERVER_OBJ := $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
-BINS := $(B)/boxkited $(B)/bkctl
+BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
 
 .PHONY: all help gen gen-check deps test test-unit test-integration test-python test-fuzz \
@@ -110,6 +112,11 @@ $(B)/libbkserver.a: $(SERVER_OBJ)
 $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
+# The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
+$(B)/boxkite-init: sidecar/init/boxkite-init.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+
 # --- client library and bkctl --------------------------------------------------------------------
 
 $(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
@@ -133,6 +140,8 @@ install: all
 	  $(DESTDIR)$(PREFIX)/include/boxkite $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0755 $(B)/bkctl $(DESTDIR)$(PREFIX)/bin/bkctl
 	install -m 0755 $(B)/boxkited $(DESTDIR)$(PREFIX)/sbin/boxkited
+	install -d $(DESTDIR)$(PREFIX)/libexec/boxkite
+	install -m 0755 $(B)/boxkite-init $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-init
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so

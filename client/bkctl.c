@@ -12,6 +12,14 @@ static const bkctl_command commands[] = {
 	{ "keygen", bkctl_keygen, "write a new key file (mode 0600)", "[--id ID] PATH",
 	  "  --id ID          key id to write (default: k1)\n" },
 	{ "health", bkctl_health, "check that boxkited answers, and whether our key works", "", "" },
+	{ "exec", bkctl_exec, "run a command in the sandbox", "[options] -- CMD [ARGS...] | --shell STRING",
+	  "  -t, --timeout S   kill the command (and everything it started) after S seconds\n"
+	  "  -C, --cwd DIR     working directory, relative to /workspace or absolute inside it or /tmp\n"
+	  "  -e, --env K=V     set a variable (repeatable); loader and interpreter hooks are refused\n"
+	  "  -i, --stdin FILE  feed FILE (- for our stdin) to the command\n"
+	  "  -s, --shell STR   run STR with /bin/sh -c\n"
+	  "Exit status: the command's; 128+N if signal N killed it; 124 on timeout; 125 if bkctl or the\n"
+	  "server failed and the command did not run.\n" },
 };
 
 enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };

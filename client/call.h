@@ -12,6 +12,9 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 		   const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
 		   bool *verified, bk_status *st);
 
+/* The client's default per-call timeout in ms. */
+int bk_client_timeout(const bk_client *c);
+
 /* Fill st (when not NULL) and return code. */
 int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));

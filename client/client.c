@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 
 #include "call.h"
+#include "clock.h"
 #include "keys.h"
 
 /* Answers can carry command output and file chunks; nng's 1 MiB default is far too small. */
@@ -115,12 +116,9 @@ void bk_client_close(bk_client *c)
 	free(c);
 }
 
-static int64_t realtime_ms(void)
+int bk_client_timeout(const bk_client *c)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return c->timeout_ms;
 }
 
 /* Send msg and wait for the answer on a context of its own. */
@@ -178,7 +176,7 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 	hdr.version = BK_ENVELOPE_VERSION;
 	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST;
 	hdr.key_id = c->keyed ? c->key.id : "";
-	hdr.timestamp_ms = realtime_ms();
+	hdr.timestamp_ms = bk_clock_realtime_ms();
 	hdr.nonce.data = nonce;
 	hdr.nonce.len = sizeof(nonce);
 	hdr.method = (char *)method;

@@ -7,10 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "version.h"
 
-enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS };
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG };
 
 struct option_def {
 	const char *name;
@@ -30,6 +31,23 @@ static const struct option_def option_defs[] = {
 	{ "window", OPT_SECONDS, FIELD(window_ms), "SECONDS", "accepted clock skew each way (default 30)" },
 	{ "replay-capacity", OPT_SIZE, FIELD(replay_capacity), "N", "live nonces remembered (default 1M)" },
 	{ "replay-answer-cap", OPT_SIZE, FIELD(replay_answer_cap), "BYTES", "answers kept for re-sent requests (default 64M)" },
+	{ "local", OPT_FLAG, FIELD(pod), "", "make a sandbox of our own (the default)" },
+	{ "pod", OPT_FLAG, FIELD(pod), "", "find the pod's sandbox container (shareProcessNamespace)" },
+	{ "workspace", OPT_STRING, FIELD(workspace), "DIR", "local: host directory shown as /workspace (default /var/lib/boxkite/workspace)" },
+	{ "init", OPT_STRING, FIELD(init_path), "PATH", "local: the boxkite-init binary (default: next to boxkited)" },
+	{ "init-name", OPT_STRING, FIELD(init_name), "NAME", "pod: process name of the sandbox's init (default boxkite-init)" },
+	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
+	{ "tmp-size", OPT_SIZE, FIELD(tmp_size), "BYTES", "local: size of the sandbox's /tmp (default 512M)" },
+	{ "exec-timeout", OPT_SECONDS, FIELD(exec_timeout_ms), "SECONDS", "default exec timeout (default 30)" },
+	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 600)" },
+	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
+	{ "exec-output-max", OPT_SIZE, FIELD(exec_output_max), "BYTES", "largest per-stream limit a request may ask (default 64M)" },
+	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
+	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
+	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
+	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
+	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
+	{ "allow-path-override", OPT_FLAG, FIELD(allow_path_override), "", "let requests set PATH" },
 };
 
 static void config_defaults(bk_config *cfg)
@@ -40,6 +58,17 @@ static void config_defaults(bk_config *cfg)
 	cfg->window_ms = 30000;
 	cfg->replay_capacity = 1u << 20;
 	cfg->replay_answer_cap = 64u << 20;
+	cfg->sandbox_uid = 1001;
+	cfg->tmp_size = 512u << 20;
+	cfg->exec_timeout_ms = 30000;
+	cfg->exec_timeout_max_ms = 600000;
+	cfg->exec_output = 1u << 20;
+	cfg->exec_output_max = 64u << 20;
+	cfg->exec_memory = 512u << 20;
+	cfg->exec_pids = 256;
+	cfg->exec_nofile = 1024;
+	cfg->exec_nproc = 4096;
+	cfg->exec_fsize = 1u << 30;
 }
 
 void bk_config_free(bk_config *cfg)
@@ -47,6 +76,9 @@ void bk_config_free(bk_config *cfg)
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		free(cfg->listen[i]);
 	free(cfg->key_file);
+	free(cfg->workspace);
+	free(cfg->init_path);
+	free(cfg->init_name);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -106,6 +138,13 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
 					    "--%s %s: expected a positive size like 4096, 64K, 16M", def->name, value);
 		*(size_t *)field = (size_t)v;
+		return 0;
+	case OPT_FLAG:
+		if (strcmp(value, "true") && strcmp(value, "1") && strcmp(value, "yes"))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s = %s: a flag is true or absent",
+					    def->name, value);
+		/* --local sets the same field as --pod, the other way. */
+		*(bool *)field = strcmp(def->name, "local") != 0;
 		return 0;
 	case OPT_SECONDS:
 		if (parse_size(value, &v) < 0 || v == 0 || v > 86400)
@@ -169,6 +208,39 @@ static int config_file_load(bk_config *cfg, const char *path, bk_error **err)
 	return ret;
 }
 
+/* Defaults that depend on other settings, and settings that contradict each other. */
+static int config_finish(bk_config *cfg, bk_error **err)
+{
+	if (!cfg->workspace && !(cfg->workspace = strdup("/var/lib/boxkite/workspace")))
+		return bk_error_errno(err, ENOMEM, "config");
+	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
+		return bk_error_errno(err, ENOMEM, "config");
+	if (!cfg->init_path) {
+		/* Next to our own binary: build/boxkite-init, or PREFIX/libexec/boxkite/boxkite-init
+		 * for an installed PREFIX/sbin/boxkited. */
+		char self[4096], *slash;
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
+		if (n <= 0)
+			return bk_error_errno(err, errno, "readlink /proc/self/exe");
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		*slash = '\0';
+		if (asprintf(&cfg->init_path, "%s/boxkite-init", self) < 0)
+			return bk_error_errno(err, ENOMEM, "config");
+		if (access(cfg->init_path, X_OK) < 0 && (slash = strrchr(self, '/'))) {
+			*slash = '\0';
+			free(cfg->init_path);
+			if (asprintf(&cfg->init_path, "%s/libexec/boxkite/boxkite-init", self) < 0)
+				return bk_error_errno(err, ENOMEM, "config");
+		}
+	}
+	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
+	if (cfg->exec_output > cfg->exec_output_max)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: boxkited [--config FILE] --listen URL [--listen URL]... [--key-file PATH] [options]\n\n"
@@ -189,7 +261,9 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 
 	config_defaults(cfg);
 	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
-		longopts[n++] = (struct option){ option_defs[i].name, required_argument, NULL, (int)i };
+		longopts[n++] = (struct option){ option_defs[i].name,
+						 option_defs[i].type == OPT_FLAG ? no_argument : required_argument, NULL,
+						 (int)i };
 	longopts[n++] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
 	longopts[n++] = (struct option){ "help", no_argument, NULL, OPT_HELP };
 	longopts[n++] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
@@ -226,7 +300,7 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 			cfg->nlisten = 0;
 		}
 		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) &&
-		    (ret = apply_option(cfg, &option_defs[c], optarg, err)) < 0)
+		    (ret = apply_option(cfg, &option_defs[c], optarg ? optarg : "true", err)) < 0)
 			return ret;
 	}
 	if (optind < argc)
@@ -235,5 +309,5 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "no --listen URL given");
 	if (!cfg->decode_cap)
 		cfg->decode_cap = 2 * cfg->max_message;
-	return 0;
+	return config_finish(cfg, err);
 }

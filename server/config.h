@@ -21,6 +21,23 @@ typedef struct bk_config {
 	int64_t window_ms;        /* accepted clock skew, each way */
 	size_t replay_capacity;   /* live nonces remembered */
 	size_t replay_answer_cap; /* bytes of answers kept for re-sent requests */
+
+	/* The sandbox (sidecar/sandbox.h) */
+	bool pod;                 /* find the pod's sandbox container instead of making one */
+	char *workspace;          /* local mode: host directory shown as /workspace */
+	char *init_path;          /* local mode: boxkite-init binary */
+	char *init_name;          /* pod mode: name of the sandbox's init process */
+	unsigned sandbox_uid;     /* the sandbox user (and group) */
+	size_t tmp_size;          /* local mode: size of /tmp */
+
+	/* Exec defaults and caps */
+	int64_t exec_timeout_ms, exec_timeout_max_ms;
+	size_t exec_output, exec_output_max; /* bytes kept per stream */
+	size_t exec_memory;       /* memory cgroup limit per exec */
+	unsigned exec_pids;       /* pids cgroup limit per exec */
+	unsigned exec_nofile, exec_nproc;
+	size_t exec_fsize;
+	bool allow_path_override; /* let a request set PATH */
 } bk_config;
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or

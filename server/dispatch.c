@@ -15,22 +15,6 @@
 #include "log.h"
 #include "server.h"
 
-int64_t bk_clock_realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t elapsed_us(const struct timespec *since)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000u + (uint64_t)(now.tv_nsec - since->tv_nsec) / 1000;
-}
-
 const bk_method *bk_server_method(const bk_server *srv, const char *name)
 {
 	const ProtobufCMethodDescriptor *d =
@@ -86,7 +70,7 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 		.key_id = hdr.key_id,
 		.status = status,
 		.detail = detail,
-		.duration_us = elapsed_us(&call->started),
+		.duration_us = bk_elapsed_us(&call->started),
 		.bytes_in = call->bytes_in,
 		.bytes_out = len,
 		.message = status ? hdr.message : NULL,
@@ -140,7 +124,7 @@ static void drop(bk_call *call)
 		.key_id = call->key->id,
 		.status = BK_ABORTED,
 		.detail = BK_DETAIL_NONE,
-		.duration_us = elapsed_us(&call->started),
+		.duration_us = bk_elapsed_us(&call->started),
 		.bytes_in = call->bytes_in,
 		.message = "duplicate of a request in flight: dropped, the original answers",
 	});
@@ -159,7 +143,7 @@ static void resend(bk_call *call, uint8_t *answer, size_t len)
 		.method = call->env->method,
 		.key_id = call->key->id,
 		.status = BK_OK,
-		.duration_us = elapsed_us(&call->started),
+		.duration_us = bk_elapsed_us(&call->started),
 		.bytes_in = call->bytes_in,
 		.bytes_out = len,
 		.message = "re-sent request: answered from the replay cache",
@@ -290,6 +274,10 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	}
 	if (!method->handler) {
 		call_end(call, BK_UNIMPLEMENTED, BK_DETAIL_NONE, "not implemented yet", NULL, call->key != NULL);
+		return;
+	}
+	if (atomic_load(&srv->stopping)) {
+		call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "boxkited is shutting down", NULL, call->key != NULL);
 		return;
 	}
 	atomic_fetch_add(&method->calls, 1);

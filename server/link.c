@@ -30,7 +30,15 @@ struct bk_link {
 	struct pending *pending;
 	uint64_t next_id;
 	bool closed;
+	bk_reply_fn event_cb;
+	void *event_arg;
 };
+
+void bk_link_on_event(bk_link *link, bk_reply_fn cb, void *arg)
+{
+	link->event_cb = cb;
+	link->event_arg = arg;
+}
 
 int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err)
 {
@@ -119,6 +127,10 @@ static void *reader_main(void *arg)
 			if (ret != -EPIPE && ret != -EBADF)
 				bk_log(BK_LOG_ERROR, "executor channel: %s", strerror(-ret));
 			break;
+		}
+		if (reply->id == 0 && link->event_cb) {
+			link->event_cb(link->event_arg, reply, fds, nfds);
+			continue;
 		}
 		p = take_pending(link, reply->id);
 		if (p) {

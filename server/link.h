@@ -27,6 +27,10 @@ static inline void bk_reply_free(bk_reply *reply)
 		protobuf_c_message_free_unpacked(&reply->base, NULL);
 }
 
+/* Events (replies with id 0) go to this callback on the reader thread, with the same ownership
+ * rules. Set it before bk_link_start(). */
+void bk_link_on_event(bk_link *link, bk_reply_fn cb, void *arg);
+
 /* Fork the executor (before any thread exists) and start the reader thread later with
  * bk_link_start(), once the process is ready for threads. */
 int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err);

@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
+#include "exec.h"
 #include "link.h"
 #include "log.h"
 #include "privdrop.h"
@@ -27,9 +29,12 @@ static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
 		ret = bk_error_set(err, BK_INTERNAL, reply->errnum ? reply->errnum : EPROTO, "executor: %s: %s",
 				   reply->step, reply->message);
 	} else {
-		srv->sandbox_ready = reply->pong->sandbox_ready;
-		snprintf(srv->mode_buf, sizeof(srv->mode_buf), "%s", reply->pong->mode);
-		srv->mode = srv->mode_buf;
+		bk_server_set_sandbox_state(srv, reply->pong);
+		/* Local mode makes its sandbox at start-up: if that failed, say so and stop, rather
+		 * than serve a sidecar that cannot exec. Pod mode waits for its sandbox. */
+		if (!reply->pong->sandbox_ready && strcmp(reply->pong->mode, "local") == 0)
+			ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s",
+					   reply->message);
 	}
 	bk_reply_free(reply);
 	return ret;
@@ -75,6 +80,9 @@ int main(int argc, char **argv)
 	}
 	/* ipc:// socket files and anything else created are the owner's only. */
 	umask(077);
+	/* Descriptors 0-2 must be open, or a pipe made later could land on one of them. */
+	for (int fd = open("/dev/null", O_RDWR | O_CLOEXEC); fd >= 0 && fd <= 2; fd = open("/dev/null", O_RDWR | O_CLOEXEC))
+		;
 	/* Signals are taken by sigtimedwait in the main thread; every thread inherits the mask. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -84,12 +92,17 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
-	    (ret = bk_drop_all_privileges(&err)) < 0 || (ret = bk_link_start(link, &err)) < 0 ||
-	    (ret = executor_hello(&srv, link, &err)) < 0) {
+	    (ret = bk_drop_all_privileges(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
 	srv.executor = link;
+	bk_link_on_event(link, bk_server_executor_event, &srv);
+	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_link_start(link, &err)) < 0 ||
+	    (ret = executor_hello(&srv, link, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
 	ret = bk_front_start(&srv, &err);
@@ -101,8 +114,13 @@ int main(int argc, char **argv)
 		bk_log(BK_LOG_INFO, "listening on %s", cfg.listen[i]);
 	serve_until_signal(&srv, &set);
 out:
-	bk_front_stop(&srv);
+	/* Order matters: the executor goes first (its teardown kills every command, and their
+	 * exits come back as events), then the exec thread answers what is left, then the
+	 * transport closes. */
+	atomic_store(&srv.stopping, true);
 	bk_link_free(link);
+	bk_execs_stop(&srv);
+	bk_front_stop(&srv);
 	bk_server_fini(&srv);
 	bk_error_free(err);
 	bk_config_free(&cfg);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "exec.h"
 #include "handlers.h"
 #include "server.h"
 
@@ -13,7 +14,7 @@
 static const bk_method method_rows[] = {
 	/* name                 auth   handler               max request body */
 	{ "Health",             false, bk_handle_health,     1 * KiB },
-	{ "Exec",               true,  NULL,                 8 * MiB },
+	{ "Exec",               true,  bk_handle_exec,       8 * MiB },
 	{ "FileUploadBegin",    true,  NULL,                 16 * KiB },
 	{ "FileUploadChunk",    true,  NULL,                 16 * MiB },
 	{ "FileUploadCommit",   true,  NULL,                 16 * KiB },

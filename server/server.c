@@ -1,8 +1,12 @@
 #include "server.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "exec.h"
 #include "handlers.h"
+#include "log.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -18,6 +22,46 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	if (!srv->replay)
 		return bk_error_errno(err, ENOMEM, "replay cache");
 	return bk_methods_init(srv, err);
+}
+
+void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
+{
+	bk_server *srv = arg;
+
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (!event)
+		return;
+	switch (event->kind_case) {
+	case BOXKITE__EXECUTOR__REPLY__KIND_PONG:
+		bk_server_set_sandbox_state(srv, event->pong);
+		if (!event->pong->sandbox_ready)
+			bk_log(BK_LOG_WARN, "sandbox not ready: %s", event->message);
+		else
+			bk_log(BK_LOG_INFO, "sandbox ready (%s mode)", event->pong->mode);
+		break;
+	case BOXKITE__EXECUTOR__REPLY__KIND_EXITED:
+		if (srv->execs)
+			bk_execs_exited(srv, event->exited);
+		break;
+	default:
+		bk_log(BK_LOG_ERROR, "unexpected event from the executor");
+		break;
+	}
+	protobuf_c_message_free_unpacked(&event->base, NULL);
+}
+
+void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong)
+{
+	atomic_store(&srv->sandbox_ready, pong->sandbox_ready);
+	/* Written once at start-up before the transport runs, and only re-written with the same
+	 * text by later events: the profile and mode never change while serving. */
+	if (!srv->profile[0])
+		snprintf(srv->profile, sizeof(srv->profile), "%s", pong->isolation_profile);
+	if (!srv->mode_buf[0]) {
+		snprintf(srv->mode_buf, sizeof(srv->mode_buf), "%s", pong->mode);
+		srv->mode = srv->mode_buf;
+	}
 }
 
 void bk_server_fini(bk_server *srv)

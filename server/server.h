@@ -12,6 +12,8 @@
 
 #include <nng/nng.h>
 
+#include "boxkite/executor/order.pb-c.h"
+#include "clock.h"
 #include "config.h"
 #include "envelope.h"
 #include "keystore.h"
@@ -58,9 +60,17 @@ struct bk_server {
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
-	void *executor;      /* struct bk_executor_link * (sidecar link), NULL in wire-only tests */
+	char profile[160];   /* the executor's isolation profile id */
+	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
+	struct bk_execs *execs;
+	atomic_bool stopping;    /* shutting down: new calls are refused */
 	void *front;         /* struct front * (nng side) */
 };
+
+/* The executor's events (sandbox state, exec exits), routed to their modules. */
+void bk_server_executor_event(void *srv, Boxkite__Executor__Reply *event, int *fds, size_t nfds);
+
+void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong);
 
 /* Set up everything but the transport: keys, replay cache, method table. */
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err);
@@ -78,8 +88,6 @@ void bk_call_fail(bk_call *call, bk_error *err);
 void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...) BK_PRINTF(4, 5);
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name);
-
-int64_t bk_clock_realtime_ms(void);
 
 /* Start listening and serving; stop closes everything and waits for calls in flight. */
 int bk_front_start(bk_server *srv, bk_error **err);

@@ -1,80 +1,504 @@
+/* The executor's order loop: one epoll over the channel to the front, the sandbox init's pidfd
+ * and every live exec's pidfd. Single-threaded on purpose: the exec path clones with CLONE_VM,
+ * and namespace, capability and seccomp work is only sound in a single-threaded process. */
 #include "executor.h"
 
 #include <errno.h>
-#include <poll.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/capability.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "boxkite/executor/order.pb-c.h"
+#include "cgroup.h"
 #include "channel.h"
+#include "envpolicy.h"
+#include "sandbox.h"
+#include "sbpath.h"
+#include "filter.h"
+#include "spawn.h"
 
 typedef Boxkite__Executor__Order order_t;
 typedef Boxkite__Executor__Reply reply_t;
 
+/* How often a pod-mode executor looks for a sandbox init it has not found (yet). */
+#define POD_RESCAN_MS 200
+/* A local sandbox that failed to come up is retried this often. */
+#define LOCAL_RETRY_MS 1000
+
+struct exec_entry {
+	struct exec_entry *next;
+	uint64_t id;
+	int pidfd;
+	bk_exec_cgroup cgroup;
+};
+
 struct executor {
 	bk_channel ch;
 	const bk_config *cfg;
+	int epfd;
+	bk_seccomp seccomp;
+	bk_spawner spawner;
+	bk_cgroups cgroups;
+	bk_sandbox sandbox;
+	struct exec_entry *execs;
+	char profile[160];
 };
 
-static void order_ping(struct executor *ex, const order_t *order, reply_t *reply, Boxkite__Executor__Pong *pong)
+/* epoll tags that are not exec entries */
+static char tag_channel, tag_sandbox;
+
+static void log_error(const char *fmt, ...) BK_PRINTF(1, 2);
+static void log_error(const char *fmt, ...)
 {
-	(void)ex;
-	(void)order;
-	pong->sandbox_ready = false;
-	pong->mode = "none";
-	reply->kind_case = BOXKITE__EXECUTOR__REPLY__KIND_PONG;
-	reply->pong = pong;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* The front logs JSON; the executor's rare messages go to the same stderr, marked. */
+	dprintf(STDERR_FILENO, "{\"level\":\"error\",\"component\":\"executor\",\"msg\":\"%s\"}\n", msg);
 }
 
-/* Serve one order. Unknown kinds are refused: the executor does only what it knows. */
-static int serve(struct executor *ex, const order_t *order)
+static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
+{
+	int ret = bk_channel_send(ex->ch.fd, &reply->base, fds, nfds);
+
+	if (ret < 0)
+		log_error("cannot send to the front: %s", strerror(-ret));
+	return ret;
+}
+
+static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+
+	reply.id = id;
+	reply.errnum = errnum ? errnum : EIO;
+	reply.step = (char *)step;
+	reply.message = (char *)message;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+/* Tell the front the sandbox's state (an event: Pong with id 0), on start and on each change. */
+static int send_state(struct executor *ex, uint64_t id)
 {
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Pong pong = BOXKITE__EXECUTOR__PONG__INIT;
 
-	reply.id = order->id;
+	pong.sandbox_ready = ex->sandbox.ready;
+	pong.mode = ex->cfg->pod ? "pod" : "local";
+	pong.isolation_profile = ex->profile;
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_PONG;
+	reply.pong = &pong;
+	if (!ex->sandbox.ready)
+		reply.message = ex->sandbox.why;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static struct exec_entry *exec_find(struct executor *ex, uint64_t id)
+{
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+/* --- SPAWN ----------------------------------------------------------------------------------- */
+
+/* The order's fields, checked here whatever the front checked: an argv, a well-formed
+ * environment, a cwd inside a sandbox root; limits are clamped to the configured caps below.
+ * Which variables a request may set is the front's policy, not a privilege boundary: the
+ * command runs unprivileged whatever its environment. */
+static const char *spawn_check(const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
+{
+	const char *why = NULL;
+
+	if (s->exec_id == 0)
+		return "exec id 0";
+	if (s->n_argv == 0 || !s->argv[0][0])
+		return "empty argv";
+	for (size_t i = 0; i < s->n_env; i++) {
+		const char *eq = strchr(s->env[i], '=');
+		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
+			return "malformed environment entry";
+	}
+	if (bk_sandbox_path(s->cwd, cwd, cwdsz, &why) < 0)
+		return why;
+	return NULL;
+}
+
+static uint64_t clamp_u64(uint64_t want, uint64_t cap)
+{
+	return want == 0 || want > cap ? cap : want;
+}
+
+static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor__Spawn *s)
+{
+	const Boxkite__Executor__Limits none = BOXKITE__EXECUTOR__LIMITS__INIT;
+	const Boxkite__Executor__Limits *lim = s->limits ? s->limits : &none;
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
+	struct bk_step_report report;
+	struct exec_entry *e = NULL;
+	bk_error *err = NULL;
+	bk_spawned out;
+	char cwd[4096], msg[512];
+	const char *why, *path = "/usr/local/bin:/usr/bin:/bin";
+	_cleanup_free_ char **argv = NULL, **envp = NULL;
+	uint64_t memory = clamp_u64(lim->memory_bytes, ex->cfg->exec_memory);
+	int ret;
+
+	if (!ex->sandbox.ready)
+		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
+	why = spawn_check(s, cwd, sizeof(cwd));
+	if (why)
+		return reply_error(ex, id, EINVAL, "order", why);
+	if (exec_find(ex, s->exec_id))
+		return reply_error(ex, id, EEXIST, "order", "exec id in use");
+
+	argv = calloc(s->n_argv + 1, sizeof(*argv));
+	envp = calloc(s->n_env + 1, sizeof(*envp));
+	e = calloc(1, sizeof(*e));
+	if (!argv || !envp || !e) {
+		free(e);
+		return reply_error(ex, id, ENOMEM, "order", "out of memory");
+	}
+	memcpy(argv, s->argv, s->n_argv * sizeof(*argv));
+	memcpy(envp, s->env, s->n_env * sizeof(*envp));
+	for (size_t i = 0; i < s->n_env; i++)
+		if (strncmp(s->env[i], "PATH=", 5) == 0)
+			path = s->env[i] + 5;
+
+	e->id = s->exec_id;
+	ret = bk_exec_cgroup_create(&ex->cgroups, e->id, memory,
+				    (uint32_t)clamp_u64(lim->pids, ex->cfg->exec_pids), &e->cgroup, &err);
+	if (ret < 0) {
+		ret = reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
+		bk_error_free(err);
+		free(e);
+		return ret;
+	}
+	bk_spawn_request rq = {
+		.argv = argv,
+		.envp = envp,
+		.path = path,
+		.cwd = cwd,
+		.limits = {
+			.fsize = clamp_u64(lim->fsize_bytes, ex->cfg->exec_fsize),
+			.nofile = (uint32_t)clamp_u64(lim->nofile, ex->cfg->exec_nofile),
+			.nproc = ex->cfg->exec_nproc,
+			.cpu = lim->cpu_seconds,
+			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
+			.data = ex->cgroups.mode == BK_CGROUP_NONE ? memory : 0,
+		},
+		.cgroup = &e->cgroup,
+		.ns = &ex->sandbox.ns,
+	};
+	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
+	bk_exec_cgroup_close_fds(&e->cgroup);
+	if (ret != 0) {
+		if (ret > 0)
+			snprintf(msg, sizeof(msg), "%s: %s", bk_step_name(report.step), strerror(report.errnum));
+		ret = reply_error(ex, id, ret > 0 ? report.errnum : -ret, ret > 0 ? bk_step_name(report.step) : "clone",
+				  ret > 0 ? msg : bk_error_msg(err));
+		bk_error_free(err);
+		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+		free(e);
+		return ret;
+	}
+	e->pidfd = out.pidfd;
+	e->next = ex->execs;
+	ex->execs = e;
+	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e });
+
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
+	reply.spawned = &spawned;
+	int fds[3] = { out.stdin_w, out.stdout_r, out.stderr_r };
+	ret = send_reply(ex, &reply, fds, 3);
+	for (int i = 0; i < 3; i++)
+		bk_close(fds[i]);
+	return ret;
+}
+
+/* --- KILL and exits -------------------------------------------------------------------------- */
+
+static int order_kill(struct executor *ex, uint64_t id, const Boxkite__Executor__Kill *k)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Killed killed = BOXKITE__EXECUTOR__KILLED__INIT;
+	struct exec_entry *e = exec_find(ex, k->exec_id);
+	int sig = k->signal ? k->signal : SIGKILL;
+
+	if (sig < 1 || sig > 64)
+		return reply_error(ex, id, EINVAL, "order", "bad signal");
+	if (!e)
+		return reply_error(ex, id, ESRCH, "kill", "no such exec (it exited)");
+	if (pidfd_send_signal(e->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
+		return reply_error(ex, id, errno, "kill", strerror(errno));
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_KILLED;
+	reply.killed = &killed;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static void exec_remove(struct executor *ex, struct exec_entry *e)
+{
+	for (struct exec_entry **pp = &ex->execs; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, e->pidfd, NULL);
+	bk_close(e->pidfd);
+	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+	free(e);
+}
+
+/* The exec's init exited: its PID namespace, and so every process of the exec, is gone by the
+ * time the kernel reports it. */
+static int exec_exited(struct executor *ex, struct exec_entry *e)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Exited exited = BOXKITE__EXECUTOR__EXITED__INIT;
+	siginfo_t info;
+
+	memset(&info, 0, sizeof(info));
+	if (waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+		return 0; /* not yet: a spurious wake-up */
+	exited.exec_id = e->id;
+	if (info.si_code == CLD_EXITED)
+		exited.exit_code = info.si_status;
+	else
+		exited.signal = info.si_status;
+	exited.oom_killed = bk_exec_cgroup_oom_killed(&ex->cgroups, &e->cgroup);
+	exec_remove(ex, e);
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_EXITED;
+	reply.exited = &exited;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static void kill_all_execs(struct executor *ex)
+{
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+}
+
+/* --- the sandbox ----------------------------------------------------------------------------- */
+
+static void sandbox_acquire(struct executor *ex)
+{
+	bk_error *err = NULL;
+	bool was = ex->sandbox.ready;
+
+	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0)
+		epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
+			  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox });
+	else if (err)
+		log_error("sandbox: %s", bk_error_msg(err));
+	bk_error_free(err);
+	if (was != ex->sandbox.ready)
+		send_state(ex, 0);
+}
+
+/* The sandbox's init exited (container restart, or a local sandbox killed): commands still
+ * running there belong to a sandbox that is gone — kill them — then make or find it again. */
+static void sandbox_lost(struct executor *ex)
+{
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->sandbox.init_pidfd, NULL);
+	kill_all_execs(ex);
+	bk_sandbox_lost(&ex->sandbox);
+	send_state(ex, 0);
+	sandbox_acquire(ex);
+}
+
+/* --- orders ---------------------------------------------------------------------------------- */
+
+/* Serve one order. Unknown kinds are refused: the executor does only what it knows. */
+static int serve(struct executor *ex, const order_t *order)
+{
 	switch (order->kind_case) {
 	case BOXKITE__EXECUTOR__ORDER__KIND_PING:
-		order_ping(ex, order, &reply, &pong);
-		break;
+		return send_state(ex, order->id);
+	case BOXKITE__EXECUTOR__ORDER__KIND_SPAWN:
+		return order_spawn(ex, order->id, order->spawn);
+	case BOXKITE__EXECUTOR__ORDER__KIND_KILL:
+		return order_kill(ex, order->id, order->kill);
 	default:
-		reply.errnum = EINVAL;
-		reply.step = "order";
-		reply.message = "unknown order";
-		break;
+		return reply_error(ex, order->id, EINVAL, "order", "unknown order");
 	}
-	return bk_channel_send(ex->ch.fd, &reply.base, NULL, 0);
+}
+
+/* Keep only the capabilities the executor's work needs; the bounding set goes with them so
+ * nothing it ever execs could get more. */
+static int drop_capabilities(void)
+{
+	static const cap_value_t keep[] = {
+		CAP_SYS_ADMIN,  /* namespaces, mounts, setns */
+		CAP_SYS_CHROOT, /* setns into a mount namespace */
+		CAP_SYS_PTRACE, /* open /proc/<pid>/ns of the sandbox's processes */
+		CAP_SETUID, CAP_SETGID, CAP_SETPCAP, /* become the sandbox user, empty the bounding set */
+		CAP_NET_ADMIN,  /* bring lo up in a new network namespace */
+		CAP_KILL,       /* signal the sandbox user's processes */
+		CAP_CHOWN,      /* local mode: give the workspace to the sandbox user */
+	};
+	cap_t caps = cap_init();
+	int ret = -1;
+
+	if (!caps)
+		return -1;
+	for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++) {
+		bool wanted = false;
+		for (size_t i = 0; i < BK_ARRAY_SIZE(keep); i++)
+			wanted |= keep[i] == c;
+		if (!wanted && CAP_IS_SUPPORTED(c) && cap_drop_bound(c) < 0)
+			goto out;
+	}
+	if (cap_set_flag(caps, CAP_EFFECTIVE, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
+	    cap_set_flag(caps, CAP_PERMITTED, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0)
+		goto out;
+	ret = cap_set_proc(caps);
+out:
+	cap_free(caps);
+	return ret;
+}
+
+static int executor_setup(struct executor *ex, int sock)
+{
+	bk_error *err = NULL;
+	bk_sandbox_config scfg = {
+		.pod = ex->cfg->pod,
+		.workspace = ex->cfg->workspace,
+		.init_path = ex->cfg->init_path,
+		.tmp_size = ex->cfg->tmp_size,
+		.init_name = ex->cfg->init_name,
+		.uid = ex->cfg->sandbox_uid,
+		.gid = ex->cfg->sandbox_uid,
+	};
+	sigset_t none;
+	int ret;
+
+	/* The front blocked and ignored signals for itself: start from the defaults, but let only
+	 * the front (channel EOF) end us — a terminal's SIGINT goes to both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	if (setgroups(0, NULL) < 0)
+		log_error("setgroups: %s", strerror(errno));
+
+	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock) < 0)
+		return -1;
+	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
+	    (ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0 ||
+	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", &err)) < 0) {
+		log_error("set-up: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return -1;
+	}
+	if (ex->cgroups.mode == BK_CGROUP_NONE)
+		log_error("no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
+	snprintf(ex->profile, sizeof(ex->profile),
+		 "bk1:netns-fresh,pidns-nested,uid-%u,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
+		 ex->seccomp.id,
+		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
+	bk_sandbox_init(&ex->sandbox, &scfg);
+	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
+	sandbox_acquire(ex);
+	if (drop_capabilities() < 0)
+		log_error("cannot narrow the executor's capabilities: %s", strerror(errno));
+	return 0;
+}
+
+static void executor_teardown(struct executor *ex)
+{
+	kill_all_execs(ex);
+	while (ex->execs) {
+		siginfo_t info;
+		waitid(P_PIDFD, (id_t)ex->execs->pidfd, &info, WEXITED);
+		exec_remove(ex, ex->execs);
+	}
+	bk_sandbox_stop(&ex->sandbox);
+	bk_cgroups_fini(&ex->cgroups);
+	bk_spawner_fini(&ex->spawner);
+	bk_seccomp_free(&ex->seccomp);
+	bk_channel_fini(&ex->ch);
+	bk_close(ex->epfd);
+}
+
+/* Read and serve every order waiting on the channel. <0 when the channel is gone. */
+static int channel_ready(struct executor *ex)
+{
+	order_t *order = NULL;
+	int ret = bk_channel_recv(&ex->ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order, NULL,
+				  NULL);
+
+	if (ret < 0)
+		return ret;
+	ret = serve(ex, order);
+	protobuf_c_message_free_unpacked(&order->base, NULL);
+	return ret;
 }
 
 int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 {
-	struct executor ex = { .cfg = cfg };
-	int status;
+	struct executor ex = { .cfg = cfg, .epfd = -1 };
+	int status = 0;
 
 	/* Die with the front: nothing privileged outlives the process that talks to clients. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != front || bk_channel_init(&ex.ch, sock) < 0)
+	if (getppid() != front)
 		return 1;
+	ex.ch.fd = -1;
+	if (executor_setup(&ex, sock) < 0) {
+		executor_teardown(&ex);
+		return 1;
+	}
 	for (;;) {
-		order_t *order = NULL;
-		int ret = bk_channel_recv(&ex.ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order,
-					  NULL, NULL);
-		if (ret < 0) {
-			/* EPIPE: the front closed the channel, shut down. Anything else is a broken
-			 * channel, and the executor never guesses. */
-			status = ret == -EPIPE ? 0 : 1;
-			break;
-		}
-		ret = serve(&ex, order);
-		protobuf_c_message_free_unpacked(&order->base, NULL);
-		if (ret < 0) {
+		struct epoll_event evs[16];
+		int timeout = ex.sandbox.ready ? -1 : ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS;
+		int n = epoll_wait(ex.epfd, evs, 16, timeout);
+
+		if (n < 0 && errno != EINTR) {
 			status = 1;
 			break;
 		}
+		if (n == 0 && !ex.sandbox.ready)
+			sandbox_acquire(&ex);
+		for (int i = 0; i < n; i++) {
+			void *tag = evs[i].data.ptr;
+			if (tag == &tag_channel) {
+				int ret = channel_ready(&ex);
+				/* EPIPE: the front closed the channel, shut down. Anything else is a
+				 * broken channel, and the executor never guesses. */
+				if (ret < 0) {
+					status = ret == -EPIPE ? 0 : 1;
+					goto out;
+				}
+			} else if (tag == &tag_sandbox) {
+				sandbox_lost(&ex);
+			} else {
+				exec_exited(&ex, tag);
+			}
+		}
 	}
-	bk_channel_fini(&ex.ch);
+out:
+	executor_teardown(&ex);
 	return status;
 }

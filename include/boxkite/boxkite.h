@@ -64,6 +64,49 @@ typedef struct bk_health_info {
 
 BK_EXPORT int bk_health(bk_client *client, bk_health_info *out, bk_status *st);
 
+/* --- Exec ------------------------------------------------------------------------------------ */
+
+typedef struct bk_env_var {
+	const char *name;
+	const char *value;
+} bk_env_var;
+
+typedef struct bk_exec_request {
+	const char *const *argv; /* NULL-terminated; argv[0] is looked up in the sandbox's PATH */
+	const char *shell;       /* or: a string for /bin/sh -c (exactly one of argv and shell) */
+	const char *cwd;         /* relative to /workspace, or absolute under /workspace or /tmp */
+	const bk_env_var *env;   /* added to the server's safe base; a denied name is an error */
+	size_t n_env;
+	const void *stdin_data;  /* written to the command's stdin, which is then closed */
+	size_t stdin_len;
+	uint32_t timeout_ms;     /* 0: the server's default */
+	uint64_t stdout_limit;   /* bytes kept per stream; 0: the server's default */
+	uint64_t stderr_limit;
+} bk_exec_request;
+
+typedef struct bk_exec_result {
+	int exit_code;           /* when signal == 0 and !timed_out */
+	int signal;              /* the signal that ended it, or 0 */
+	bool timed_out;          /* killed (with its whole process tree) at the timeout */
+	bool oom_killed;         /* the kernel's OOM killer struck in its memory cgroup */
+	uint8_t *stdout_data;    /* malloc'd; bk_exec_result_free() frees */
+	size_t stdout_len;
+	bool stdout_truncated;
+	uint64_t stdout_dropped; /* bytes past the limit, read and discarded */
+	uint8_t *stderr_data;
+	size_t stderr_len;
+	bool stderr_truncated;
+	uint64_t stderr_dropped;
+	uint64_t duration_us;
+	char isolation_profile[160];
+} bk_exec_result;
+
+/* Run a command in the sandbox. BK_OK means it ran (whatever its exit code); an isolation step
+ * that failed, a bad request or an unreachable server is an error status. The call waits for
+ * the command's timeout plus the client's timeout. */
+BK_EXPORT int bk_exec(bk_client *client, const bk_exec_request *rq, bk_exec_result *out, bk_status *st);
+BK_EXPORT void bk_exec_result_free(bk_exec_result *res);
+
 #ifdef __cplusplus
 }
 #endif

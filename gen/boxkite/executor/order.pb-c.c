@@ -97,6 +97,276 @@ void   boxkite__executor__pong__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__pong__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__limits__init
+                     (Boxkite__Executor__Limits         *message)
+{
+  static const Boxkite__Executor__Limits init_value = BOXKITE__EXECUTOR__LIMITS__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__limits__get_packed_size
+                     (const Boxkite__Executor__Limits *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__limits__pack
+                     (const Boxkite__Executor__Limits *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__limits__pack_to_buffer
+                     (const Boxkite__Executor__Limits *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Limits *
+       boxkite__executor__limits__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Limits *)
+     protobuf_c_message_unpack (&boxkite__executor__limits__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__limits__free_unpacked
+                     (Boxkite__Executor__Limits *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__spawn__init
+                     (Boxkite__Executor__Spawn         *message)
+{
+  static const Boxkite__Executor__Spawn init_value = BOXKITE__EXECUTOR__SPAWN__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__spawn__get_packed_size
+                     (const Boxkite__Executor__Spawn *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawn__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__spawn__pack
+                     (const Boxkite__Executor__Spawn *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawn__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__spawn__pack_to_buffer
+                     (const Boxkite__Executor__Spawn *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawn__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Spawn *
+       boxkite__executor__spawn__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Spawn *)
+     protobuf_c_message_unpack (&boxkite__executor__spawn__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__spawn__free_unpacked
+                     (Boxkite__Executor__Spawn *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__spawn__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__spawned__init
+                     (Boxkite__Executor__Spawned         *message)
+{
+  static const Boxkite__Executor__Spawned init_value = BOXKITE__EXECUTOR__SPAWNED__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__spawned__get_packed_size
+                     (const Boxkite__Executor__Spawned *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawned__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__spawned__pack
+                     (const Boxkite__Executor__Spawned *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawned__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__spawned__pack_to_buffer
+                     (const Boxkite__Executor__Spawned *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__spawned__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Spawned *
+       boxkite__executor__spawned__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Spawned *)
+     protobuf_c_message_unpack (&boxkite__executor__spawned__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__spawned__free_unpacked
+                     (Boxkite__Executor__Spawned *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__spawned__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__kill__init
+                     (Boxkite__Executor__Kill         *message)
+{
+  static const Boxkite__Executor__Kill init_value = BOXKITE__EXECUTOR__KILL__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__kill__get_packed_size
+                     (const Boxkite__Executor__Kill *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__kill__pack
+                     (const Boxkite__Executor__Kill *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__kill__pack_to_buffer
+                     (const Boxkite__Executor__Kill *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Kill *
+       boxkite__executor__kill__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Kill *)
+     protobuf_c_message_unpack (&boxkite__executor__kill__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__kill__free_unpacked
+                     (Boxkite__Executor__Kill *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__kill__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__killed__init
+                     (Boxkite__Executor__Killed         *message)
+{
+  static const Boxkite__Executor__Killed init_value = BOXKITE__EXECUTOR__KILLED__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__killed__get_packed_size
+                     (const Boxkite__Executor__Killed *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__killed__pack
+                     (const Boxkite__Executor__Killed *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__killed__pack_to_buffer
+                     (const Boxkite__Executor__Killed *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Killed *
+       boxkite__executor__killed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Killed *)
+     protobuf_c_message_unpack (&boxkite__executor__killed__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__killed__free_unpacked
+                     (Boxkite__Executor__Killed *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__exited__init
+                     (Boxkite__Executor__Exited         *message)
+{
+  static const Boxkite__Executor__Exited init_value = BOXKITE__EXECUTOR__EXITED__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__exited__get_packed_size
+                     (const Boxkite__Executor__Exited *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__exited__pack
+                     (const Boxkite__Executor__Exited *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__exited__pack_to_buffer
+                     (const Boxkite__Executor__Exited *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Exited *
+       boxkite__executor__exited__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Exited *)
+     protobuf_c_message_unpack (&boxkite__executor__exited__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__exited__free_unpacked
+                     (Boxkite__Executor__Exited *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__order__init
                      (Boxkite__Executor__Order         *message)
 {
@@ -205,7 +475,7 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__pong__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__executor__pong__field_descriptors[3] =
 {
   {
     "sandbox_ready",
@@ -231,15 +501,28 @@ static const ProtobufCFieldDescriptor boxkite__executor__pong__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "isolation_profile",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Pong, isolation_profile),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__pong__field_indices_by_name[] = {
+  2,   /* field[2] = isolation_profile */
   1,   /* field[1] = mode */
   0,   /* field[0] = sandbox_ready */
 };
 static const ProtobufCIntRange boxkite__executor__pong__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor =
 {
@@ -249,14 +532,358 @@ const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor =
   "Boxkite__Executor__Pong",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Pong),
-  2,
+  3,
   boxkite__executor__pong__field_descriptors,
   boxkite__executor__pong__field_indices_by_name,
   1,  boxkite__executor__pong__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__pong__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__executor__limits__field_descriptors[5] =
+{
+  {
+    "memory_bytes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Limits, memory_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pids",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Limits, pids),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fsize_bytes",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Limits, fsize_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nofile",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Limits, nofile),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cpu_seconds",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Limits, cpu_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__limits__field_indices_by_name[] = {
+  4,   /* field[4] = cpu_seconds */
+  2,   /* field[2] = fsize_bytes */
+  0,   /* field[0] = memory_bytes */
+  3,   /* field[3] = nofile */
+  1,   /* field[1] = pids */
+};
+static const ProtobufCIntRange boxkite__executor__limits__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__limits__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Limits",
+  "Limits",
+  "Boxkite__Executor__Limits",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Limits),
+  5,
+  boxkite__executor__limits__field_descriptors,
+  boxkite__executor__limits__field_indices_by_name,
+  1,  boxkite__executor__limits__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__limits__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[5] =
+{
+  {
+    "exec_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, exec_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "argv",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__Executor__Spawn, n_argv),
+    offsetof(Boxkite__Executor__Spawn, argv),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "env",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__Executor__Spawn, n_env),
+    offsetof(Boxkite__Executor__Spawn, env),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cwd",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, cwd),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limits",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, limits),
+    &boxkite__executor__limits__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__spawn__field_indices_by_name[] = {
+  1,   /* field[1] = argv */
+  3,   /* field[3] = cwd */
+  2,   /* field[2] = env */
+  0,   /* field[0] = exec_id */
+  4,   /* field[4] = limits */
+};
+static const ProtobufCIntRange boxkite__executor__spawn__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Spawn",
+  "Spawn",
+  "Boxkite__Executor__Spawn",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Spawn),
+  5,
+  boxkite__executor__spawn__field_descriptors,
+  boxkite__executor__spawn__field_indices_by_name,
+  1,  boxkite__executor__spawn__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__spawn__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__executor__spawned__field_descriptors NULL
+#define boxkite__executor__spawned__field_indices_by_name NULL
+#define boxkite__executor__spawned__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Spawned",
+  "Spawned",
+  "Boxkite__Executor__Spawned",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Spawned),
+  0,
+  boxkite__executor__spawned__field_descriptors,
+  boxkite__executor__spawned__field_indices_by_name,
+  0,  boxkite__executor__spawned__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__spawned__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__kill__field_descriptors[2] =
+{
+  {
+    "exec_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Kill, exec_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signal",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Kill, signal),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__kill__field_indices_by_name[] = {
+  0,   /* field[0] = exec_id */
+  1,   /* field[1] = signal */
+};
+static const ProtobufCIntRange boxkite__executor__kill__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Kill",
+  "Kill",
+  "Boxkite__Executor__Kill",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Kill),
+  2,
+  boxkite__executor__kill__field_descriptors,
+  boxkite__executor__kill__field_indices_by_name,
+  1,  boxkite__executor__kill__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__kill__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__executor__killed__field_descriptors NULL
+#define boxkite__executor__killed__field_indices_by_name NULL
+#define boxkite__executor__killed__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Killed",
+  "Killed",
+  "Boxkite__Executor__Killed",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Killed),
+  0,
+  boxkite__executor__killed__field_descriptors,
+  boxkite__executor__killed__field_indices_by_name,
+  0,  boxkite__executor__killed__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__killed__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__exited__field_descriptors[4] =
+{
+  {
+    "exec_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Exited, exec_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exit_code",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Exited, exit_code),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signal",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Exited, signal),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "oom_killed",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Exited, oom_killed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__exited__field_indices_by_name[] = {
+  0,   /* field[0] = exec_id */
+  1,   /* field[1] = exit_code */
+  3,   /* field[3] = oom_killed */
+  2,   /* field[2] = signal */
+};
+static const ProtobufCIntRange boxkite__executor__exited__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Exited",
+  "Exited",
+  "Boxkite__Executor__Exited",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Exited),
+  4,
+  boxkite__executor__exited__field_descriptors,
+  boxkite__executor__exited__field_indices_by_name,
+  1,  boxkite__executor__exited__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__exited__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[4] =
 {
   {
     "id",
@@ -282,15 +909,41 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "spawn",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, spawn),
+    &boxkite__executor__spawn__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kill",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, kill),
+    &boxkite__executor__kill__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   0,   /* field[0] = id */
+  3,   /* field[3] = kill */
   1,   /* field[1] = ping */
+  2,   /* field[2] = spawn */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -300,14 +953,14 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  2,
+  4,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[8] =
 {
   {
     "id",
@@ -369,18 +1022,57 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "spawned",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, spawned),
+    &boxkite__executor__spawned__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "killed",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, killed),
+    &boxkite__executor__killed__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exited",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, exited),
+    &boxkite__executor__exited__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
   1,   /* field[1] = errnum */
+  7,   /* field[7] = exited */
   0,   /* field[0] = id */
+  6,   /* field[6] = killed */
   3,   /* field[3] = message */
   4,   /* field[4] = pong */
+  5,   /* field[5] = spawned */
   2,   /* field[2] = step */
 };
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -390,7 +1082,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  5,
+  8,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,

@@ -17,6 +17,12 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Boxkite__Executor__Ping Boxkite__Executor__Ping;
 typedef struct Boxkite__Executor__Pong Boxkite__Executor__Pong;
+typedef struct Boxkite__Executor__Limits Boxkite__Executor__Limits;
+typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
+typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
+typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
+typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
+typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
 typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
 
@@ -43,15 +49,136 @@ struct  Boxkite__Executor__Pong
    * "local" or "pod"
    */
   char *mode;
+  /*
+   * id of the isolation applied to every exec
+   */
+  char *isolation_profile;
 };
 #define BOXKITE__EXECUTOR__PONG__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__pong__descriptor) \
-    , 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Resource limits of one exec (0 = the executor's default).
+ */
+struct  Boxkite__Executor__Limits
+{
+  ProtobufCMessage base;
+  /*
+   * memory cgroup limit (or RLIMIT_DATA without a memory cgroup)
+   */
+  uint64_t memory_bytes;
+  /*
+   * pids cgroup limit
+   */
+  uint32_t pids;
+  /*
+   * RLIMIT_FSIZE
+   */
+  uint64_t fsize_bytes;
+  /*
+   * RLIMIT_NOFILE
+   */
+  uint32_t nofile;
+  /*
+   * RLIMIT_CPU, 0 = none
+   */
+  uint32_t cpu_seconds;
+};
+#define BOXKITE__EXECUTOR__LIMITS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__limits__descriptor) \
+    , 0, 0, 0, 0, 0 }
+
+
+/*
+ * Start a command in the sandbox. Replies Spawned with three descriptors: the write end of
+ * its stdin, the read ends of its stdout and stderr.
+ */
+struct  Boxkite__Executor__Spawn
+{
+  ProtobufCMessage base;
+  /*
+   * chosen by the front, unique while the exec lives
+   */
+  uint64_t exec_id;
+  /*
+   * argv[0] without '/' is looked up in the environment's PATH
+   */
+  size_t n_argv;
+  char **argv;
+  /*
+   * the whole environment, NAME=value
+   */
+  size_t n_env;
+  char **env;
+  /*
+   * absolute path inside the sandbox
+   */
+  char *cwd;
+  Boxkite__Executor__Limits *limits;
+};
+#define BOXKITE__EXECUTOR__SPAWN__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__spawn__descriptor) \
+    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+
+
+struct  Boxkite__Executor__Spawned
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__SPAWNED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__spawned__descriptor) \
+     }
+
+
+/*
+ * Signal an exec's whole process tree (SIGKILL: its PID namespace goes with its init).
+ */
+struct  Boxkite__Executor__Kill
+{
+  ProtobufCMessage base;
+  uint64_t exec_id;
+  int32_t signal;
+};
+#define BOXKITE__EXECUTOR__KILL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__kill__descriptor) \
+    , 0, 0 }
+
+
+struct  Boxkite__Executor__Killed
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__KILLED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__killed__descriptor) \
+     }
+
+
+/*
+ * Event: an exec's init exited and everything in its PID namespace is gone.
+ */
+struct  Boxkite__Executor__Exited
+{
+  ProtobufCMessage base;
+  uint64_t exec_id;
+  /*
+   * valid when signal == 0
+   */
+  int32_t exit_code;
+  int32_t signal;
+  protobuf_c_boolean oom_killed;
+};
+#define BOXKITE__EXECUTOR__EXITED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__exited__descriptor) \
+    , 0, 0, 0, 0 }
 
 
 typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND__NOT_SET = 0,
-  BOXKITE__EXECUTOR__ORDER__KIND_PING = 2
+  BOXKITE__EXECUTOR__ORDER__KIND_PING = 2,
+  BOXKITE__EXECUTOR__ORDER__KIND_SPAWN = 3,
+  BOXKITE__EXECUTOR__ORDER__KIND_KILL = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -62,6 +189,8 @@ struct  Boxkite__Executor__Order
   Boxkite__Executor__Order__KindCase kind_case;
   union {
     Boxkite__Executor__Ping *ping;
+    Boxkite__Executor__Spawn *spawn;
+    Boxkite__Executor__Kill *kill;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -71,13 +200,19 @@ struct  Boxkite__Executor__Order
 
 typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND__NOT_SET = 0,
-  BOXKITE__EXECUTOR__REPLY__KIND_PONG = 5
+  BOXKITE__EXECUTOR__REPLY__KIND_PONG = 5,
+  BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED = 6,
+  BOXKITE__EXECUTOR__REPLY__KIND_KILLED = 7,
+  BOXKITE__EXECUTOR__REPLY__KIND_EXITED = 8
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
 struct  Boxkite__Executor__Reply
 {
   ProtobufCMessage base;
+  /*
+   * the order's id; 0 for an event
+   */
   uint64_t id;
   /*
    * 0, or the errno of the failed step
@@ -91,6 +226,9 @@ struct  Boxkite__Executor__Reply
   Boxkite__Executor__Reply__KindCase kind_case;
   union {
     Boxkite__Executor__Pong *pong;
+    Boxkite__Executor__Spawned *spawned;
+    Boxkite__Executor__Killed *killed;
+    Boxkite__Executor__Exited *exited;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -135,6 +273,120 @@ Boxkite__Executor__Pong *
                       const uint8_t       *data);
 void   boxkite__executor__pong__free_unpacked
                      (Boxkite__Executor__Pong *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Limits methods */
+void   boxkite__executor__limits__init
+                     (Boxkite__Executor__Limits         *message);
+size_t boxkite__executor__limits__get_packed_size
+                     (const Boxkite__Executor__Limits   *message);
+size_t boxkite__executor__limits__pack
+                     (const Boxkite__Executor__Limits   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__limits__pack_to_buffer
+                     (const Boxkite__Executor__Limits   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Limits *
+       boxkite__executor__limits__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__limits__free_unpacked
+                     (Boxkite__Executor__Limits *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Spawn methods */
+void   boxkite__executor__spawn__init
+                     (Boxkite__Executor__Spawn         *message);
+size_t boxkite__executor__spawn__get_packed_size
+                     (const Boxkite__Executor__Spawn   *message);
+size_t boxkite__executor__spawn__pack
+                     (const Boxkite__Executor__Spawn   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__spawn__pack_to_buffer
+                     (const Boxkite__Executor__Spawn   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Spawn *
+       boxkite__executor__spawn__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__spawn__free_unpacked
+                     (Boxkite__Executor__Spawn *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Spawned methods */
+void   boxkite__executor__spawned__init
+                     (Boxkite__Executor__Spawned         *message);
+size_t boxkite__executor__spawned__get_packed_size
+                     (const Boxkite__Executor__Spawned   *message);
+size_t boxkite__executor__spawned__pack
+                     (const Boxkite__Executor__Spawned   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__spawned__pack_to_buffer
+                     (const Boxkite__Executor__Spawned   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Spawned *
+       boxkite__executor__spawned__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__spawned__free_unpacked
+                     (Boxkite__Executor__Spawned *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Kill methods */
+void   boxkite__executor__kill__init
+                     (Boxkite__Executor__Kill         *message);
+size_t boxkite__executor__kill__get_packed_size
+                     (const Boxkite__Executor__Kill   *message);
+size_t boxkite__executor__kill__pack
+                     (const Boxkite__Executor__Kill   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__kill__pack_to_buffer
+                     (const Boxkite__Executor__Kill   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Kill *
+       boxkite__executor__kill__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__kill__free_unpacked
+                     (Boxkite__Executor__Kill *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Killed methods */
+void   boxkite__executor__killed__init
+                     (Boxkite__Executor__Killed         *message);
+size_t boxkite__executor__killed__get_packed_size
+                     (const Boxkite__Executor__Killed   *message);
+size_t boxkite__executor__killed__pack
+                     (const Boxkite__Executor__Killed   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__killed__pack_to_buffer
+                     (const Boxkite__Executor__Killed   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Killed *
+       boxkite__executor__killed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__killed__free_unpacked
+                     (Boxkite__Executor__Killed *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Exited methods */
+void   boxkite__executor__exited__init
+                     (Boxkite__Executor__Exited         *message);
+size_t boxkite__executor__exited__get_packed_size
+                     (const Boxkite__Executor__Exited   *message);
+size_t boxkite__executor__exited__pack
+                     (const Boxkite__Executor__Exited   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__exited__pack_to_buffer
+                     (const Boxkite__Executor__Exited   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Exited *
+       boxkite__executor__exited__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__exited__free_unpacked
+                     (Boxkite__Executor__Exited *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Order methods */
 void   boxkite__executor__order__init
@@ -182,6 +434,24 @@ typedef void (*Boxkite__Executor__Ping_Closure)
 typedef void (*Boxkite__Executor__Pong_Closure)
                  (const Boxkite__Executor__Pong *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Limits_Closure)
+                 (const Boxkite__Executor__Limits *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Spawn_Closure)
+                 (const Boxkite__Executor__Spawn *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Spawned_Closure)
+                 (const Boxkite__Executor__Spawned *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Kill_Closure)
+                 (const Boxkite__Executor__Kill *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Killed_Closure)
+                 (const Boxkite__Executor__Killed *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Exited_Closure)
+                 (const Boxkite__Executor__Exited *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Order_Closure)
                  (const Boxkite__Executor__Order *message,
                   void *closure_data);
@@ -196,6 +466,12 @@ typedef void (*Boxkite__Executor__Reply_Closure)
 
 extern const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__limits__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor;
 

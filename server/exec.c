@@ -1,0 +1,658 @@
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "envpolicy.h"
+#include "log.h"
+#include "sbpath.h"
+
+#define ARGV_MAX 4096
+#define ENV_MAX 1024
+#define ORDER_STRINGS_MAX (512 * 1024) /* argv + env must fit one executor packet */
+#define OUTPUT_INITIAL (64 * 1024)
+#define DISCARD_SIZE (256 * 1024)
+
+/* The environment every command starts from; request variables are added or replace these. */
+static const char *const base_env[] = {
+	"PATH=/usr/local/bin:/usr/bin:/bin",
+	"HOME=/workspace",
+	"LANG=C.UTF-8",
+	"TERM=dumb",
+	"TMPDIR=/tmp",
+	"USER=sandbox",
+	"LOGNAME=sandbox",
+	"SHELL=/bin/sh",
+};
+
+struct output {
+	int fd;
+	uint8_t *data;
+	size_t len, cap, limit;
+	uint64_t dropped;
+};
+
+enum watch_kind { WATCH_STDIN, WATCH_STDOUT, WATCH_STDERR, WATCH_TIMER };
+
+/* What an epoll event points at: one descriptor of one run. */
+struct watch {
+	struct exec_run *run;
+	enum watch_kind kind;
+};
+
+struct exec_run {
+	struct exec_run *next;     /* in bk_execs.runs, or in .dead once finished (I/O thread only) */
+	struct watch watches[4];
+	bk_call *call;
+	uint64_t id;
+	const char *argv0;
+	uint32_t timeout_ms;
+	struct timespec started;
+	/* set from the executor's replies and events */
+	int spawn_errnum;
+	char spawn_step[32], spawn_message[256];
+	int fds[3];
+	Boxkite__Executor__Exited exit;
+	bool spawned, exited, timed_out, finished;
+	/* owned by the I/O thread */
+	int stdin_fd, timer_fd;
+	const uint8_t *stdin_data;
+	size_t stdin_len, stdin_off;
+	struct output out[2];
+};
+
+/* A hand-over to the I/O thread from the link's reader thread: a run the executor answered
+ * (spawned or not), or an exec that exited. */
+struct handover {
+	struct handover *next;
+	struct exec_run *run;             /* a SPAWN answer, or NULL for an exit */
+	Boxkite__Executor__Exited exited; /* an exit */
+};
+
+struct bk_execs {
+	bk_server *srv;
+	pthread_t thread;
+	bool thread_started;
+	int epfd, wake_fd;
+	pthread_mutex_t lock;      /* the queue and `stopping` */
+	struct handover *queue_head, *queue_tail;
+	bool stopping;
+	struct exec_run *runs;     /* started, not finished */
+	struct exec_run *dead;     /* finished during this batch of events: freed after it */
+	atomic_uint_fast64_t next_id;
+	uint8_t discard[DISCARD_SIZE];
+};
+
+static struct watch wake_watch; /* the eventfd's tag */
+
+/* --- the handler (an nng callback thread) ---------------------------------------------------- */
+
+/* The environment: the base, then the request's variables, each checked against the policy.
+ * Returns the number of entries, or -1 with *bad naming the variable refused. */
+static int build_env(const Boxkite__V1__ExecRequest *rq, bool allow_path, char **env, char *storage, size_t size,
+		     const char **bad, const char **why)
+{
+	size_t n = 0, used = 0;
+
+	for (size_t i = 0; i < BK_ARRAY_SIZE(base_env); i++)
+		env[n++] = (char *)base_env[i];
+	for (size_t i = 0; i < rq->n_env; i++) {
+		const char *name = rq->env[i]->name, *value = rq->env[i]->value;
+		size_t nlen = strlen(name), vlen = strlen(value), j;
+
+		*bad = name;
+		if ((*why = bk_env_denied(name, nlen, allow_path)))
+			return -1;
+		for (j = BK_ARRAY_SIZE(base_env); j < n; j++) {
+			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
+				*why = "set twice in the request";
+				return -1;
+			}
+		}
+		if (used + nlen + vlen + 2 > size) {
+			*why = "the environment is too large";
+			return -1;
+		}
+		char *entry = storage + used;
+		memcpy(entry, name, nlen);
+		entry[nlen] = '=';
+		memcpy(entry + nlen + 1, value, vlen + 1);
+		used += nlen + vlen + 2;
+		/* A request variable replaces a base one of the same name. */
+		for (j = 0; j < BK_ARRAY_SIZE(base_env); j++) {
+			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
+				env[j] = entry;
+				break;
+			}
+		}
+		if (j == BK_ARRAY_SIZE(base_env))
+			env[n++] = entry;
+	}
+	return (int)n;
+}
+
+static void run_free(struct exec_run *run)
+{
+	for (int i = 0; i < 2; i++) {
+		bk_close(run->out[i].fd);
+		free(run->out[i].data);
+	}
+	bk_close(run->stdin_fd);
+	bk_close(run->timer_fd);
+	free(run);
+}
+
+static void hand_over(bk_execs *ex, struct handover *h)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ex->lock);
+	h->next = NULL;
+	if (ex->queue_tail)
+		ex->queue_tail->next = h;
+	else
+		ex->queue_head = h;
+	ex->queue_tail = h;
+	pthread_mutex_unlock(&ex->lock);
+	if (write(ex->wake_fd, &one, sizeof(one)) < 0)
+		bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread: %s", strerror(errno));
+}
+
+/* The executor's answer to SPAWN (reader thread): hand the run to the I/O thread. */
+static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct exec_run *run = arg;
+	bk_execs *ex = run->call->srv->execs;
+	struct handover *h = calloc(1, sizeof(*h));
+
+	run->fds[0] = run->fds[1] = run->fds[2] = -1;
+	if (!reply) {
+		run->spawn_errnum = EPIPE;
+		snprintf(run->spawn_step, sizeof(run->spawn_step), "executor");
+		snprintf(run->spawn_message, sizeof(run->spawn_message), "the executor went away");
+	} else if (reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED || nfds != 3) {
+		run->spawn_errnum = reply->errnum ? reply->errnum : EPROTO;
+		snprintf(run->spawn_step, sizeof(run->spawn_step), "%s", reply->step);
+		snprintf(run->spawn_message, sizeof(run->spawn_message), "%s", reply->message);
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+	} else {
+		memcpy(run->fds, fds, sizeof(run->fds));
+		run->spawned = true;
+	}
+	bk_reply_free(reply);
+	if (!h) {
+		/* Out of memory between threads: nothing can answer this call but here. */
+		for (int i = 0; i < 3; i++)
+			bk_close(run->fds[i]);
+		bk_call_failf(run->call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		free(run);
+		return;
+	}
+	h->run = run;
+	hand_over(ex, h);
+}
+
+void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
+{
+	struct handover *h = calloc(1, sizeof(*h));
+
+	if (!h) {
+		bk_log(BK_LOG_ERROR, "exec %llu: exit lost: out of memory", (unsigned long long)exited->exec_id);
+		return;
+	}
+	h->exited = *exited;
+	h->exited.base.descriptor = &boxkite__executor__exited__descriptor;
+	hand_over(srv->execs, h);
+}
+
+void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__ExecRequest *rq = (const Boxkite__V1__ExecRequest *)request;
+	bk_server *srv = call->srv;
+	const bk_config *cfg = &srv->cfg;
+	Boxkite__Executor__Spawn spawn = BOXKITE__EXECUTOR__SPAWN__INIT;
+	Boxkite__Executor__Limits limits = BOXKITE__EXECUTOR__LIMITS__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char *shell_argv[4] = { "/bin/sh", "-c", rq->shell, NULL };
+	char *env[BK_ARRAY_SIZE(base_env) + ENV_MAX];
+	_cleanup_free_ char *env_storage = NULL;
+	char cwd[4096];
+	const char *bad = NULL, *why = NULL;
+	size_t strings = 0;
+	struct exec_run *run;
+	int nenv, ret;
+
+	if (!srv->executor || !srv->execs) {
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not run commands");
+		return;
+	}
+	if ((rq->n_argv > 0) == (rq->shell[0] != '\0')) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "give exactly one of argv or shell");
+		return;
+	}
+	if (rq->n_argv > ARGV_MAX || rq->n_env > ENV_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "at most %d argv entries and %d variables", ARGV_MAX, ENV_MAX);
+		return;
+	}
+	if (rq->n_argv && !rq->argv[0][0]) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv[0] is empty");
+		return;
+	}
+	for (size_t i = 0; i < rq->n_argv; i++)
+		strings += strlen(rq->argv[i]) + 1;
+	strings += strlen(rq->shell) + 1;
+	if (strings > ORDER_STRINGS_MAX / 2) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv/shell is %zu bytes; at most %d", strings,
+			      ORDER_STRINGS_MAX / 2);
+		return;
+	}
+	if (bk_sandbox_path(rq->cwd[0] ? rq->cwd : BK_WORKSPACE, cwd, sizeof(cwd), &why) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, why);
+		return;
+	}
+	if (rq->timeout_ms > cfg->exec_timeout_max_ms) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "timeout %u ms is above the server's maximum %lld ms",
+			      rq->timeout_ms, (long long)cfg->exec_timeout_max_ms);
+		return;
+	}
+	if (rq->stdout_limit > cfg->exec_output_max || rq->stderr_limit > cfg->exec_output_max) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "output limit above the server's maximum %zu bytes",
+			      cfg->exec_output_max);
+		return;
+	}
+	env_storage = malloc(ORDER_STRINGS_MAX / 2);
+	if (!env_storage) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	nenv = build_env(rq, cfg->allow_path_override, env, env_storage, ORDER_STRINGS_MAX / 2, &bad, &why);
+	if (nenv < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
+		return;
+	}
+	run = calloc(1, sizeof(*run));
+	if (!run) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &run->started);
+	run->call = call;
+	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
+	run->argv0 = rq->n_argv ? rq->argv[0] : "/bin/sh";
+	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
+	run->stdin_fd = run->timer_fd = -1;
+	run->stdin_data = rq->stdin.data;
+	run->stdin_len = rq->stdin.len;
+	run->out[0] = (struct output){ .fd = -1, .limit = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output };
+	run->out[1] = (struct output){ .fd = -1, .limit = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output };
+
+	spawn.exec_id = run->id;
+	spawn.n_argv = rq->n_argv ? rq->n_argv : 3;
+	spawn.argv = rq->n_argv ? rq->argv : shell_argv;
+	spawn.n_env = (size_t)nenv;
+	spawn.env = env;
+	spawn.cwd = cwd;
+	spawn.limits = &limits;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
+	order.spawn = &spawn;
+	ret = bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
+	if (ret < 0) {
+		free(run);
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor: %s", strerror(-ret));
+	}
+}
+
+/* --- the I/O thread -------------------------------------------------------------------------- */
+
+static void watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
+{
+	run->watches[kind] = (struct watch){ .run = run, .kind = kind };
+	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
+}
+
+static void unwatch_close(bk_execs *ex, int *fd)
+{
+	if (*fd >= 0) {
+		epoll_ctl(ex->epfd, EPOLL_CTL_DEL, *fd, NULL);
+		*fd = bk_close(*fd);
+	}
+}
+
+/* A run whose call has been answered: out of the live list, its descriptors closed, freed once
+ * the current batch of events (which may still name it) is done. */
+static void run_retire(bk_execs *ex, struct exec_run *run)
+{
+	for (struct exec_run **pp = &ex->runs; *pp; pp = &(*pp)->next) {
+		if (*pp == run) {
+			*pp = run->next;
+			break;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		unwatch_close(ex, &run->out[i].fd);
+	unwatch_close(ex, &run->stdin_fd);
+	unwatch_close(ex, &run->timer_fd);
+	run->finished = true;
+	run->next = ex->dead;
+	ex->dead = run;
+}
+
+static void run_finish(bk_execs *ex, struct exec_run *run)
+{
+	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
+
+	resp.exit_code = run->exit.exit_code;
+	resp.signal = run->exit.signal;
+	resp.timed_out = run->timed_out;
+	resp.oom_killed = run->exit.oom_killed;
+	resp.stdout = (ProtobufCBinaryData){ .len = run->out[0].len, .data = run->out[0].data };
+	resp.stderr = (ProtobufCBinaryData){ .len = run->out[1].len, .data = run->out[1].data };
+	resp.stdout_truncated = run->out[0].dropped > 0;
+	resp.stderr_truncated = run->out[1].dropped > 0;
+	resp.stdout_dropped = run->out[0].dropped;
+	resp.stderr_dropped = run->out[1].dropped;
+	resp.duration_us = bk_elapsed_us(&run->started);
+	resp.isolation_profile = ex->srv->profile;
+	bk_call_reply(run->call, &resp.base);
+	run_retire(ex, run);
+}
+
+/* execve itself failed: answer as a shell would — 127 not found, 126 not executable — with the
+ * reason on stderr. Any other step failing is an error of the sandbox, not of the command. */
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run)
+{
+	if (strcmp(run->spawn_step, "execve") == 0) {
+		char msg[512];
+		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(run->spawn_errnum));
+		run->out[1].data = malloc((size_t)n);
+		if (run->out[1].data) {
+			memcpy(run->out[1].data, msg, (size_t)n);
+			run->out[1].len = (size_t)n;
+		}
+		run->exit.exit_code = run->spawn_errnum == ENOENT ? 127 : 126;
+		run_finish(ex, run);
+		return;
+	}
+	int status = run->spawn_errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(run->spawn_errnum);
+	if (strcmp(run->spawn_step, "chdir") == 0)
+		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(run->spawn_errnum));
+	else
+		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", run->spawn_step, run->spawn_message);
+	run_retire(ex, run);
+}
+
+static void maybe_finish(bk_execs *ex, struct exec_run *run)
+{
+	if (run->exited && run->out[0].fd < 0 && run->out[1].fd < 0)
+		run_finish(ex, run);
+}
+
+static void kill_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	(void)arg;
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	bk_reply_free(reply);
+}
+
+/* Kill the exec's whole tree: its PID namespace dies with its init. */
+static void run_kill(bk_execs *ex, struct exec_run *run)
+{
+	Boxkite__Executor__Kill kill = BOXKITE__EXECUTOR__KILL__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+
+	kill.exec_id = run->id;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
+	order.kill = &kill;
+	if (bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL) < 0)
+		bk_log(BK_LOG_ERROR, "exec %llu: cannot order the kill", (unsigned long long)run->id);
+}
+
+static void run_started(bk_execs *ex, struct exec_run *run)
+{
+	struct itimerspec its = { .it_value = { .tv_sec = run->timeout_ms / 1000,
+						.tv_nsec = (long)(run->timeout_ms % 1000) * 1000000 } };
+
+	run->stdin_fd = run->fds[0];
+	run->out[0].fd = run->fds[1];
+	run->out[1].fd = run->fds[2];
+	run->next = ex->runs;
+	ex->runs = run;
+	for (int i = 0; i < 3; i++)
+		fcntl(run->fds[i], F_SETFL, fcntl(run->fds[i], F_GETFL) | O_NONBLOCK);
+	if (run->stdin_len)
+		watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN);
+	else
+		run->stdin_fd = bk_close(run->stdin_fd);
+	watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT);
+	watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR);
+	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
+	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0) {
+		bk_log(BK_LOG_ERROR, "exec %llu: no timer (%s): killing it", (unsigned long long)run->id, strerror(errno));
+		run_kill(ex, run);
+		return;
+	}
+	watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER);
+}
+
+/* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
+ * neither blocked on a full pipe nor killed for talking too much. */
+static void output_read(bk_execs *ex, struct exec_run *run, struct output *o)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (o->len < o->limit) {
+			if (o->len == o->cap) {
+				size_t cap = o->cap ? o->cap * 2 : OUTPUT_INITIAL;
+				uint8_t *data;
+				if (cap > o->limit)
+					cap = o->limit;
+				data = realloc(o->data, cap);
+				if (!data)
+					goto discard;
+				o->data = data;
+				o->cap = cap;
+			}
+			n = read(o->fd, o->data + o->len, o->cap - o->len);
+			if (n > 0) {
+				o->len += (size_t)n;
+				continue;
+			}
+		} else {
+		discard:
+			n = read(o->fd, ex->discard, sizeof(ex->discard));
+			if (n > 0) {
+				o->dropped += (uint64_t)n;
+				continue;
+			}
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		/* EOF (or an error, which ends the stream the same way) */
+		unwatch_close(ex, &o->fd);
+		maybe_finish(ex, run);
+		return;
+	}
+}
+
+static void stdin_write(bk_execs *ex, struct exec_run *run)
+{
+	while (run->stdin_off < run->stdin_len) {
+		ssize_t n = write(run->stdin_fd, run->stdin_data + run->stdin_off, run->stdin_len - run->stdin_off);
+		if (n > 0) {
+			run->stdin_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EAGAIN)
+			return;
+		break; /* EPIPE: the command stopped reading; the rest is not for it */
+	}
+	unwatch_close(ex, &run->stdin_fd);
+}
+
+static struct exec_run *run_find(bk_execs *ex, uint64_t id)
+{
+	for (struct exec_run *r = ex->runs; r; r = r->next)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+static void drain_queue(bk_execs *ex)
+{
+	struct handover *h;
+	uint64_t count;
+
+	if (read(ex->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		bk_log(BK_LOG_ERROR, "exec: wake-up read: %s", strerror(errno));
+	pthread_mutex_lock(&ex->lock);
+	h = ex->queue_head;
+	ex->queue_head = ex->queue_tail = NULL;
+	pthread_mutex_unlock(&ex->lock);
+	while (h) {
+		struct handover *next = h->next;
+		struct exec_run *run;
+
+		if (h->run) {
+			if (h->run->spawned)
+				run_started(ex, h->run);
+			else
+				run_spawn_failed(ex, h->run);
+		} else if ((run = run_find(ex, h->exited.exec_id))) {
+			run->exit = h->exited;
+			run->exited = true;
+			unwatch_close(ex, &run->timer_fd);
+			maybe_finish(ex, run);
+		}
+		free(h);
+		h = next;
+	}
+}
+
+static void on_event(bk_execs *ex, struct watch *w)
+{
+	struct exec_run *run = w->run;
+	uint64_t expirations;
+
+	if (run->finished)
+		return;
+	switch (w->kind) {
+	case WATCH_STDIN:
+		stdin_write(ex, run);
+		break;
+	case WATCH_STDOUT:
+	case WATCH_STDERR:
+		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1]);
+		break;
+	case WATCH_TIMER:
+		if (read(run->timer_fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
+			break;
+		unwatch_close(ex, &run->timer_fd);
+		run->timed_out = true;
+		run_kill(ex, run);
+		break;
+	}
+}
+
+static void *io_main(void *arg)
+{
+	bk_execs *ex = arg;
+
+	for (;;) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(ex->epfd, evs, 64, -1);
+		bool stop;
+
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.ptr == &wake_watch)
+				drain_queue(ex);
+			else
+				on_event(ex, evs[i].data.ptr);
+		}
+		while (ex->dead) {
+			struct exec_run *next = ex->dead->next;
+			run_free(ex->dead);
+			ex->dead = next;
+		}
+		pthread_mutex_lock(&ex->lock);
+		stop = ex->stopping;
+		pthread_mutex_unlock(&ex->lock);
+		if (stop)
+			return NULL;
+	}
+}
+
+int bk_execs_start(bk_server *srv, bk_error **err)
+{
+	bk_execs *ex = calloc(1, sizeof(*ex));
+	int rv;
+
+	if (!ex)
+		return bk_error_errno(err, ENOMEM, "exec");
+	srv->execs = ex;
+	ex->srv = srv;
+	pthread_mutex_init(&ex->lock, NULL);
+	atomic_init(&ex->next_id, 1);
+	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ex->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ex->epfd < 0 || ex->wake_fd < 0)
+		return bk_error_errno(err, errno, "exec I/O set-up");
+	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
+		  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch });
+	rv = pthread_create(&ex->thread, NULL, io_main, ex);
+	if (rv)
+		return bk_error_errno(err, rv, "exec I/O thread");
+	ex->thread_started = true;
+	return 0;
+}
+
+void bk_execs_stop(bk_server *srv)
+{
+	bk_execs *ex = srv->execs;
+	uint64_t one = 1;
+
+	if (!ex)
+		return;
+	if (ex->thread_started) {
+		pthread_mutex_lock(&ex->lock);
+		ex->stopping = true;
+		pthread_mutex_unlock(&ex->lock);
+		if (write(ex->wake_fd, &one, sizeof(one)) < 0)
+			bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread to stop it");
+		pthread_join(ex->thread, NULL);
+	}
+	/* Calls still open are answered: the server is going away, their commands with it. */
+	while (ex->runs) {
+		struct exec_run *run = ex->runs;
+		ex->runs = run->next;
+		bk_call_failf(run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		run_free(run);
+	}
+	while (ex->queue_head) {
+		struct handover *h = ex->queue_head;
+		ex->queue_head = h->next;
+		if (h->run) {
+			for (int i = 0; i < 3; i++)
+				bk_close(h->run->spawned ? h->run->fds[i] : -1);
+			bk_call_failf(h->run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+			free(h->run);
+		}
+		free(h);
+	}
+	bk_close(ex->epfd);
+	bk_close(ex->wake_fd);
+	pthread_mutex_destroy(&ex->lock);
+	free(ex);
+	srv->execs = NULL;
+}

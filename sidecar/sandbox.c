@@ -1,0 +1,453 @@
+#include "sandbox.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define SANDBOX_HOSTNAME "sandbox"
+
+/* What the local sandbox shows of the host, read-only: programs and libraries, and /etc.
+ * Nothing else — not /run, /home, /root, the host's /tmp, nor any socket: a read-only mount does
+ * not stop connect() on a unix socket, so hiding is the only protection. */
+static const char *const host_ro_dirs[] = { "usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+
+void bk_sandbox_init(bk_sandbox *sb, const bk_sandbox_config *cfg)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->cfg = *cfg;
+	sb->init_pidfd = sb->root_fd = -1;
+	sb->ns.mnt = sb->ns.pid = sb->ns.ipc = sb->ns.uts = -1;
+	snprintf(sb->why, sizeof(sb->why), "not started");
+}
+
+static void close_ns(bk_sandbox *sb)
+{
+	sb->ns.mnt = bk_close(sb->ns.mnt);
+	sb->ns.pid = bk_close(sb->ns.pid);
+	sb->ns.ipc = bk_close(sb->ns.ipc);
+	sb->ns.uts = bk_close(sb->ns.uts);
+	sb->root_fd = bk_close(sb->root_fd);
+}
+
+/* Cache the namespaces and root of pid. */
+static int open_ns(bk_sandbox *sb, pid_t pid, bk_error **err)
+{
+	static const char *const names[] = { "mnt", "pid", "ipc", "uts" };
+	int *fds[] = { &sb->ns.mnt, &sb->ns.pid, &sb->ns.ipc, &sb->ns.uts };
+	char path[64];
+
+	for (size_t i = 0; i < BK_ARRAY_SIZE(names); i++) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, names[i]);
+		*fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (*fds[i] < 0) {
+			int ret = bk_error_errno(err, errno, "open %s", path);
+			close_ns(sb);
+			return ret;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (sb->root_fd < 0) {
+		int ret = bk_error_errno(err, errno, "open %s", path);
+		close_ns(sb);
+		return ret;
+	}
+	return 0;
+}
+
+/* --- local mode ------------------------------------------------------------------------------ */
+
+/* Clone the mount tree at `path` (or the fd with path "") detached, with attributes set
+ * recursively: a bind mount that is read-only all the way down, unlike MS_BIND|MS_REMOUNT. */
+static int tree_clone(int dfd, const char *path, uint64_t attrs)
+{
+	struct mount_attr attr = { .attr_set = attrs };
+	int fd = open_tree(dfd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | (path[0] ? 0 : AT_EMPTY_PATH));
+
+	if (fd < 0)
+		return -1;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0) {
+		bk_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int tree_attach(int tree, const char *target)
+{
+	return move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+/* The minimal /dev: a few nodes bound from the host's, a private devpts, a tmpfs /dev/shm,
+ * the usual symlinks; then the tmpfs itself read-only. */
+static int build_dev(void)
+{
+	static const char *const links[][2] = {
+		{ "/proc/self/fd", "dev/fd" },     { "/proc/self/fd/0", "dev/stdin" },
+		{ "/proc/self/fd/1", "dev/stdout" }, { "/proc/self/fd/2", "dev/stderr" },
+		{ "pts/ptmx", "dev/ptmx" },
+	};
+	char path[64];
+
+	if (mkdir("dev", 0755) < 0 ||
+	    mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+		return -1;
+	for (size_t i = 0; i < BK_ARRAY_SIZE(dev_nodes); i++) {
+		char host[64];
+		snprintf(path, sizeof(path), "dev/%s", dev_nodes[i]);
+		snprintf(host, sizeof(host), "/dev/%s", dev_nodes[i]);
+		int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -1;
+		bk_close(fd);
+		if (mount(host, path, NULL, MS_BIND, NULL) < 0)
+			return -1;
+	}
+	if (mkdir("dev/pts", 0755) < 0 ||
+	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return -1;
+	if (mkdir("dev/shm", 01777) < 0 ||
+	    mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0)
+		return -1;
+	for (size_t i = 0; i < BK_ARRAY_SIZE(links); i++)
+		if (symlink(links[i][0], links[i][1]) < 0)
+			return -1;
+	return mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL);
+}
+
+/* Populate the new root (the current directory, a fresh tmpfs) from the trees cloned before
+ * the host's /tmp was covered. */
+static int build_root(const int *host_trees, int workspace_tree, size_t tmp_size)
+{
+	char opts[64];
+	struct stat st;
+
+	for (size_t i = 0; i < BK_ARRAY_SIZE(host_ro_dirs); i++) {
+		char host[64], target[PATH_MAX];
+		ssize_t n;
+
+		snprintf(host, sizeof(host), "/%s", host_ro_dirs[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		/* Merged-/usr hosts have /bin -> usr/bin: keep the same links. */
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(host, target, sizeof(target) - 1);
+			if (n < 0)
+				return -1;
+			target[n] = '\0';
+			if (symlink(target, host_ro_dirs[i]) < 0)
+				return -1;
+			continue;
+		}
+		if (host_trees[i] < 0)
+			continue;
+		if (mkdir(host_ro_dirs[i], 0755) < 0 || tree_attach(host_trees[i], host_ro_dirs[i]) < 0)
+			return -1;
+	}
+	if (mkdir("proc", 0555) < 0 || mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return -1;
+	if (build_dev() < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "mode=1777,size=%zu", tmp_size);
+	if (mkdir("tmp", 01777) < 0 || mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return -1;
+	if (mkdir("workspace", 0755) < 0 || tree_attach(workspace_tree, "workspace") < 0)
+		return -1;
+	return 0;
+}
+
+/* The sandbox's first process, pid 1 of its new PID namespace, in its own mount namespace.
+ * Runs as a fork of the executor (no shared memory), so ordinary calls are fine up to the
+ * privilege drop; from there on it is the same sequence as an exec. */
+__attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk_spawner *sp, int workspace_tree,
+						  int init_fd, int report)
+{
+	int host_trees[BK_ARRAY_SIZE(host_ro_dirs)];
+	enum bk_step failed;
+
+	/* If the executor dies, the sandbox — and with its init every process in it — goes too. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* The modes below are the modes meant, whatever boxkited's own umask. */
+	umask(0);
+	/* Nothing mounted from here on may reach the host's mount table. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+	/* Clone what the root will show before /tmp is covered. */
+	for (size_t i = 0; i < BK_ARRAY_SIZE(host_ro_dirs); i++) {
+		char host[64];
+		struct stat st;
+		snprintf(host, sizeof(host), "/%s", host_ro_dirs[i]);
+		host_trees[i] = -1;
+		if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode)) {
+			host_trees[i] = tree_clone(AT_FDCWD, host, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+			if (host_trees[i] < 0)
+				bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+		}
+	}
+	/* The new root: a small tmpfs over the host's /tmp (in this namespace only). */
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 || chdir("/tmp") < 0 ||
+	    build_root(host_trees, workspace_tree, sb->cfg.tmp_size) < 0)
+		bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+	/* Swap roots and drop the host's entirely, then make the root itself read-only. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 ||
+	    mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		bk_child_fail(report, BK_STEP_PIVOT_ROOT);
+	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
+		bk_child_fail(report, BK_STEP_HOSTNAME);
+	failed = bk_child_drop_privileges(&sp->creds);
+	if (failed)
+		bk_child_fail(report, failed);
+	if (bk_child_reset_signals() < 0)
+		bk_child_fail(report, BK_STEP_SIGNALS);
+	/* Keep only stdio, the report pipe (3) and the init binary (4). */
+	if (dup3(report, 3, O_CLOEXEC) < 0 || dup3(init_fd, 4, O_CLOEXEC) < 0 ||
+	    syscall(SYS_close_range, 5, ~0U, 0) < 0)
+		bk_child_fail(report, BK_STEP_CLOSE_FDS);
+	report = 3;
+	if (bk_child_seccomp(&sp->seccomp->prog) < 0)
+		bk_child_fail(report, BK_STEP_SECCOMP);
+	{
+		char *const argv[] = { "boxkite-init", NULL };
+		char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+		syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+	}
+	bk_child_fail(report, BK_STEP_EXECVE);
+}
+
+/* The workspace directory on the host, created if missing, owned by the sandbox user. */
+static int workspace_open(const bk_sandbox_config *cfg, bk_error **err)
+{
+	_cleanup_close_ int fd = -1;
+
+	bool created = mkdir(cfg->workspace, 0755) == 0;
+
+	if (!created && errno != EEXIST)
+		return bk_error_errno(err, errno, "cannot create the workspace %s", cfg->workspace);
+	fd = open(cfg->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return bk_error_errno(err, errno, "cannot open the workspace %s", cfg->workspace);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (chown(path, cfg->uid, cfg->gid) < 0)
+		return bk_error_errno(err, errno, "cannot give the workspace %s to uid %u", cfg->workspace,
+				      (unsigned)cfg->uid);
+	/* boxkited's umask (077) narrowed a directory we made; it is the sandbox user's home. */
+	if (created && chmod(path, 0755) < 0)
+		return bk_error_errno(err, errno, "chmod %s", cfg->workspace);
+	return TAKE_FD(fd);
+}
+
+static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
+{
+	_cleanup_close_ int workspace_fd = -1, workspace_tree = -1, init_fd = -1;
+	int rep[2], pidfd = -1, r;
+	struct bk_step_report report;
+	long pid;
+
+	workspace_fd = workspace_open(&sb->cfg, err);
+	if (workspace_fd < 0)
+		return workspace_fd;
+	/* Cloned here, in the mount namespace the workspace path lives in (the host's); the child
+	 * attaches the detached copy in its own. */
+	workspace_tree = tree_clone(workspace_fd, "", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (workspace_tree < 0)
+		return bk_error_errno(err, errno, "cannot clone the workspace mount %s", sb->cfg.workspace);
+	init_fd = open(sb->cfg.init_path, O_RDONLY | O_CLOEXEC);
+	if (init_fd < 0)
+		return bk_error_errno(err, errno, "cannot open the sandbox init %s", sb->cfg.init_path);
+	if (pipe2(rep, O_CLOEXEC) < 0)
+		return bk_error_errno(err, errno, "pipe2");
+	/* A fork (no shared memory) straight into the sandbox's new namespaces. */
+	pid = syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD, NULL,
+		      &pidfd, NULL, NULL);
+	if (pid == 0) {
+		bk_close(rep[0]);
+		local_child(sb, sp, workspace_tree, init_fd, rep[1]);
+	}
+	bk_close(rep[1]);
+	if (pid < 0) {
+		bk_close(rep[0]);
+		return bk_error_errno(err, errno, "clone the sandbox");
+	}
+	r = bk_step_report_read(rep[0], &report);
+	bk_close(rep[0]);
+	if (r != 0) {
+		siginfo_t info;
+		waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+		bk_close(pidfd);
+		if (r < 0)
+			return bk_error_errno(err, -r, "sandbox set-up: no report from the child");
+		return bk_error_errno(err, report.errnum, "sandbox set-up failed at %s", bk_step_name(report.step));
+	}
+	sb->init_pid = (pid_t)pid;
+	sb->init_pidfd = pidfd;
+	return 0;
+}
+
+/* --- pod mode -------------------------------------------------------------------------------- */
+
+/* ppid, real uid and argv[0] of pid, from /proc. */
+static int proc_identity(int pid, int *ppid, unsigned *uid, char *argv0, size_t size, unsigned long long *start)
+{
+	char path[64], buf[4096], *p;
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: fields resume after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", ppid,
+			 start) != 2)
+		return -1;
+	fd = bk_close(fd);
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strstr(buf, "\nUid:");
+	if (!p || sscanf(p + 5, "%u", uid) != 1)
+		return -1;
+	fd = bk_close(fd);
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, argv0, size - 1)) <= 0)
+		return -1;
+	argv0[n] = '\0';
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+/* The sandbox's init: argv[0] named init_name, running as the sandbox uid, and with its parent
+ * outside our PID namespace (ppid 0) — the container runtime started it. No process in the
+ * sandbox can make such a process: their orphans are reparented inside the namespace. */
+static int pod_find(bk_sandbox *sb, bk_error **err)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int found = 0, pid = 0, pidfd, ppid;
+	unsigned long long start = 0, start2;
+	unsigned uid;
+	char argv0[256];
+
+	if (!d)
+		return bk_error_errno(err, errno, "opendir /proc");
+	while ((de = readdir(d))) {
+		int p = atoi(de->d_name);
+		unsigned long long st;
+		if (p <= 0 || proc_identity(p, &ppid, &uid, argv0, sizeof(argv0), &st) < 0)
+			continue;
+		if (ppid != 0 || uid != sb->cfg.uid || strcmp(base_name(argv0), sb->cfg.init_name) != 0)
+			continue;
+		found++;
+		pid = p;
+		start = st;
+	}
+	closedir(d);
+	if (found == 0) {
+		snprintf(sb->why, sizeof(sb->why), "no %s process (uid %u, started by the runtime) found yet",
+			 sb->cfg.init_name, (unsigned)sb->cfg.uid);
+		return -EAGAIN;
+	}
+	if (found > 1) {
+		snprintf(sb->why, sizeof(sb->why), "%d candidate %s processes: refusing to guess", found,
+			 sb->cfg.init_name);
+		return -EAGAIN;
+	}
+	/* Pin it, then check the pid still names the same process (it may have been reused). */
+	pidfd = pidfd_open(pid, 0);
+	if (pidfd < 0) {
+		snprintf(sb->why, sizeof(sb->why), "%s (pid %d) went away", sb->cfg.init_name, pid);
+		return -EAGAIN;
+	}
+	if (proc_identity(pid, &ppid, &uid, argv0, sizeof(argv0), &start2) < 0 || start2 != start) {
+		bk_close(pidfd);
+		snprintf(sb->why, sizeof(sb->why), "%s (pid %d) changed while pinning it", sb->cfg.init_name, pid);
+		return -EAGAIN;
+	}
+	sb->init_pid = pid;
+	sb->init_pidfd = pidfd;
+	return 0;
+}
+
+/* --- both ------------------------------------------------------------------------------------ */
+
+int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
+{
+	struct stat ours, theirs;
+	int ret;
+
+	ret = sb->cfg.pod ? pod_find(sb, err) : local_create(sb, sp, err);
+	if (ret < 0) {
+		if (ret != -EAGAIN)
+			snprintf(sb->why, sizeof(sb->why), "%s", err && *err ? (*err)->msg : "sandbox set-up failed");
+		return ret;
+	}
+	ret = open_ns(sb, sb->init_pid, err);
+	if (ret < 0) {
+		bk_sandbox_stop(sb);
+		return ret;
+	}
+	/* A "sandbox" in our own mount namespace would be the sidecar itself. */
+	if (stat("/proc/self/ns/mnt", &ours) == 0 && fstat(sb->ns.mnt, &theirs) == 0 && ours.st_ino == theirs.st_ino) {
+		bk_sandbox_stop(sb);
+		return bk_error_set(err, BK_FAILED_PRECONDITION, EINVAL,
+				    "the sandbox init shares boxkited's mount namespace: not a sandbox");
+	}
+	sb->ready = true;
+	sb->why[0] = '\0';
+	return 0;
+}
+
+void bk_sandbox_lost(bk_sandbox *sb)
+{
+	siginfo_t info;
+
+	/* Only a local sandbox's init is our child to reap. */
+	if (!sb->cfg.pod && sb->init_pidfd >= 0)
+		waitid(P_PIDFD, (id_t)sb->init_pidfd, &info, WEXITED | WNOHANG);
+	sb->init_pidfd = bk_close(sb->init_pidfd);
+	close_ns(sb);
+	sb->ready = false;
+	snprintf(sb->why, sizeof(sb->why), "the sandbox init (pid %d) exited", (int)sb->init_pid);
+	sb->init_pid = 0;
+}
+
+void bk_sandbox_stop(bk_sandbox *sb)
+{
+	if (!sb->cfg.pod && sb->init_pidfd >= 0) {
+		siginfo_t info;
+		pidfd_send_signal(sb->init_pidfd, SIGKILL, NULL, 0);
+		waitid(P_PIDFD, (id_t)sb->init_pidfd, &info, WEXITED);
+	}
+	sb->init_pidfd = bk_close(sb->init_pidfd);
+	close_ns(sb);
+	sb->ready = false;
+}

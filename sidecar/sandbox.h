@@ -1,0 +1,56 @@
+/* Where commands run: the sandbox's namespaces, found one of two ways, used the same way.
+ *
+ *   local (boxkited --local, the default): the executor creates the sandbox itself — new
+ *     mount, PID, IPC and UTS namespaces; a root that shows what a container image would (the
+ *     host's /usr, /etc and /bin, /lib* read-only, a fresh /proc, a minimal /dev, a tmpfs /tmp,
+ *     the workspace) and none of the host's state; boxkite-init as its PID 1, uid 1001.
+ *   pod (boxkited --pod): Kubernetes with shareProcessNamespace; the sandbox container's
+ *     boxkite-init is found once by name, uid and a parent outside the PID namespace (only the
+ *     container runtime starts such a process), pinned with a pidfd, watched, and found again
+ *     after a container restart.
+ * Either way the executor caches the namespace descriptors and a descriptor of the sandbox's
+ * root, and the exec path (spawn.c) never looks at /proc/<pid> again. */
+#ifndef BK_SANDBOX_H
+#define BK_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "spawn.h"
+
+typedef struct bk_sandbox_config {
+	bool pod;
+	const char *workspace; /* local: host directory shown as /workspace */
+	const char *init_path; /* local: the boxkite-init binary */
+	size_t tmp_size;       /* local: size of the /tmp tmpfs */
+	const char *init_name; /* pod: argv[0] basename of the sandbox's init */
+	uid_t uid;
+	gid_t gid;
+} bk_sandbox_config;
+
+typedef struct bk_sandbox {
+	bk_sandbox_config cfg;
+	bool ready;
+	pid_t init_pid;
+	int init_pidfd;
+	bk_sandbox_ns ns;
+	int root_fd;          /* the sandbox's "/" (O_PATH) */
+	char why[256];        /* why it is not ready */
+} bk_sandbox;
+
+void bk_sandbox_init(bk_sandbox *sb, const bk_sandbox_config *cfg);
+
+/* Make (local) or find (pod) the sandbox. Returns 0 when ready; in pod mode -EAGAIN while the
+ * init is not (yet) there, with sb->why saying what was seen. */
+int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err);
+
+/* The init exited (its pidfd became readable): reap it if it is ours, drop the cached
+ * namespaces. The caller acquires again. */
+void bk_sandbox_lost(bk_sandbox *sb);
+
+/* Kill a local sandbox (its PID namespace goes with its init) and close everything. */
+void bk_sandbox_stop(bk_sandbox *sb);
+
+#endif

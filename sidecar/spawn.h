@@ -1,0 +1,61 @@
+/* The exec path (DESIGN.md §3): clone(CLONE_VM|CLONE_VFORK) per command straight into a fresh
+ * network namespace and a new PID namespace nested in the sandbox's (local mode needs a
+ * short-lived helper for the nesting, see pidns_helper()), then the named steps of exec_child()
+ * in spawn.c, in order, then execve. */
+#ifndef BK_SPAWN_H
+#define BK_SPAWN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "child.h"
+#include "error.h"
+#include "filter.h"
+
+/* The sandbox's namespaces, opened once and cached (sandbox.c). */
+typedef struct bk_sandbox_ns {
+	int mnt, pid, ipc, uts;
+} bk_sandbox_ns;
+
+/* Everything prepared once at start-up. */
+typedef struct bk_spawner {
+	const bk_seccomp *seccomp;
+	bk_child_creds creds;
+	int self_pidns;   /* our own PID namespace, to restore pid_for_children after a clone */
+	void *stack;      /* the one child stack: CLONE_VFORK keeps the parent off it until execve */
+	size_t stack_size;
+} bk_spawner;
+
+typedef struct bk_spawn_limits {
+	uint64_t fsize;
+	uint64_t data;     /* RLIMIT_DATA; 0 = unlimited (a memory cgroup limits instead) */
+	uint32_t nofile;
+	uint32_t nproc;
+	uint32_t cpu;      /* seconds, 0 = unlimited */
+} bk_spawn_limits;
+
+typedef struct bk_spawn_request {
+	char *const *argv;
+	char *const *envp;
+	const char *path;  /* PATH to search when argv[0] has no '/' */
+	const char *cwd;
+	bk_spawn_limits limits;
+	const bk_exec_cgroup *cgroup;
+	const bk_sandbox_ns *ns;
+} bk_spawn_request;
+
+typedef struct bk_spawned {
+	int pidfd;        /* of the exec's init: PID 1 of its namespace */
+	int stdin_w, stdout_r, stderr_r;
+} bk_spawned;
+
+int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, uid_t uid, gid_t gid, bk_error **err);
+void bk_spawner_fini(bk_spawner *sp);
+
+/* Start one command. Returns 0 with *out filled; 1 when a step in the child failed (*report
+ * says which, the child has been reaped); <0 with *err when the parent could not even clone. */
+int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
+	     bk_error **err);
+
+#endif

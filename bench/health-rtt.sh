@@ -1,7 +1,8 @@
 #!/bin/bash
 # The health round-trip benchmark (`make bench`): start a real boxkited (its per-request JSON log
-# to a file) and two plain nng echo servers (synchronous, and a ctx+aio pool), each on a temp ipc
-# path and a free 127.0.0.1 TCP port; run health_rtt over both transports; stop them all.
+# to a file, its sandbox's workspace in the temp dir) and two plain nng echo servers (synchronous,
+# and a ctx+aio pool), each on a temp ipc path and a free 127.0.0.1 TCP port; run health_rtt over
+# both transports; stop them all.
 #
 # Usage: bench/health-rtt.sh BUILD_DIR [--iterations N] [--warmup N]
 set -euo pipefail
@@ -53,16 +54,11 @@ wait_for() {
 }
 
 "$build/bkctl" keygen "$tmp/key" >/dev/null
-# A boxkited that makes a local sandbox keeps its workspace in the temp dir too.
-sandbox_flags=()
-if "$build/boxkited" --help | grep -q -- --workspace; then
-	sandbox_flags=(--workspace "$tmp/workspace")
-fi
 
 for attempt in 1 2 3 4 5; do
 	bk_tcp=$(free_port)
 	"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --listen "tcp://127.0.0.1:$bk_tcp" \
-		--key-file "$tmp/key" "${sandbox_flags[@]}" 2>"$tmp/boxkited.log" &
+		--key-file "$tmp/key" --workspace "$tmp/workspace" 2>"$tmp/boxkited.log" &
 	boxkited_pid=$!
 	wait_for "$tmp/boxkited.log" "listening on tcp://" "$boxkited_pid" && break
 	stop "$boxkited_pid" || true

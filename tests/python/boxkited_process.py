@@ -1,5 +1,5 @@
 """Run a real build/boxkited for a test: a key file from `bkctl keygen`, a free 127.0.0.1 TCP
-port and the daemon's log in a temp dir; stopped with SIGTERM."""
+port, the sandbox's workspace and the daemon's log in a temp dir; stopped with SIGTERM."""
 
 import os
 import shutil
@@ -23,13 +23,6 @@ def missing_binaries():
         if not os.access(path, os.X_OK):
             return "%s is not built (make all)" % path
     return None
-
-
-def sandbox_flags(tmpdir):
-    """Flags that keep a daemon's sandbox inside tmpdir: --workspace, for a boxkited that makes
-    a local sandbox (one whose --help offers the flag)."""
-    usage = subprocess.run([BOXKITED, "--help"], capture_output=True, text=True).stdout
-    return ["--workspace", os.path.join(tmpdir, "workspace")] if "--workspace" in usage else []
 
 
 def free_tcp_port():
@@ -68,8 +61,8 @@ class Boxkited:
             self.port = free_tcp_port()
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    [BOXKITED, "--listen", "tcp://127.0.0.1:%d" % self.port, "--key-file", self.key_file]
-                    + sandbox_flags(self.dir),
+                    [BOXKITED, "--listen", "tcp://127.0.0.1:%d" % self.port, "--key-file", self.key_file,
+                     "--workspace", os.path.join(self.dir, "workspace")],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             if self._wait_ready():
                 return

@@ -95,6 +95,10 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 		return bk_status_set(st, BK_INTERNAL, 0, false, "nng_req0_open: %s", nng_strerror(rv));
 	}
 	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX);
+	/* No timed re-sends: a command may run for minutes, and a copy of its request sent after
+	 * the time window would be answered STALE in its place. nng still re-sends at once over a
+	 * new connection if one drops, which the server's replay cache answers correctly. */
+	nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	/* A synchronous first dial, so an unreachable server is an error now rather than a
 	 * timeout later; nng reconnects by itself afterwards. */
 	rv = nng_dial(c->sock, url, NULL, 0);
@@ -184,7 +188,12 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 	if (rv)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "cannot allocate a %zu-byte request",
 				     bk_envelope_sealed_size(&hdr, req));
-	nng_msg_realloc(msg, bk_envelope_seal(&hdr, req, c->keyed ? &c->key : NULL, nng_msg_body(msg)));
+	size_t sealed = bk_envelope_seal(&hdr, req, c->keyed ? &c->key : NULL, nng_msg_body(msg));
+	if (sealed == 0) {
+		nng_msg_free(msg);
+		return bk_status_set(st, BK_INTERNAL, 0, false, "%s: cannot compute the request's MAC", method);
+	}
+	nng_msg_realloc(msg, sealed);
 
 	rv = roundtrip(c, msg, timeout_ms > 0 ? timeout_ms : c->timeout_ms, &answer);
 	if (rv == NNG_ETIMEDOUT)
@@ -192,10 +201,17 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 	if (rv)
 		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "%s: %s", method, nng_strerror(rv));
 
-	env = boxkite__v1__envelope__unpack(NULL, nng_msg_len(answer), nng_msg_body(answer));
+	size_t answer_len = nng_msg_len(answer);
+	env = boxkite__v1__envelope__unpack(NULL, answer_len, nng_msg_body(answer));
 	nng_msg_free(answer);
 	if (!env)
 		return bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not an Envelope", method);
+	/* As the server does: only a canonical encoding, whose strings the MAC covers whole. */
+	if (env->version != BK_ENVELOPE_VERSION || protobuf_c_message_get_packed_size(&env->base) != answer_len) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not a canonical version %d Envelope",
+				     method, BK_ENVELOPE_VERSION);
+		goto out;
+	}
 	/* The answer must be to this request: its kind, nonce and method, and — when keyed — a MAC
 	 * under our key, which covers all of them. */
 	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE || env->nonce.len != BK_NONCE_LEN ||

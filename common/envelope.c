@@ -136,10 +136,12 @@ size_t bk_envelope_seal(const bk_envelope *hdr, const ProtobufCMessage *body, co
 		bodyp = out + n;
 		n += protobuf_c_message_pack(body, out + n);
 	}
+	if (!key)
+		return n; /* unauthenticated: no mac field at all */
 	out[n++] = TAG_MAC;
 	out[n++] = BK_MAC_LEN;
-	if (!key || bk_envelope_mac(key, hdr, bodyp, blen, out + n) < 0)
-		return n - 2; /* unauthenticated: no mac field at all */
+	if (bk_envelope_mac(key, hdr, bodyp, blen, out + n) < 0)
+		return 0;
 	return n + BK_MAC_LEN;
 }
 

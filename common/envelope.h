@@ -37,7 +37,8 @@ size_t bk_envelope_sealed_size(const bk_envelope *hdr, const ProtobufCMessage *b
 
 /* Serialize hdr (whose body and mac must be empty) followed by body packed in place and, when
  * key is not NULL, the MAC: the same bytes protobuf-c would give for the whole Envelope, without
- * packing the body twice. out must hold bk_envelope_sealed_size() bytes; returns that size. */
+ * packing the body twice. out must hold bk_envelope_sealed_size() bytes. Returns the length
+ * written, or 0 when a key was given and the MAC could not be computed (send nothing then). */
 size_t bk_envelope_seal(const bk_envelope *hdr, const ProtobufCMessage *body, const bk_key *key, uint8_t *out);
 
 /* A protobuf-c allocator drawing from one arena with a byte cap: the whole decoded message is

@@ -133,6 +133,7 @@ static int keyline_parse(const char *line, size_t len, const char *origin, unsig
 int bk_keyring_parse(const char *text, size_t len, const char *origin, bk_keyring **out, bk_error **err)
 {
 	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
+	const bk_key *added;
 	size_t nlines = 1, pos = 0;
 	unsigned lineno = 0;
 	int ret;
@@ -162,10 +163,11 @@ int bk_keyring_parse(const char *text, size_t len, const char *origin, bk_keyrin
 		ret = keyline_parse(line, llen, origin, lineno, &ring->keys[ring->n], err);
 		if (ret < 0)
 			return ret;
-		if (bk_keyring_find(ring, ring->keys[ring->n].id))
+		/* Counted before the duplicate check, so that a refusal still frees and clears it. */
+		added = &ring->keys[ring->n++];
+		if (bk_keyring_find(ring, added->id) != added)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s line %u: duplicate key id '%s'",
-					    origin, lineno, ring->keys[ring->n].id);
-		ring->n++;
+					    origin, lineno, added->id);
 	}
 	if (ring->n == 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s: no keys", origin);
@@ -181,7 +183,8 @@ int bk_keyring_load(const char *path, bk_keyring **out, bk_error **err)
 	size_t have = 0;
 	int ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO put in its place must not hang the reload; it is refused below. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return bk_error_errno(err, errno, "cannot open key file %s", path);
 	if (fstat(fd, &st) < 0)

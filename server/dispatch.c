@@ -61,9 +61,16 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 
 	if (nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
 		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
-		nng_msg_realloc(answer, len);
-		if (store_answer)
-			bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data, nng_msg_body(answer), len);
+		if (len == 0) {
+			/* The MAC could not be computed: send nothing rather than an unsigned answer. */
+			nng_msg_free(answer);
+			answer = NULL;
+		} else {
+			nng_msg_realloc(answer, len);
+			if (store_answer)
+				bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data,
+						 nng_msg_body(answer), len);
+		}
 	}
 	bk_log_call(&(bk_log_request){
 		.method = hdr.method,
@@ -240,6 +247,15 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		return;
 	}
 	call->env = env;
+	/* Only the canonical encoding is accepted: re-encoded, it has the length received, and no
+	 * field the MAC does not cover. This refuses a string with a NUL byte (C would MAC it up to
+	 * the NUL, other languages whole) and any encoding two implementations could read
+	 * differently. */
+	if (protobuf_c_message_get_packed_size(&env->base) != call->bytes_in || env->base.n_unknown_fields) {
+		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED,
+		       "not a canonically encoded Envelope (a NUL byte in a string, an unknown field?)");
+		return;
+	}
 	if (env->version != BK_ENVELOPE_VERSION) {
 		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_VERSION, "envelope version %u; this server speaks %d",
 		       env->version, BK_ENVELOPE_VERSION);
@@ -268,8 +284,13 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	input = method->desc->input;
 	request = protobuf_c_message_unpack(input, bk_arena_allocator(call->arena), env->body.len, env->body.data);
 	if (!request) {
-		call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, "body is not a valid request for this method",
-			 NULL, call->key != NULL);
+		/* The body decoded past the per-request memory cap, or is not the method's type. */
+		if (bk_arena_used(call->arena) + env->body.len > srv->cfg.decode_cap)
+			call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
+				 "request decodes to more memory than allowed", NULL, call->key != NULL);
+		else
+			call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
+				 "body is not a valid request for this method", NULL, call->key != NULL);
 		return;
 	}
 	if (!method->handler) {

@@ -14,10 +14,8 @@ $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
 $(UNIT_BINS): %: %.o $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
 
-# Under SAN=1, LeakSanitizer needs full stacks (libcrypto has no frame pointers) to match the
-# suppressions, each a reported defect outside tests/ (see lsan.supp).
-UNIT_ENV := ASAN_OPTIONS=fast_unwind_on_malloc=0 \
-            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/unit/lsan.supp:print_suppressions=0
+# Under SAN=1, full stacks for LeakSanitizer's reports (libcrypto has no frame pointers).
+UNIT_ENV := ASAN_OPTIONS=fast_unwind_on_malloc=0
 
 # Run every binary even after a failure, so one run reports them all; fail if any failed.
 test-unit: $(UNIT_BINS)

@@ -43,7 +43,7 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               server/privdrop.c server/exec.c sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c
 CLIENT_SRC := client/client.c client/exec.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/json.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/json.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))

@@ -20,6 +20,10 @@ static const bkctl_command commands[] = {
 	  "  -s, --shell STR   run STR with /bin/sh -c\n"
 	  "Exit status: the command's; 128+N if signal N killed it; 124 on timeout; 125 if bkctl or the\n"
 	  "server failed and the command did not run.\n" },
+	{ "doctor", bkctl_doctor, "show the isolation a command in the sandbox really gets", "",
+	  "Runs a probe as a sandboxed command and checks what it sees against DESIGN.md: identity,\n"
+	  "capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits, writable\n"
+	  "mounts. Exits 1 if a check fails.\n" },
 };
 
 enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };

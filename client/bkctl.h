@@ -53,5 +53,6 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd);
 int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 #endif

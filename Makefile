@@ -153,6 +153,10 @@ install: all
 deps:
 	@scripts/install-deps
 
+run: deps
+	$(MAKE) -s all
+	B=$(B) scripts/run-demo
+
 clean:
 	rm -rf build build-san
 

@@ -5,8 +5,11 @@
  * from another thread, which sends the answer on the call's context. */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "log.h"
 #include "server.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -76,6 +79,22 @@ static void slot_cb(void *arg)
 	}
 }
 
+/* An ipc:// socket's directory (e.g. /run/boxkite) is made if missing; its parent must exist. */
+static void ipc_dir_make(const char *url)
+{
+	char dir[4096];
+	char *slash;
+
+	if (strncmp(url, "ipc://", 6) != 0 || snprintf(dir, sizeof(dir), "%s", url + 6) >= (int)sizeof(dir))
+		return;
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return;
+	*slash = '\0';
+	if (mkdir(dir, 0755) == 0)
+		bk_log(BK_LOG_INFO, "made directory %s for the ipc socket", dir);
+}
+
 int bk_front_start(bk_server *srv, bk_error **err)
 {
 	struct front *f = calloc(1, sizeof(*f));
@@ -101,6 +120,7 @@ int bk_front_start(bk_server *srv, bk_error **err)
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
 	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
+		ipc_dir_make(srv->cfg.listen[i]);
 		rv = nng_listen(f->sock, srv->cfg.listen[i], NULL, 0);
 		if (rv)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,

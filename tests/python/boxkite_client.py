@@ -57,6 +57,7 @@ STATUS_NAMES = (
     "UNAUTHENTICATED",
 )
 OK = 0
+INVALID_ARGUMENT = 3
 DEADLINE_EXCEEDED = 4
 UNAVAILABLE = 14
 DATA_LOSS = 15
@@ -178,6 +179,17 @@ def envelope_mac(secret, env):
     return hmac.new(secret, mac_input(env), hashlib.sha256).digest()
 
 
+def is_canonical(env, raw):
+    """True when raw, decoded as env, is the canonical encoding boxkited and libboxkite require:
+    re-encoded without unknown fields it has the length received (no unknown, repeated or
+    overlong field, nothing the MAC does not cover), and no string holds a NUL byte (C would MAC
+    it only up to the NUL)."""
+    bare = pb.Envelope()
+    bare.CopyFrom(env)
+    bare.DiscardUnknownFields()
+    return bare.ByteSize() == len(raw) and "\0" not in env.key_id + env.method + env.message
+
+
 # --- transport ------------------------------------------------------------------------------
 
 def _recv_exact(sock, n):
@@ -296,6 +308,9 @@ class Client:
             env = pb.Envelope.FromString(answer_bytes)
         except DecodeError:
             raise CallError(DATA_LOSS, 0, "%s: the answer is not an Envelope" % request_env.method)
+        if env.version != ENVELOPE_VERSION or not is_canonical(env, answer_bytes):
+            raise CallError(DATA_LOSS, 0, "%s: the answer is not a canonical version %d Envelope"
+                            % (request_env.method, ENVELOPE_VERSION))
         # The answer must be to this request: its kind, nonce and method, and - when keyed - a
         # MAC under our key, which covers all of them.
         if (env.kind != pb.ENVELOPE_KIND_RESPONSE or len(env.nonce) != NONCE_LEN

@@ -5,6 +5,9 @@
 #   health round trip  bench/health_rtt.c, driven by bench/health-rtt.sh: the authenticated
 #                      Health call through libboxkite against a real boxkited, beside a raw nng
 #                      REQ/REP echo, over ipc:// and tcp://127.0.0.1.
+#   exec               bench/exec_bench.c, driven by bench/exec.sh: the isolated-spawn floor (the
+#                      executor's own code, no RPC) beside the exec round trip of `true`; execs/s
+#                      with 8 concurrent clients and the health latency meanwhile.
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
 .PHONY: bench
@@ -15,5 +18,11 @@ $(B)/bench/health_rtt: $(call obj,bench/health_rtt.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-bench: all $(B)/bench/health_rtt
+# The floor links the executor's code (libbkserver.a) beside the client library.
+$(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/libbkserver.a
+	@mkdir -p $(@D)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+
+bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench
 	bench/health-rtt.sh $(B) $(BENCH_ARGS)
+	bench/exec.sh $(B)

@@ -1,0 +1,279 @@
+/* The exec benchmark (make bench):
+ *
+ *   floor   the isolation steps alone: a local sandbox made in this process with the executor's
+ *           own code (sidecar/), then per iteration exactly what the executor does for an exec —
+ *           per-exec cgroup, bk_spawn() of `true`, output pipes to EOF, wait, OOM check, cgroup
+ *           removal — with no RPC, no front, no channel;
+ *   rpc     the same `true` through libboxkite against a running boxkited: the round trip;
+ *   load    C clients (threads, one bk_client each) running execs of `true` back to back for
+ *           S seconds, and one more thread calling Health meanwhile: execs/s, health latency.
+ *
+ * Prints medians and p99 and the `bench:` lines of bench/bench.mk. Run by bench/exec.sh. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boxkite/boxkite.h"
+#include "cgroup.h"
+#include "clock.h"
+#include "filter.h"
+#include "sandbox.h"
+#include "spawn.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void summarize(const char *name, uint64_t *us, size_t n, double *p50_out)
+{
+	double p50, p99;
+
+	qsort(us, n, sizeof(*us), cmp_u64);
+	p50 = (double)us[n / 2];
+	p99 = (double)us[n * 99 / 100];
+	printf("%-28s p50 %8.1f us   p99 %8.1f us   (n=%zu)\n", name, p50, p99, n);
+	printf("bench: %s_p50 %.1f us\nbench: %s_p99 %.1f us\n", name, p50, name, p99);
+	if (p50_out)
+		*p50_out = p50;
+}
+
+static void drain(int fd)
+{
+	char buf[4096];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+}
+
+/* --- floor ----------------------------------------------------------------------------------- */
+
+static int run_floor(const char *workspace, const char *init, int iterations, int warmup, double *p50)
+{
+	static char *const argv[] = { "true", NULL };
+	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL };
+	bk_sandbox_config scfg = { .workspace = workspace, .init_path = init, .tmp_size = 64u << 20, .uid = 1001,
+				   .gid = 1001 };
+	bk_seccomp seccomp;
+	bk_spawner sp;
+	bk_cgroups cg;
+	bk_sandbox sb;
+	bk_error *err = NULL;
+	uint64_t *us = calloc((size_t)iterations, sizeof(*us));
+
+	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, 1001, 1001, &err) < 0 ||
+	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", &err) < 0) {
+		fprintf(stderr, "floor: set-up: %s\n", bk_error_msg(err));
+		return 1;
+	}
+	bk_sandbox_init(&sb, &scfg);
+	if (bk_sandbox_acquire(&sb, &sp, &err) < 0) {
+		fprintf(stderr, "floor: sandbox: %s\n", bk_error_msg(err));
+		return 1;
+	}
+	for (int i = -warmup; i < iterations; i++) {
+		bk_exec_cgroup ecg;
+		bk_spawned out;
+		struct bk_step_report report;
+		struct timespec t0;
+		siginfo_t info;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (bk_exec_cgroup_create(&cg, (uint64_t)(i + warmup + 1), 512u << 20, 256, &ecg, &err) < 0) {
+			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
+			return 1;
+		}
+		bk_spawn_request rq = {
+			.argv = argv,
+			.envp = envp,
+			.path = "/usr/local/bin:/usr/bin:/bin",
+			.cwd = "/workspace",
+			.limits = { .fsize = 1u << 30, .nofile = 1024, .nproc = 4096 },
+			.cgroup = &ecg,
+			.ns = &sb.ns,
+		};
+		int r = bk_spawn(&sp, &rq, &out, &report, &err);
+		bk_exec_cgroup_close_fds(&ecg);
+		if (r != 0) {
+			fprintf(stderr, "floor: spawn failed at %s: %s\n", r > 0 ? bk_step_name(report.step) : "clone",
+				r > 0 ? strerror(report.errnum) : bk_error_msg(err));
+			return 1;
+		}
+		close(out.stdin_w);
+		drain(out.stdout_r);
+		drain(out.stderr_r);
+		waitid(P_PIDFD, (id_t)out.pidfd, &info, WEXITED);
+		close(out.pidfd);
+		bk_exec_cgroup_oom_killed(&cg, &ecg);
+		bk_exec_cgroup_destroy(&cg, &ecg);
+		if (i >= 0)
+			us[i] = bk_elapsed_us(&t0);
+	}
+	summarize("exec_floor", us, (size_t)iterations, p50);
+	bk_sandbox_stop(&sb);
+	bk_cgroups_fini(&cg);
+	bk_spawner_fini(&sp);
+	bk_seccomp_free(&seccomp);
+	free(us);
+	return 0;
+}
+
+/* --- rpc and load ---------------------------------------------------------------------------- */
+
+static const char *url, *key_file;
+static const char *const true_argv[] = { "true", NULL };
+
+static bk_client *connect_or_die(void)
+{
+	bk_client_options o = { .key_file = key_file };
+	bk_client *c;
+	bk_status st;
+
+	if (bk_client_open(&c, url, &o, &st) != BK_OK) {
+		fprintf(stderr, "connect: %s\n", st.message);
+		exit(1);
+	}
+	return c;
+}
+
+static int exec_true(bk_client *c)
+{
+	bk_exec_request rq = { .argv = true_argv };
+	bk_exec_result res;
+	bk_status st;
+
+	if (bk_exec(c, &rq, &res, &st) != BK_OK || res.exit_code != 0) {
+		fprintf(stderr, "exec: %s (exit %d)\n", st.message, res.exit_code);
+		return -1;
+	}
+	bk_exec_result_free(&res);
+	return 0;
+}
+
+static int run_rpc(int iterations, int warmup, double floor_p50)
+{
+	bk_client *c = connect_or_die();
+	uint64_t *us = calloc((size_t)iterations, sizeof(*us));
+	double p50;
+
+	for (int i = -warmup; i < iterations; i++) {
+		struct timespec t0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (exec_true(c) < 0)
+			return 1;
+		if (i >= 0)
+			us[i] = bk_elapsed_us(&t0);
+	}
+	summarize("exec_rtt", us, (size_t)iterations, &p50);
+	if (floor_p50 > 0) {
+		printf("exec round trip / isolated-spawn floor: %.2fx (target <= 1.3x)\n", p50 / floor_p50);
+		printf("bench: exec_rtt_p50.ratio %.2f x\n", p50 / floor_p50);
+	}
+	bk_client_close(c);
+	free(us);
+	return 0;
+}
+
+static atomic_bool load_running;
+static atomic_long load_execs, load_errors;
+
+static void *load_exec_thread(void *arg)
+{
+	bk_client *c = connect_or_die();
+
+	(void)arg;
+	while (atomic_load(&load_running)) {
+		if (exec_true(c) < 0)
+			atomic_fetch_add(&load_errors, 1);
+		else
+			atomic_fetch_add(&load_execs, 1);
+	}
+	bk_client_close(c);
+	return NULL;
+}
+
+struct health_samples {
+	uint64_t *us;
+	size_t n, cap;
+};
+
+static void *load_health_thread(void *arg)
+{
+	struct health_samples *hs = arg;
+	bk_client *c = connect_or_die();
+	bk_health_info h;
+	bk_status st;
+
+	while (atomic_load(&load_running) && hs->n < hs->cap) {
+		struct timespec t0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (bk_health(c, &h, &st) != BK_OK) {
+			atomic_fetch_add(&load_errors, 1);
+			continue;
+		}
+		hs->us[hs->n++] = bk_elapsed_us(&t0);
+		usleep(2000);
+	}
+	bk_client_close(c);
+	return NULL;
+}
+
+static int run_load(int clients, int seconds)
+{
+	pthread_t threads[64], health;
+	struct health_samples hs = { .cap = 1000000 };
+	struct timespec t0;
+	double elapsed, rate;
+
+	hs.us = calloc(hs.cap, sizeof(*hs.us));
+	atomic_store(&load_running, true);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < clients; i++)
+		pthread_create(&threads[i], NULL, load_exec_thread, NULL);
+	pthread_create(&health, NULL, load_health_thread, &hs);
+	sleep((unsigned)seconds);
+	atomic_store(&load_running, false);
+	for (int i = 0; i < clients; i++)
+		pthread_join(threads[i], NULL);
+	pthread_join(health, NULL);
+	elapsed = (double)bk_elapsed_us(&t0) / 1e6;
+	rate = (double)atomic_load(&load_execs) / elapsed;
+	printf("%d clients, %.1f s: %ld execs, %.0f execs/s (target >= 900), %ld errors\n", clients, elapsed,
+	       atomic_load(&load_execs), rate, atomic_load(&load_errors));
+	printf("bench: exec_throughput_%dc %.0f execs/s\n", clients, rate);
+	if (hs.n)
+		summarize("health_rtt_under_exec_load", hs.us, hs.n, NULL);
+	free(hs.us);
+	return atomic_load(&load_errors) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && strcmp(argv[1], "floor") == 0) {
+		double p50;
+		return run_floor(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), &p50);
+	}
+	if (argc == 7 && strcmp(argv[1], "rpc") == 0) {
+		url = argv[2];
+		key_file = argv[3];
+		return run_rpc(atoi(argv[4]), atoi(argv[5]), atof(argv[6]));
+	}
+	if (argc == 6 && strcmp(argv[1], "load") == 0) {
+		url = argv[2];
+		key_file = argv[3];
+		return run_load(atoi(argv[4]), atoi(argv[5]));
+	}
+	fprintf(stderr, "usage: exec_bench floor WORKSPACE INIT N WARMUP\n"
+			"       exec_bench rpc URL KEYFILE N WARMUP FLOOR_P50_US\n"
+			"       exec_bench load URL KEYFILE CLIENTS SECONDS\n");
+	return 2;
+}

@@ -1,24 +1,29 @@
 #include "sbpath.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <string.h>
 
 #include "cleanup.h"
 
-static const char *const roots[] = { "/workspace", "/tmp" };
+void bk_roots_default(bk_roots *roots)
+{
+	memset(roots, 0, sizeof(*roots));
+	strcpy(roots->root[0].path, BK_WORKSPACE);
+	strcpy(roots->root[1].path, "/tmp");
+	roots->n = 2;
+}
 
-int bk_sandbox_path(const char *in, char *out, size_t size, const char **why)
+/* Lexical normalization; relative paths are taken relative to the workspace. */
+static int normalize(const char *in, char *out, size_t size, const char **why)
 {
 	size_t n = 0;
 	const char *p = in;
-	bool under_root = false;
 
-	if (size < sizeof(BK_WORKSPACE) + 1) {
-		*why = "path buffer too small";
-		return -EINVAL;
-	}
 	if (in[0] != '/') {
+		if (size < sizeof(BK_WORKSPACE)) {
+			*why = "path too long";
+			return -EINVAL;
+		}
 		memcpy(out, BK_WORKSPACE, sizeof(BK_WORKSPACE) - 1);
 		n = sizeof(BK_WORKSPACE) - 1;
 	}
@@ -49,19 +54,71 @@ int bk_sandbox_path(const char *in, char *out, size_t size, const char **why)
 		n += len;
 		p += len;
 	}
-	out[n] = '\0';
 	if (n == 0) {
-		*why = "'/' is not inside a sandbox root (/workspace, /tmp)";
+		*why = "'/' is not inside a sandbox root";
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < BK_ARRAY_SIZE(roots); i++) {
-		size_t rl = strlen(roots[i]);
-		if (strncmp(out, roots[i], rl) == 0 && (out[rl] == '\0' || out[rl] == '/'))
-			under_root = true;
+	out[n] = '\0';
+	return 0;
+}
+
+static const bk_root *find_root(const bk_roots *roots, const char *path)
+{
+	const bk_root *best = NULL;
+
+	for (size_t i = 0; i < roots->n; i++) {
+		size_t rl = strlen(roots->root[i].path);
+		if (strncmp(path, roots->root[i].path, rl) == 0 && (path[rl] == '\0' || path[rl] == '/') &&
+		    (!best || rl > strlen(best->path)))
+			best = &roots->root[i];
 	}
-	if (!under_root) {
-		*why = "path is not inside a sandbox root (/workspace, /tmp)";
+	return best;
+}
+
+int bk_roots_add(bk_roots *roots, const char *spec, const char **why)
+{
+	char path[BK_ROOT_PATH_MAX + 8];
+	size_t len = strlen(spec);
+	bool ro = len > 3 && strcmp(spec + len - 3, ":ro") == 0;
+	char norm[BK_ROOT_PATH_MAX];
+
+	if (roots->n == BK_ROOTS_MAX) {
+		*why = "too many roots";
 		return -EINVAL;
 	}
+	if (spec[0] != '/' || len - (ro ? 3 : 0) >= sizeof(path)) {
+		*why = "a root is an absolute sandbox path, optionally followed by :ro";
+		return -EINVAL;
+	}
+	memcpy(path, spec, len - (ro ? 3 : 0));
+	path[len - (ro ? 3 : 0)] = '\0';
+	if (normalize(path, norm, sizeof(norm), why) < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < roots->n; i++) {
+		if (strcmp(roots->root[i].path, norm) == 0) {
+			roots->root[i].read_only = ro;
+			return 0;
+		}
+	}
+	strcpy(roots->root[roots->n].path, norm);
+	roots->root[roots->n].read_only = ro;
+	roots->n++;
+	return 0;
+}
+
+int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t size, const bk_root **root,
+		    const char **why)
+{
+	const bk_root *r;
+
+	if (normalize(in, out, size, why) < 0)
+		return -EINVAL;
+	r = find_root(roots, out);
+	if (!r) {
+		*why = "path is not inside a sandbox root";
+		return -EINVAL;
+	}
+	if (root)
+		*root = r;
 	return 0;
 }

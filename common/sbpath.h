@@ -1,15 +1,37 @@
 /* Paths inside the sandbox as requests name them: relative to the workspace, or absolute under
- * one of the roots (/workspace, /tmp). Normalized lexically — "." and repeated '/' removed,
- * ".." refused outright — so that the result names a place under a root whatever the
- * filesystem holds; symlinks are the file code's business (openat2 with RESOLVE_BENEATH). */
+ * one of the roots — /workspace and /tmp, plus any the configuration adds (--root PATH[:ro]).
+ * Normalized lexically — "." and repeated '/' removed, ".." refused outright — so that the
+ * result names a place under a root whatever the filesystem holds; symlinks are the executor's
+ * business (openat2 with RESOLVE_BENEATH on the root). */
 #ifndef BK_SBPATH_H
 #define BK_SBPATH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define BK_WORKSPACE "/workspace"
+#define BK_ROOTS_MAX 8
+#define BK_ROOT_PATH_MAX 128
 
-/* Write the normalized absolute path of `in` to out. Returns 0, or -EINVAL with *why set. */
-int bk_sandbox_path(const char *in, char *out, size_t size, const char **why);
+typedef struct bk_root {
+	char path[BK_ROOT_PATH_MAX]; /* absolute, normalized, e.g. "/workspace" */
+	bool read_only;
+} bk_root;
+
+typedef struct bk_roots {
+	bk_root root[BK_ROOTS_MAX];
+	size_t n;
+} bk_roots;
+
+/* /workspace and /tmp, both writable. */
+void bk_roots_default(bk_roots *roots);
+
+/* Add "PATH" or "PATH:ro" (an absolute sandbox path). 0, or -EINVAL with *why. */
+int bk_roots_add(bk_roots *roots, const char *spec, const char **why);
+
+/* Write the normalized absolute path of `in` to out and say under which root it lies (the
+ * longest matching one). Returns 0, or -EINVAL with *why set. */
+int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t size, const bk_root **root,
+		    const char **why);
 
 #endif

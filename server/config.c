@@ -11,7 +11,7 @@
 
 #include "version.h"
 
-enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG };
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
 
 struct option_def {
 	const char *name;
@@ -48,6 +48,10 @@ static const struct option_def option_defs[] = {
 	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
 	{ "allow-path-override", OPT_FLAG, FIELD(allow_path_override), "", "let requests set PATH" },
+	{ "root", OPT_ROOT, FIELD(roots), "PATH[:ro]", "another sandbox path files may be read (and written) under; repeatable" },
+	{ "file-max", OPT_SIZE, FIELD(file_max), "BYTES", "largest file an upload may write (default 16G)" },
+	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
+	{ "upload-idle", OPT_SECONDS, FIELD(upload_idle_ms), "SECONDS", "drop an upload untouched this long (default 900)" },
 };
 
 static void config_defaults(bk_config *cfg)
@@ -69,6 +73,10 @@ static void config_defaults(bk_config *cfg)
 	cfg->exec_nofile = 1024;
 	cfg->exec_nproc = 4096;
 	cfg->exec_fsize = 1u << 30;
+	bk_roots_default(&cfg->roots);
+	cfg->file_max = 16ull << 30;
+	cfg->uploads_max = 64;
+	cfg->upload_idle_ms = 900000;
 }
 
 void bk_config_free(bk_config *cfg)
@@ -139,6 +147,12 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 					    "--%s %s: expected a positive size like 4096, 64K, 16M", def->name, value);
 		*(size_t *)field = (size_t)v;
 		return 0;
+	case OPT_ROOT: {
+		const char *why = NULL;
+		if (bk_roots_add(&cfg->roots, value, &why) < 0)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--root %s: %s", value, why);
+		return 0;
+	}
 	case OPT_FLAG:
 		if (strcmp(value, "true") && strcmp(value, "1") && strcmp(value, "yes"))
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s = %s: a flag is true or absent",

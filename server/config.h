@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "sbpath.h"
 
 #define BK_LISTEN_MAX 8
 
@@ -38,6 +39,12 @@ typedef struct bk_config {
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
 	bool allow_path_override; /* let a request set PATH */
+
+	/* Files */
+	bk_roots roots;           /* where file operations and cwd may point */
+	uint64_t file_max;        /* largest file an upload may write */
+	unsigned uploads_max;     /* uploads open at once */
+	int64_t upload_idle_ms;   /* an upload untouched this long is dropped */
 } bk_config;
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or

@@ -255,7 +255,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 			      ORDER_STRINGS_MAX / 2);
 		return;
 	}
-	if (bk_sandbox_path(rq->cwd[0] ? rq->cwd : BK_WORKSPACE, cwd, sizeof(cwd), &why) < 0) {
+	if (bk_sandbox_path(&cfg->roots, rq->cwd[0] ? rq->cwd : BK_WORKSPACE, cwd, sizeof(cwd), NULL, &why) < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, why);
 		return;
 	}

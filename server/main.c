@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "exec.h"
+#include "files.h"
 #include "link.h"
 #include "log.h"
 #include "privdrop.h"
@@ -53,6 +54,7 @@ static void serve_until_signal(bk_server *srv, const sigset_t *set)
 			bk_log(BK_LOG_INFO, "signal %d: shutting down", sig);
 			return;
 		}
+		bk_files_expire(srv);
 		int ret = bk_keystore_reload(srv->keystore, sig == SIGHUP, &err);
 		if (ret > 0)
 			bk_log(BK_LOG_INFO, "key file reloaded");
@@ -98,7 +100,8 @@ int main(int argc, char **argv)
 	}
 	srv.executor = link;
 	bk_link_on_event(link, bk_server_executor_event, &srv);
-	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_link_start(link, &err)) < 0 ||
+	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
+	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_hello(&srv, link, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
@@ -120,6 +123,7 @@ out:
 	atomic_store(&srv.stopping, true);
 	bk_link_free(link);
 	bk_execs_stop(&srv);
+	bk_files_stop(&srv);
 	bk_front_stop(&srv);
 	bk_server_fini(&srv);
 	bk_error_free(err);

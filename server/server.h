@@ -63,6 +63,7 @@ struct bk_server {
 	char profile[160];   /* the executor's isolation profile id */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_execs *execs;
+	struct bk_files *files;
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	void *front;         /* struct front * (nng side) */
 };

@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "cgroup.h"
 #include "channel.h"
 #include "envpolicy.h"
+#include "files.h"
 #include "sandbox.h"
 #include "sbpath.h"
 #include "filter.h"
@@ -50,6 +52,7 @@ struct executor {
 	bk_spawner spawner;
 	bk_cgroups cgroups;
 	bk_sandbox sandbox;
+	bk_fs fs;
 	struct exec_entry *execs;
 	char profile[160];
 };
@@ -121,7 +124,7 @@ static struct exec_entry *exec_find(struct executor *ex, uint64_t id)
  * environment, a cwd inside a sandbox root; limits are clamped to the configured caps below.
  * Which variables a request may set is the front's policy, not a privilege boundary: the
  * command runs unprivileged whatever its environment. */
-static const char *spawn_check(const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
+static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
 {
 	const char *why = NULL;
 
@@ -134,7 +137,7 @@ static const char *spawn_check(const Boxkite__Executor__Spawn *s, char *cwd, siz
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
-	if (bk_sandbox_path(s->cwd, cwd, cwdsz, &why) < 0)
+	if (bk_sandbox_path(roots, s->cwd, cwd, cwdsz, NULL, &why) < 0)
 		return why;
 	return NULL;
 }
@@ -162,7 +165,7 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
-	why = spawn_check(s, cwd, sizeof(cwd));
+	why = spawn_check(&ex->cfg->roots, s, cwd, sizeof(cwd));
 	if (why)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
@@ -304,9 +307,11 @@ static void sandbox_acquire(struct executor *ex)
 	bk_error *err = NULL;
 	bool was = ex->sandbox.ready;
 
-	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0)
+	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0) {
 		epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
 			  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox });
+		bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
+	}
 	else if (err)
 		log_error("sandbox: %s", bk_error_msg(err));
 	bk_error_free(err);
@@ -320,15 +325,123 @@ static void sandbox_lost(struct executor *ex)
 {
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->sandbox.init_pidfd, NULL);
 	kill_all_execs(ex);
+	bk_fs_detach(&ex->fs);
 	bk_sandbox_lost(&ex->sandbox);
 	send_state(ex, 0);
 	sandbox_acquire(ex);
 }
 
+/* --- files ----------------------------------------------------------------------------------- */
+
+/* A file operation failed: the errno, the operation as the step, the sandbox path as message. */
+static int reply_fs_error(struct executor *ex, uint64_t id, const char *op, const bk_fs_error *e)
+{
+	return reply_error(ex, id, e->errnum, op, e->path);
+}
+
+static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_info *info, const int *fds,
+		      size_t nfds)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
+
+	done.count = count;
+	done.info = info;
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
+	reply.done = &done;
+	return send_reply(ex, &reply, fds, nfds);
+}
+
+/* The largest page a List answers: it must fit one channel packet with room to spare. */
+#define LIST_PAGE_MAX 1000
+
+static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nfds)
+{
+	bk_fs_info info = BOXKITE__EXECUTOR__FILE_INFO__INIT;
+	bk_fs_error e = { 0 };
+	char names[2 * 4096];
+	uint64_t count = 0;
+	int fd, ret;
+
+	if (!ex->sandbox.ready)
+		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
+	switch (o->kind_case) {
+	case BOXKITE__EXECUTOR__ORDER__KIND_STAT:
+		if (bk_fs_stat(&ex->fs, o->stat->path, &info, names, &e) < 0)
+			return reply_fs_error(ex, o->id, "stat", &e);
+		return reply_done(ex, o->id, 0, &info, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_LIST: {
+		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+		Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
+		_cleanup_free_ bk_fs_info **ptrs = NULL;
+		_cleanup_free_ void *block = NULL;
+		bk_fs_info *entries;
+		size_t n;
+		bool more;
+		uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
+
+		if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &block, &e) < 0)
+			return reply_fs_error(ex, o->id, "list", &e);
+		ptrs = calloc(n + 1, sizeof(*ptrs));
+		if (!ptrs)
+			return reply_error(ex, o->id, ENOMEM, "list", o->list->path);
+		for (size_t i = 0; i < n; i++)
+			ptrs[i] = &entries[i];
+		listed.n_entries = n;
+		listed.entries = ptrs;
+		listed.more = more;
+		reply.id = o->id;
+		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_LISTED;
+		reply.listed = &listed;
+		return send_reply(ex, &reply, NULL, 0);
+	}
+	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ:
+	case BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP: {
+		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+		Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+		bool rd = o->kind_case == BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
+
+		fd = rd ? bk_fs_open_read(&ex->fs, o->open_read->path, &e)
+			: bk_fs_create_temp(&ex->fs, o->create_temp->path, o->create_temp->make_parents,
+					    o->create_temp->overwrite, &e);
+		if (fd < 0)
+			return reply_fs_error(ex, o->id, rd ? "open" : "create", &e);
+		reply.id = o->id;
+		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
+		reply.opened = &opened;
+		ret = send_reply(ex, &reply, &fd, 1);
+		bk_close(fd);
+		return ret;
+	}
+	case BOXKITE__EXECUTOR__ORDER__KIND_COMMIT:
+		if (nfds != 1)
+			return reply_error(ex, o->id, EBADF, "commit", "no file attached");
+		if (bk_fs_commit(&ex->fs, fds[0], o->commit->path, o->commit->mode, o->commit->overwrite, &e) < 0)
+			return reply_fs_error(ex, o->id, "commit", &e);
+		return reply_done(ex, o->id, 1, NULL, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_MKDIR:
+		if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
+			return reply_fs_error(ex, o->id, "mkdir", &e);
+		return reply_done(ex, o->id, 0, NULL, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_REMOVE:
+		if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
+			return reply_fs_error(ex, o->id, "remove", &e);
+		return reply_done(ex, o->id, count, NULL, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_RENAME:
+		if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)
+			return reply_fs_error(ex, o->id, "rename", &e);
+		return reply_done(ex, o->id, 0, NULL, NULL, 0);
+	default:
+		return reply_error(ex, o->id, EINVAL, "order", "unknown order");
+	}
+}
+
 /* --- orders ---------------------------------------------------------------------------------- */
 
-/* Serve one order. Unknown kinds are refused: the executor does only what it knows. */
-static int serve(struct executor *ex, const order_t *order)
+/* Serve one order. Unknown kinds are refused: the executor does only what it knows. Only Commit
+ * comes with a descriptor. */
+static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfds)
 {
 	switch (order->kind_case) {
 	case BOXKITE__EXECUTOR__ORDER__KIND_PING:
@@ -338,7 +451,7 @@ static int serve(struct executor *ex, const order_t *order)
 	case BOXKITE__EXECUTOR__ORDER__KIND_KILL:
 		return order_kill(ex, order->id, order->kill);
 	default:
-		return reply_error(ex, order->id, EINVAL, "order", "unknown order");
+		return order_file(ex, order, fds, nfds);
 	}
 }
 
@@ -401,6 +514,9 @@ static int executor_setup(struct executor *ex, int sock)
 	signal(SIGPIPE, SIG_IGN);
 	if (setgroups(0, NULL) < 0)
 		log_error("setgroups: %s", strerror(errno));
+	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
+	 * spelled out; the front's umask 077 must not narrow them. */
+	umask(0);
 
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock) < 0)
@@ -419,6 +535,7 @@ static int executor_setup(struct executor *ex, int sock)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
+	bk_fs_init(&ex->fs, &ex->cfg->roots, scfg.uid, scfg.gid);
 	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
 	sandbox_acquire(ex);
 	if (drop_capabilities() < 0)
@@ -434,6 +551,7 @@ static void executor_teardown(struct executor *ex)
 		waitid(P_PIDFD, (id_t)ex->execs->pidfd, &info, WEXITED);
 		exec_remove(ex, ex->execs);
 	}
+	bk_fs_detach(&ex->fs);
 	bk_sandbox_stop(&ex->sandbox);
 	bk_cgroups_fini(&ex->cgroups);
 	bk_spawner_fini(&ex->spawner);
@@ -446,12 +564,16 @@ static void executor_teardown(struct executor *ex)
 static int channel_ready(struct executor *ex)
 {
 	order_t *order = NULL;
-	int ret = bk_channel_recv(&ex->ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order, NULL,
-				  NULL);
+	int fds[BK_CHANNEL_MAX_FDS];
+	size_t nfds = 0;
+	int ret = bk_channel_recv(&ex->ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order, fds,
+				  &nfds);
 
 	if (ret < 0)
 		return ret;
-	ret = serve(ex, order);
+	ret = serve(ex, order, fds, nfds);
+	for (size_t i = 0; i < nfds; i++)
+		bk_close(fds[i]);
 	protobuf_c_message_free_unpacked(&order->base, NULL);
 	return ret;
 }

@@ -367,6 +367,546 @@ void   boxkite__executor__exited__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__file_info__init
+                     (Boxkite__Executor__FileInfo         *message)
+{
+  static const Boxkite__Executor__FileInfo init_value = BOXKITE__EXECUTOR__FILE_INFO__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__file_info__get_packed_size
+                     (const Boxkite__Executor__FileInfo *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__file_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__file_info__pack
+                     (const Boxkite__Executor__FileInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__file_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__file_info__pack_to_buffer
+                     (const Boxkite__Executor__FileInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__file_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__FileInfo *
+       boxkite__executor__file_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__FileInfo *)
+     protobuf_c_message_unpack (&boxkite__executor__file_info__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__file_info__free_unpacked
+                     (Boxkite__Executor__FileInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__file_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__stat__init
+                     (Boxkite__Executor__Stat         *message)
+{
+  static const Boxkite__Executor__Stat init_value = BOXKITE__EXECUTOR__STAT__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__stat__get_packed_size
+                     (const Boxkite__Executor__Stat *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__stat__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__stat__pack
+                     (const Boxkite__Executor__Stat *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__stat__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__stat__pack_to_buffer
+                     (const Boxkite__Executor__Stat *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__stat__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Stat *
+       boxkite__executor__stat__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Stat *)
+     protobuf_c_message_unpack (&boxkite__executor__stat__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__stat__free_unpacked
+                     (Boxkite__Executor__Stat *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__stat__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__list__init
+                     (Boxkite__Executor__List         *message)
+{
+  static const Boxkite__Executor__List init_value = BOXKITE__EXECUTOR__LIST__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__list__get_packed_size
+                     (const Boxkite__Executor__List *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__list__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__list__pack
+                     (const Boxkite__Executor__List *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__list__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__list__pack_to_buffer
+                     (const Boxkite__Executor__List *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__list__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__List *
+       boxkite__executor__list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__List *)
+     protobuf_c_message_unpack (&boxkite__executor__list__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__list__free_unpacked
+                     (Boxkite__Executor__List *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__list__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__listed__init
+                     (Boxkite__Executor__Listed         *message)
+{
+  static const Boxkite__Executor__Listed init_value = BOXKITE__EXECUTOR__LISTED__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__listed__get_packed_size
+                     (const Boxkite__Executor__Listed *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__listed__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__listed__pack
+                     (const Boxkite__Executor__Listed *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__listed__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__listed__pack_to_buffer
+                     (const Boxkite__Executor__Listed *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__listed__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Listed *
+       boxkite__executor__listed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Listed *)
+     protobuf_c_message_unpack (&boxkite__executor__listed__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__listed__free_unpacked
+                     (Boxkite__Executor__Listed *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__listed__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__open_read__init
+                     (Boxkite__Executor__OpenRead         *message)
+{
+  static const Boxkite__Executor__OpenRead init_value = BOXKITE__EXECUTOR__OPEN_READ__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__open_read__get_packed_size
+                     (const Boxkite__Executor__OpenRead *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_read__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__open_read__pack
+                     (const Boxkite__Executor__OpenRead *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_read__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__open_read__pack_to_buffer
+                     (const Boxkite__Executor__OpenRead *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_read__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__OpenRead *
+       boxkite__executor__open_read__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__OpenRead *)
+     protobuf_c_message_unpack (&boxkite__executor__open_read__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__open_read__free_unpacked
+                     (Boxkite__Executor__OpenRead *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__open_read__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__opened__init
+                     (Boxkite__Executor__Opened         *message)
+{
+  static const Boxkite__Executor__Opened init_value = BOXKITE__EXECUTOR__OPENED__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__opened__get_packed_size
+                     (const Boxkite__Executor__Opened *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__opened__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__opened__pack
+                     (const Boxkite__Executor__Opened *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__opened__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__opened__pack_to_buffer
+                     (const Boxkite__Executor__Opened *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__opened__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Opened *
+       boxkite__executor__opened__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Opened *)
+     protobuf_c_message_unpack (&boxkite__executor__opened__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__opened__free_unpacked
+                     (Boxkite__Executor__Opened *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__opened__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__create_temp__init
+                     (Boxkite__Executor__CreateTemp         *message)
+{
+  static const Boxkite__Executor__CreateTemp init_value = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__create_temp__get_packed_size
+                     (const Boxkite__Executor__CreateTemp *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__create_temp__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__create_temp__pack
+                     (const Boxkite__Executor__CreateTemp *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__create_temp__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__create_temp__pack_to_buffer
+                     (const Boxkite__Executor__CreateTemp *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__create_temp__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__CreateTemp *
+       boxkite__executor__create_temp__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__CreateTemp *)
+     protobuf_c_message_unpack (&boxkite__executor__create_temp__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__create_temp__free_unpacked
+                     (Boxkite__Executor__CreateTemp *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__create_temp__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__commit__init
+                     (Boxkite__Executor__Commit         *message)
+{
+  static const Boxkite__Executor__Commit init_value = BOXKITE__EXECUTOR__COMMIT__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__commit__get_packed_size
+                     (const Boxkite__Executor__Commit *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__commit__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__commit__pack
+                     (const Boxkite__Executor__Commit *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__commit__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__commit__pack_to_buffer
+                     (const Boxkite__Executor__Commit *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__commit__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Commit *
+       boxkite__executor__commit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Commit *)
+     protobuf_c_message_unpack (&boxkite__executor__commit__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__commit__free_unpacked
+                     (Boxkite__Executor__Commit *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__commit__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__mkdir__init
+                     (Boxkite__Executor__Mkdir         *message)
+{
+  static const Boxkite__Executor__Mkdir init_value = BOXKITE__EXECUTOR__MKDIR__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__mkdir__get_packed_size
+                     (const Boxkite__Executor__Mkdir *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__mkdir__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__mkdir__pack
+                     (const Boxkite__Executor__Mkdir *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__mkdir__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__mkdir__pack_to_buffer
+                     (const Boxkite__Executor__Mkdir *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__mkdir__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Mkdir *
+       boxkite__executor__mkdir__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Mkdir *)
+     protobuf_c_message_unpack (&boxkite__executor__mkdir__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__mkdir__free_unpacked
+                     (Boxkite__Executor__Mkdir *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__mkdir__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__remove__init
+                     (Boxkite__Executor__Remove         *message)
+{
+  static const Boxkite__Executor__Remove init_value = BOXKITE__EXECUTOR__REMOVE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__remove__get_packed_size
+                     (const Boxkite__Executor__Remove *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__remove__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__remove__pack
+                     (const Boxkite__Executor__Remove *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__remove__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__remove__pack_to_buffer
+                     (const Boxkite__Executor__Remove *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__remove__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Remove *
+       boxkite__executor__remove__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Remove *)
+     protobuf_c_message_unpack (&boxkite__executor__remove__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__remove__free_unpacked
+                     (Boxkite__Executor__Remove *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__remove__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__rename__init
+                     (Boxkite__Executor__Rename         *message)
+{
+  static const Boxkite__Executor__Rename init_value = BOXKITE__EXECUTOR__RENAME__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__rename__get_packed_size
+                     (const Boxkite__Executor__Rename *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__rename__pack
+                     (const Boxkite__Executor__Rename *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__rename__pack_to_buffer
+                     (const Boxkite__Executor__Rename *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Rename *
+       boxkite__executor__rename__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Rename *)
+     protobuf_c_message_unpack (&boxkite__executor__rename__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__rename__free_unpacked
+                     (Boxkite__Executor__Rename *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__done__init
+                     (Boxkite__Executor__Done         *message)
+{
+  static const Boxkite__Executor__Done init_value = BOXKITE__EXECUTOR__DONE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__done__get_packed_size
+                     (const Boxkite__Executor__Done *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__done__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__done__pack
+                     (const Boxkite__Executor__Done *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__done__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__done__pack_to_buffer
+                     (const Boxkite__Executor__Done *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__done__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Done *
+       boxkite__executor__done__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Done *)
+     protobuf_c_message_unpack (&boxkite__executor__done__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__done__free_unpacked
+                     (Boxkite__Executor__Done *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__done__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__order__init
                      (Boxkite__Executor__Order         *message)
 {
@@ -883,7 +1423,723 @@ const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor =
   (ProtobufCMessageInit) boxkite__executor__exited__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[4] =
+static const ProtobufCFieldDescriptor boxkite__executor__file_info__field_descriptors[8] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mode",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, mode),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uid",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "gid",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, gid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mtime_ns",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, mtime_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "symlink_target",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__FileInfo, symlink_target),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__file_info__field_indices_by_name[] = {
+  5,   /* field[5] = gid */
+  3,   /* field[3] = mode */
+  6,   /* field[6] = mtime_ns */
+  0,   /* field[0] = name */
+  2,   /* field[2] = size */
+  7,   /* field[7] = symlink_target */
+  1,   /* field[1] = type */
+  4,   /* field[4] = uid */
+};
+static const ProtobufCIntRange boxkite__executor__file_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.FileInfo",
+  "FileInfo",
+  "Boxkite__Executor__FileInfo",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__FileInfo),
+  8,
+  boxkite__executor__file_info__field_descriptors,
+  boxkite__executor__file_info__field_indices_by_name,
+  1,  boxkite__executor__file_info__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__file_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__stat__field_descriptors[1] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Stat, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__stat__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__stat__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Stat",
+  "Stat",
+  "Boxkite__Executor__Stat",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Stat),
+  1,
+  boxkite__executor__stat__field_descriptors,
+  boxkite__executor__stat__field_indices_by_name,
+  1,  boxkite__executor__stat__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__stat__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__list__field_descriptors[3] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__List, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "after",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__List, after),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__List, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__list__field_indices_by_name[] = {
+  1,   /* field[1] = after */
+  2,   /* field[2] = limit */
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__list__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__list__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.List",
+  "List",
+  "Boxkite__Executor__List",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__List),
+  3,
+  boxkite__executor__list__field_descriptors,
+  boxkite__executor__list__field_indices_by_name,
+  1,  boxkite__executor__list__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__list__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__listed__field_descriptors[2] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Listed, n_entries),
+    offsetof(Boxkite__Executor__Listed, entries),
+    &boxkite__executor__file_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Listed, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__listed__field_indices_by_name[] = {
+  0,   /* field[0] = entries */
+  1,   /* field[1] = more */
+};
+static const ProtobufCIntRange boxkite__executor__listed__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__listed__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Listed",
+  "Listed",
+  "Boxkite__Executor__Listed",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Listed),
+  2,
+  boxkite__executor__listed__field_descriptors,
+  boxkite__executor__listed__field_indices_by_name,
+  1,  boxkite__executor__listed__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__listed__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__open_read__field_descriptors[1] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__OpenRead, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__open_read__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__open_read__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__open_read__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.OpenRead",
+  "OpenRead",
+  "Boxkite__Executor__OpenRead",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__OpenRead),
+  1,
+  boxkite__executor__open_read__field_descriptors,
+  boxkite__executor__open_read__field_indices_by_name,
+  1,  boxkite__executor__open_read__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__open_read__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__opened__field_descriptors[1] =
+{
+  {
+    "info",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Opened, info),
+    &boxkite__executor__file_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__opened__field_indices_by_name[] = {
+  0,   /* field[0] = info */
+};
+static const ProtobufCIntRange boxkite__executor__opened__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__opened__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Opened",
+  "Opened",
+  "Boxkite__Executor__Opened",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Opened),
+  1,
+  boxkite__executor__opened__field_descriptors,
+  boxkite__executor__opened__field_indices_by_name,
+  1,  boxkite__executor__opened__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__opened__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__create_temp__field_descriptors[3] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__CreateTemp, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "make_parents",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__CreateTemp, make_parents),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "overwrite",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__CreateTemp, overwrite),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__create_temp__field_indices_by_name[] = {
+  1,   /* field[1] = make_parents */
+  2,   /* field[2] = overwrite */
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__create_temp__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__create_temp__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.CreateTemp",
+  "CreateTemp",
+  "Boxkite__Executor__CreateTemp",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__CreateTemp),
+  3,
+  boxkite__executor__create_temp__field_descriptors,
+  boxkite__executor__create_temp__field_indices_by_name,
+  1,  boxkite__executor__create_temp__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__create_temp__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__commit__field_descriptors[3] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Commit, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mode",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Commit, mode),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "overwrite",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Commit, overwrite),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__commit__field_indices_by_name[] = {
+  1,   /* field[1] = mode */
+  2,   /* field[2] = overwrite */
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__commit__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__commit__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Commit",
+  "Commit",
+  "Boxkite__Executor__Commit",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Commit),
+  3,
+  boxkite__executor__commit__field_descriptors,
+  boxkite__executor__commit__field_indices_by_name,
+  1,  boxkite__executor__commit__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__commit__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__mkdir__field_descriptors[3] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Mkdir, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "parents",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Mkdir, parents),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mode",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Mkdir, mode),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__mkdir__field_indices_by_name[] = {
+  2,   /* field[2] = mode */
+  1,   /* field[1] = parents */
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__mkdir__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__mkdir__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Mkdir",
+  "Mkdir",
+  "Boxkite__Executor__Mkdir",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Mkdir),
+  3,
+  boxkite__executor__mkdir__field_descriptors,
+  boxkite__executor__mkdir__field_indices_by_name,
+  1,  boxkite__executor__mkdir__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__mkdir__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__remove__field_descriptors[2] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Remove, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recursive",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Remove, recursive),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__remove__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+  1,   /* field[1] = recursive */
+};
+static const ProtobufCIntRange boxkite__executor__remove__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__remove__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Remove",
+  "Remove",
+  "Boxkite__Executor__Remove",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Remove),
+  2,
+  boxkite__executor__remove__field_descriptors,
+  boxkite__executor__remove__field_indices_by_name,
+  1,  boxkite__executor__remove__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__remove__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__rename__field_descriptors[3] =
+{
+  {
+    "from",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Rename, from),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Rename, to),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "overwrite",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Rename, overwrite),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__rename__field_indices_by_name[] = {
+  0,   /* field[0] = from */
+  2,   /* field[2] = overwrite */
+  1,   /* field[1] = to */
+};
+static const ProtobufCIntRange boxkite__executor__rename__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Rename",
+  "Rename",
+  "Boxkite__Executor__Rename",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Rename),
+  3,
+  boxkite__executor__rename__field_descriptors,
+  boxkite__executor__rename__field_indices_by_name,
+  1,  boxkite__executor__rename__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__rename__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__done__field_descriptors[2] =
+{
+  {
+    "count",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Done, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "info",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Done, info),
+    &boxkite__executor__file_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__done__field_indices_by_name[] = {
+  0,   /* field[0] = count */
+  1,   /* field[1] = info */
+};
+static const ProtobufCIntRange boxkite__executor__done__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Done",
+  "Done",
+  "Boxkite__Executor__Done",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Done),
+  2,
+  boxkite__executor__done__field_descriptors,
+  boxkite__executor__done__field_indices_by_name,
+  1,  boxkite__executor__done__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__done__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[12] =
 {
   {
     "id",
@@ -933,17 +2189,121 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "stat",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, stat),
+    &boxkite__executor__stat__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, list),
+    &boxkite__executor__list__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "open_read",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, open_read),
+    &boxkite__executor__open_read__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_temp",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, create_temp),
+    &boxkite__executor__create_temp__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commit",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, commit),
+    &boxkite__executor__commit__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mkdir",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, mkdir),
+    &boxkite__executor__mkdir__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, remove),
+    &boxkite__executor__remove__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rename",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, rename),
+    &boxkite__executor__rename__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
+  8,   /* field[8] = commit */
+  7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
+  5,   /* field[5] = list */
+  9,   /* field[9] = mkdir */
+  6,   /* field[6] = open_read */
   1,   /* field[1] = ping */
+  10,   /* field[10] = remove */
+  11,   /* field[11] = rename */
   2,   /* field[2] = spawn */
+  4,   /* field[4] = stat */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -953,14 +2313,14 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  4,
+  12,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[8] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[11] =
 {
   {
     "id",
@@ -1058,13 +2418,52 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "listed",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, listed),
+    &boxkite__executor__listed__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "opened",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, opened),
+    &boxkite__executor__opened__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "done",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, done),
+    &boxkite__executor__done__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
+  10,   /* field[10] = done */
   1,   /* field[1] = errnum */
   7,   /* field[7] = exited */
   0,   /* field[0] = id */
   6,   /* field[6] = killed */
+  8,   /* field[8] = listed */
   3,   /* field[3] = message */
+  9,   /* field[9] = opened */
   4,   /* field[4] = pong */
   5,   /* field[5] = spawned */
   2,   /* field[2] = step */
@@ -1072,7 +2471,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -1082,7 +2481,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  8,
+  11,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,

@@ -23,6 +23,18 @@ typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
+typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
+typedef struct Boxkite__Executor__Stat Boxkite__Executor__Stat;
+typedef struct Boxkite__Executor__List Boxkite__Executor__List;
+typedef struct Boxkite__Executor__Listed Boxkite__Executor__Listed;
+typedef struct Boxkite__Executor__OpenRead Boxkite__Executor__OpenRead;
+typedef struct Boxkite__Executor__Opened Boxkite__Executor__Opened;
+typedef struct Boxkite__Executor__CreateTemp Boxkite__Executor__CreateTemp;
+typedef struct Boxkite__Executor__Commit Boxkite__Executor__Commit;
+typedef struct Boxkite__Executor__Mkdir Boxkite__Executor__Mkdir;
+typedef struct Boxkite__Executor__Remove Boxkite__Executor__Remove;
+typedef struct Boxkite__Executor__Rename Boxkite__Executor__Rename;
+typedef struct Boxkite__Executor__Done Boxkite__Executor__Done;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
 typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
 
@@ -174,11 +186,194 @@ struct  Boxkite__Executor__Exited
     , 0, 0, 0, 0 }
 
 
+struct  Boxkite__Executor__FileInfo
+{
+  ProtobufCMessage base;
+  /*
+   * last component (List) or the path asked (Stat)
+   */
+  char *name;
+  /*
+   * boxkite.v1.FileType
+   */
+  uint32_t type;
+  uint64_t size;
+  /*
+   * permission bits
+   */
+  uint32_t mode;
+  uint32_t uid;
+  uint32_t gid;
+  int64_t mtime_ns;
+  char *symlink_target;
+};
+#define BOXKITE__EXECUTOR__FILE_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__file_info__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Boxkite__Executor__Stat
+{
+  ProtobufCMessage base;
+  char *path;
+};
+#define BOXKITE__EXECUTOR__STAT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__stat__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Boxkite__Executor__List
+{
+  ProtobufCMessage base;
+  char *path;
+  /*
+   * entries sorted by name, strictly after this one
+   */
+  char *after;
+  uint32_t limit;
+};
+#define BOXKITE__EXECUTOR__LIST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__list__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Boxkite__Executor__Listed
+{
+  ProtobufCMessage base;
+  size_t n_entries;
+  Boxkite__Executor__FileInfo **entries;
+  protobuf_c_boolean more;
+};
+#define BOXKITE__EXECUTOR__LISTED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__listed__descriptor) \
+    , 0,NULL, 0 }
+
+
+/*
+ * Open a regular file for reading. Replies Opened with its descriptor.
+ */
+struct  Boxkite__Executor__OpenRead
+{
+  ProtobufCMessage base;
+  char *path;
+};
+#define BOXKITE__EXECUTOR__OPEN_READ__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__open_read__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Boxkite__Executor__Opened
+{
+  ProtobufCMessage base;
+  Boxkite__Executor__FileInfo *info;
+};
+#define BOXKITE__EXECUTOR__OPENED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__opened__descriptor) \
+    , NULL }
+
+
+/*
+ * An unnamed file (O_TMPFILE) in the directory that is to hold `path`, for the front to write.
+ * Replies Opened with a read-write descriptor; nothing is visible until Commit.
+ */
+struct  Boxkite__Executor__CreateTemp
+{
+  ProtobufCMessage base;
+  /*
+   * the final path: its directory must exist, or be made
+   */
+  char *path;
+  protobuf_c_boolean make_parents;
+  /*
+   * false: refuse now if path exists
+   */
+  protobuf_c_boolean overwrite;
+};
+#define BOXKITE__EXECUTOR__CREATE_TEMP__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__create_temp__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * Give the unnamed file (attached) its mode and put it at `path` in one rename.
+ */
+struct  Boxkite__Executor__Commit
+{
+  ProtobufCMessage base;
+  char *path;
+  uint32_t mode;
+  protobuf_c_boolean overwrite;
+};
+#define BOXKITE__EXECUTOR__COMMIT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__commit__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
+
+
+struct  Boxkite__Executor__Mkdir
+{
+  ProtobufCMessage base;
+  char *path;
+  protobuf_c_boolean parents;
+  uint32_t mode;
+};
+#define BOXKITE__EXECUTOR__MKDIR__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__mkdir__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
+
+
+struct  Boxkite__Executor__Remove
+{
+  ProtobufCMessage base;
+  char *path;
+  protobuf_c_boolean recursive;
+};
+#define BOXKITE__EXECUTOR__REMOVE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__remove__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Boxkite__Executor__Rename
+{
+  ProtobufCMessage base;
+  char *from;
+  char *to;
+  protobuf_c_boolean overwrite;
+};
+#define BOXKITE__EXECUTOR__RENAME__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__rename__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Boxkite__Executor__Done
+{
+  ProtobufCMessage base;
+  /*
+   * Remove: entries removed
+   */
+  uint64_t count;
+  /*
+   * Commit, Stat: the file
+   */
+  Boxkite__Executor__FileInfo *info;
+};
+#define BOXKITE__EXECUTOR__DONE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__done__descriptor) \
+    , 0, NULL }
+
+
 typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND__NOT_SET = 0,
   BOXKITE__EXECUTOR__ORDER__KIND_PING = 2,
   BOXKITE__EXECUTOR__ORDER__KIND_SPAWN = 3,
-  BOXKITE__EXECUTOR__ORDER__KIND_KILL = 4
+  BOXKITE__EXECUTOR__ORDER__KIND_KILL = 4,
+  BOXKITE__EXECUTOR__ORDER__KIND_STAT = 5,
+  BOXKITE__EXECUTOR__ORDER__KIND_LIST = 6,
+  BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ = 7,
+  BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP = 8,
+  BOXKITE__EXECUTOR__ORDER__KIND_COMMIT = 9,
+  BOXKITE__EXECUTOR__ORDER__KIND_MKDIR = 10,
+  BOXKITE__EXECUTOR__ORDER__KIND_REMOVE = 11,
+  BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -191,6 +386,14 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Ping *ping;
     Boxkite__Executor__Spawn *spawn;
     Boxkite__Executor__Kill *kill;
+    Boxkite__Executor__Stat *stat;
+    Boxkite__Executor__List *list;
+    Boxkite__Executor__OpenRead *open_read;
+    Boxkite__Executor__CreateTemp *create_temp;
+    Boxkite__Executor__Commit *commit;
+    Boxkite__Executor__Mkdir *mkdir;
+    Boxkite__Executor__Remove *remove;
+    Boxkite__Executor__Rename *rename;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -203,7 +406,10 @@ typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND_PONG = 5,
   BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED = 6,
   BOXKITE__EXECUTOR__REPLY__KIND_KILLED = 7,
-  BOXKITE__EXECUTOR__REPLY__KIND_EXITED = 8
+  BOXKITE__EXECUTOR__REPLY__KIND_EXITED = 8,
+  BOXKITE__EXECUTOR__REPLY__KIND_LISTED = 9,
+  BOXKITE__EXECUTOR__REPLY__KIND_OPENED = 10,
+  BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
@@ -229,6 +435,9 @@ struct  Boxkite__Executor__Reply
     Boxkite__Executor__Spawned *spawned;
     Boxkite__Executor__Killed *killed;
     Boxkite__Executor__Exited *exited;
+    Boxkite__Executor__Listed *listed;
+    Boxkite__Executor__Opened *opened;
+    Boxkite__Executor__Done *done;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -388,6 +597,234 @@ Boxkite__Executor__Exited *
 void   boxkite__executor__exited__free_unpacked
                      (Boxkite__Executor__Exited *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__FileInfo methods */
+void   boxkite__executor__file_info__init
+                     (Boxkite__Executor__FileInfo         *message);
+size_t boxkite__executor__file_info__get_packed_size
+                     (const Boxkite__Executor__FileInfo   *message);
+size_t boxkite__executor__file_info__pack
+                     (const Boxkite__Executor__FileInfo   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__file_info__pack_to_buffer
+                     (const Boxkite__Executor__FileInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__FileInfo *
+       boxkite__executor__file_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__file_info__free_unpacked
+                     (Boxkite__Executor__FileInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Stat methods */
+void   boxkite__executor__stat__init
+                     (Boxkite__Executor__Stat         *message);
+size_t boxkite__executor__stat__get_packed_size
+                     (const Boxkite__Executor__Stat   *message);
+size_t boxkite__executor__stat__pack
+                     (const Boxkite__Executor__Stat   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__stat__pack_to_buffer
+                     (const Boxkite__Executor__Stat   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Stat *
+       boxkite__executor__stat__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__stat__free_unpacked
+                     (Boxkite__Executor__Stat *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__List methods */
+void   boxkite__executor__list__init
+                     (Boxkite__Executor__List         *message);
+size_t boxkite__executor__list__get_packed_size
+                     (const Boxkite__Executor__List   *message);
+size_t boxkite__executor__list__pack
+                     (const Boxkite__Executor__List   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__list__pack_to_buffer
+                     (const Boxkite__Executor__List   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__List *
+       boxkite__executor__list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__list__free_unpacked
+                     (Boxkite__Executor__List *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Listed methods */
+void   boxkite__executor__listed__init
+                     (Boxkite__Executor__Listed         *message);
+size_t boxkite__executor__listed__get_packed_size
+                     (const Boxkite__Executor__Listed   *message);
+size_t boxkite__executor__listed__pack
+                     (const Boxkite__Executor__Listed   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__listed__pack_to_buffer
+                     (const Boxkite__Executor__Listed   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Listed *
+       boxkite__executor__listed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__listed__free_unpacked
+                     (Boxkite__Executor__Listed *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__OpenRead methods */
+void   boxkite__executor__open_read__init
+                     (Boxkite__Executor__OpenRead         *message);
+size_t boxkite__executor__open_read__get_packed_size
+                     (const Boxkite__Executor__OpenRead   *message);
+size_t boxkite__executor__open_read__pack
+                     (const Boxkite__Executor__OpenRead   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__open_read__pack_to_buffer
+                     (const Boxkite__Executor__OpenRead   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__OpenRead *
+       boxkite__executor__open_read__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__open_read__free_unpacked
+                     (Boxkite__Executor__OpenRead *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Opened methods */
+void   boxkite__executor__opened__init
+                     (Boxkite__Executor__Opened         *message);
+size_t boxkite__executor__opened__get_packed_size
+                     (const Boxkite__Executor__Opened   *message);
+size_t boxkite__executor__opened__pack
+                     (const Boxkite__Executor__Opened   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__opened__pack_to_buffer
+                     (const Boxkite__Executor__Opened   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Opened *
+       boxkite__executor__opened__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__opened__free_unpacked
+                     (Boxkite__Executor__Opened *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__CreateTemp methods */
+void   boxkite__executor__create_temp__init
+                     (Boxkite__Executor__CreateTemp         *message);
+size_t boxkite__executor__create_temp__get_packed_size
+                     (const Boxkite__Executor__CreateTemp   *message);
+size_t boxkite__executor__create_temp__pack
+                     (const Boxkite__Executor__CreateTemp   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__create_temp__pack_to_buffer
+                     (const Boxkite__Executor__CreateTemp   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__CreateTemp *
+       boxkite__executor__create_temp__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__create_temp__free_unpacked
+                     (Boxkite__Executor__CreateTemp *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Commit methods */
+void   boxkite__executor__commit__init
+                     (Boxkite__Executor__Commit         *message);
+size_t boxkite__executor__commit__get_packed_size
+                     (const Boxkite__Executor__Commit   *message);
+size_t boxkite__executor__commit__pack
+                     (const Boxkite__Executor__Commit   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__commit__pack_to_buffer
+                     (const Boxkite__Executor__Commit   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Commit *
+       boxkite__executor__commit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__commit__free_unpacked
+                     (Boxkite__Executor__Commit *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Mkdir methods */
+void   boxkite__executor__mkdir__init
+                     (Boxkite__Executor__Mkdir         *message);
+size_t boxkite__executor__mkdir__get_packed_size
+                     (const Boxkite__Executor__Mkdir   *message);
+size_t boxkite__executor__mkdir__pack
+                     (const Boxkite__Executor__Mkdir   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__mkdir__pack_to_buffer
+                     (const Boxkite__Executor__Mkdir   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Mkdir *
+       boxkite__executor__mkdir__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__mkdir__free_unpacked
+                     (Boxkite__Executor__Mkdir *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Remove methods */
+void   boxkite__executor__remove__init
+                     (Boxkite__Executor__Remove         *message);
+size_t boxkite__executor__remove__get_packed_size
+                     (const Boxkite__Executor__Remove   *message);
+size_t boxkite__executor__remove__pack
+                     (const Boxkite__Executor__Remove   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__remove__pack_to_buffer
+                     (const Boxkite__Executor__Remove   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Remove *
+       boxkite__executor__remove__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__remove__free_unpacked
+                     (Boxkite__Executor__Remove *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Rename methods */
+void   boxkite__executor__rename__init
+                     (Boxkite__Executor__Rename         *message);
+size_t boxkite__executor__rename__get_packed_size
+                     (const Boxkite__Executor__Rename   *message);
+size_t boxkite__executor__rename__pack
+                     (const Boxkite__Executor__Rename   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__rename__pack_to_buffer
+                     (const Boxkite__Executor__Rename   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Rename *
+       boxkite__executor__rename__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__rename__free_unpacked
+                     (Boxkite__Executor__Rename *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Done methods */
+void   boxkite__executor__done__init
+                     (Boxkite__Executor__Done         *message);
+size_t boxkite__executor__done__get_packed_size
+                     (const Boxkite__Executor__Done   *message);
+size_t boxkite__executor__done__pack
+                     (const Boxkite__Executor__Done   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__done__pack_to_buffer
+                     (const Boxkite__Executor__Done   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Done *
+       boxkite__executor__done__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__done__free_unpacked
+                     (Boxkite__Executor__Done *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Order methods */
 void   boxkite__executor__order__init
                      (Boxkite__Executor__Order         *message);
@@ -452,6 +889,42 @@ typedef void (*Boxkite__Executor__Killed_Closure)
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__FileInfo_Closure)
+                 (const Boxkite__Executor__FileInfo *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Stat_Closure)
+                 (const Boxkite__Executor__Stat *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__List_Closure)
+                 (const Boxkite__Executor__List *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Listed_Closure)
+                 (const Boxkite__Executor__Listed *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__OpenRead_Closure)
+                 (const Boxkite__Executor__OpenRead *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Opened_Closure)
+                 (const Boxkite__Executor__Opened *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__CreateTemp_Closure)
+                 (const Boxkite__Executor__CreateTemp *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Commit_Closure)
+                 (const Boxkite__Executor__Commit *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Mkdir_Closure)
+                 (const Boxkite__Executor__Mkdir *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Remove_Closure)
+                 (const Boxkite__Executor__Remove *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Rename_Closure)
+                 (const Boxkite__Executor__Rename *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Done_Closure)
+                 (const Boxkite__Executor__Done *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Order_Closure)
                  (const Boxkite__Executor__Order *message,
                   void *closure_data);
@@ -472,6 +945,18 @@ extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__list__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__listed__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__open_read__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__opened__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__create_temp__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__commit__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__mkdir__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__remove__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__done__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor;
 

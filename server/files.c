@@ -1,0 +1,945 @@
+#include "files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <zstd.h>
+
+#include "link.h"
+#include "log.h"
+#include "sbpath.h"
+#include "workers.h"
+
+#define WORKERS 4
+#define HASH_BLOCK (1u << 20)
+#define SHA256_LEN 32
+#define LIST_PAGE_DEFAULT 200
+#define LIST_PAGE_MAX 1000
+
+/* Each worker's scratch: a chunk, and the zstd bound of a chunk for (de)compression. */
+#define SCRATCH_SIZE (BK_FILE_CHUNK_MAX + ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX))
+
+struct upload {
+	struct upload *next;
+	char id[2 * 16 + 1];
+	char path[4096];
+	uint64_t size, offset;
+	uint8_t sha256[SHA256_LEN];
+	uint32_t mode;
+	bool overwrite;
+	bool busy;          /* a chunk or the commit is being handled */
+	int fd;             /* the unnamed file */
+	EVP_MD_CTX *md;     /* SHA-256 of what arrived so far */
+	struct timespec touched;
+};
+
+struct bk_files {
+	bk_workers *workers;
+	pthread_mutex_t lock; /* uploads, nuploads */
+	struct upload *uploads;
+	unsigned nuploads;    /* including uploads being created */
+};
+
+/* --- errors ---------------------------------------------------------------------------------- */
+
+/* The status of a file operation's errno: DESIGN's mapping, with the cases that mean a path
+ * tried to leave its root (EXDEV from RESOLVE_BENEATH, ELOOP from RESOLVE_NO_MAGICLINKS). */
+static int file_status(int errnum)
+{
+	switch (errnum) {
+	case EXDEV:
+	case ELOOP:
+		return BK_PERMISSION_DENIED;
+	case ENOTEMPTY:
+	case EBUSY:
+	case ENOTDIR:
+	case EISDIR:
+		return BK_FAILED_PRECONDITION;
+	case EAGAIN:
+		return BK_UNAVAILABLE;
+	default:
+		return bk_status_from_errno(errnum);
+	}
+}
+
+static const char *file_reason(int errnum)
+{
+	switch (errnum) {
+	case EXDEV:
+		return "resolves outside its root (an absolute or escaping symlink?)";
+	case ELOOP:
+		return "too many symlinks, or a /proc magic link";
+	case EBUSY:
+		return "is a root itself";
+	default:
+		return strerror(errnum);
+	}
+}
+
+static void fail_reply(bk_call *call, const bk_reply *reply)
+{
+	if (!reply)
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "the executor went away");
+	else if (reply->errnum == EAGAIN && strcmp(reply->step, "sandbox") == 0)
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: %s", reply->message);
+	else
+		bk_call_failf(call, file_status(reply->errnum), 0, "%s: %s", reply->message, file_reason(reply->errnum));
+}
+
+/* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
+static bool path_ok(bk_call *call, const char *in, char *out, size_t size)
+{
+	const char *why;
+
+	if (!in[0]) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "empty path");
+		return false;
+	}
+	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, NULL, &why) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, why);
+		return false;
+	}
+	return true;
+}
+
+static bool executor_ok(bk_call *call)
+{
+	if (call->srv->executor && call->srv->files)
+		return true;
+	bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not serve files");
+	return false;
+}
+
+static void send_order(bk_call *call, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg)
+{
+	int ret = bk_link_send(call->srv->executor, order, fds, nfds, cb, arg);
+
+	if (ret < 0)
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor: %s", strerror(-ret));
+}
+
+static void info_to_wire(Boxkite__V1__FileInfo *out, const Boxkite__Executor__FileInfo *in)
+{
+	out->path = in->name;
+	out->type = (Boxkite__V1__FileType)in->type;
+	out->size = in->size;
+	out->mode = in->mode;
+	out->uid = in->uid;
+	out->gid = in->gid;
+	out->mtime_ns = in->mtime_ns;
+	out->symlink_target = in->symlink_target;
+}
+
+/* --- stat, list, mkdir, remove, move --------------------------------------------------------- */
+
+/* Orders whose reply is enough to answer, on the reader thread: no blocking I/O. */
+static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	bk_call *call = arg;
+	Boxkite__V1__FileStatResponse resp = BOXKITE__V1__FILE_STAT_RESPONSE__INIT;
+	Boxkite__V1__FileInfo info = BOXKITE__V1__FILE_INFO__INIT;
+
+	(void)fds;
+	(void)nfds;
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE || !reply->done->info) {
+		fail_reply(call, reply);
+	} else {
+		info_to_wire(&info, reply->done->info);
+		resp.info = &info;
+		bk_call_reply(call, &resp.base);
+	}
+	bk_reply_free(reply);
+}
+
+void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileStatRequest *rq = (const Boxkite__V1__FileStatRequest *)request;
+	Boxkite__Executor__Stat op = BOXKITE__EXECUTOR__STAT__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	op.path = path;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
+	order.stat = &op;
+	send_order(call, &order, NULL, 0, stat_replied, call);
+}
+
+static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	bk_call *call = arg;
+	Boxkite__V1__FileListResponse resp = BOXKITE__V1__FILE_LIST_RESPONSE__INIT;
+	_cleanup_free_ Boxkite__V1__FileInfo *infos = NULL;
+	_cleanup_free_ Boxkite__V1__FileInfo **ptrs = NULL;
+	const Boxkite__Executor__Listed *l;
+
+	(void)fds;
+	(void)nfds;
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_LISTED) {
+		fail_reply(call, reply);
+		bk_reply_free(reply);
+		return;
+	}
+	l = reply->listed;
+	infos = calloc(l->n_entries + 1, sizeof(*infos));
+	ptrs = calloc(l->n_entries + 1, sizeof(*ptrs));
+	if (!infos || !ptrs) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		bk_reply_free(reply);
+		return;
+	}
+	for (size_t i = 0; i < l->n_entries; i++) {
+		boxkite__v1__file_info__init(&infos[i]);
+		info_to_wire(&infos[i], l->entries[i]);
+		ptrs[i] = &infos[i];
+	}
+	resp.n_entries = l->n_entries;
+	resp.entries = ptrs;
+	/* The token is the last name returned: the next page starts after it. */
+	resp.next_page_token = l->more && l->n_entries ? l->entries[l->n_entries - 1]->name : "";
+	bk_call_reply(call, &resp.base);
+	bk_reply_free(reply);
+}
+
+void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileListRequest *rq = (const Boxkite__V1__FileListRequest *)request;
+	Boxkite__Executor__List op = BOXKITE__EXECUTOR__LIST__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	if (rq->page_size > LIST_PAGE_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, LIST_PAGE_MAX);
+		return;
+	}
+	op.path = path;
+	op.after = rq->page_token;
+	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
+	order.list = &op;
+	send_order(call, &order, NULL, 0, list_replied, call);
+}
+
+/* Mkdir, Move: an empty answer; Remove: the count. */
+static void done_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	bk_call *call = arg;
+
+	(void)fds;
+	(void)nfds;
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
+		fail_reply(call, reply);
+	} else if (call->method->desc->output == &boxkite__v1__file_remove_response__descriptor) {
+		Boxkite__V1__FileRemoveResponse resp = BOXKITE__V1__FILE_REMOVE_RESPONSE__INIT;
+		resp.removed = reply->done->count;
+		bk_call_reply(call, &resp.base);
+	} else {
+		/* FileMkdirResponse and FileMoveResponse are empty messages. */
+		ProtobufCMessage empty;
+		protobuf_c_message_init(call->method->desc->output, &empty);
+		bk_call_reply(call, &empty);
+	}
+	bk_reply_free(reply);
+}
+
+void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileMkdirRequest *rq = (const Boxkite__V1__FileMkdirRequest *)request;
+	Boxkite__Executor__Mkdir op = BOXKITE__EXECUTOR__MKDIR__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	if (rq->mode > 0777) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "mode %o: permission bits only (at most 0777)", rq->mode);
+		return;
+	}
+	op.path = path;
+	op.parents = rq->parents;
+	op.mode = rq->mode;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
+	order.mkdir = &op;
+	send_order(call, &order, NULL, 0, done_replied, call);
+}
+
+void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileRemoveRequest *rq = (const Boxkite__V1__FileRemoveRequest *)request;
+	Boxkite__Executor__Remove op = BOXKITE__EXECUTOR__REMOVE__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	op.path = path;
+	op.recursive = rq->recursive;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_REMOVE;
+	order.remove = &op;
+	send_order(call, &order, NULL, 0, done_replied, call);
+}
+
+void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileMoveRequest *rq = (const Boxkite__V1__FileMoveRequest *)request;
+	Boxkite__Executor__Rename op = BOXKITE__EXECUTOR__RENAME__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	char from[4096], to[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->from, from, sizeof(from)) || !path_ok(call, rq->to, to, sizeof(to)))
+		return;
+	op.from = from;
+	op.to = to;
+	op.overwrite = rq->overwrite;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
+	order.rename = &op;
+	send_order(call, &order, NULL, 0, done_replied, call);
+}
+
+/* --- download -------------------------------------------------------------------------------- */
+
+struct download {
+	bk_call *call;
+	int fd;
+	uint64_t offset, length;
+	bool zstd;
+};
+
+/* Read exactly len bytes at off (short only at end of file). */
+static ssize_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static int hash_file(int fd, uint64_t size, uint8_t *buf, uint8_t out[SHA256_LEN])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint64_t off = 0;
+	int ret = -EIO;
+
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		goto out;
+	while (off < size) {
+		ssize_t n = pread_full(fd, buf, size - off < HASH_BLOCK ? size - off : HASH_BLOCK, off);
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO; /* shorter than its size: it changed under us */
+			goto out;
+		}
+		EVP_DigestUpdate(md, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	ret = EVP_DigestFinal_ex(md, out, NULL) ? 0 : -EIO;
+out:
+	EVP_MD_CTX_free(md);
+	return ret;
+}
+
+static void download_work(void *arg, void *scratch)
+{
+	struct download *d = arg;
+	Boxkite__V1__FileDownloadResponse resp = BOXKITE__V1__FILE_DOWNLOAD_RESPONSE__INIT;
+	uint8_t *buf = scratch, *zbuf = buf ? buf + BK_FILE_CHUNK_MAX : NULL;
+	uint8_t hash[SHA256_LEN];
+	struct stat st;
+	ssize_t n;
+
+	if (!buf) {
+		bk_call_failf(d->call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		goto out;
+	}
+	if (fstat(d->fd, &st) < 0) {
+		bk_call_failf(d->call, BK_INTERNAL, 0, "fstat: %s", strerror(errno));
+		goto out;
+	}
+	if (d->offset > (uint64_t)st.st_size) {
+		bk_call_failf(d->call, BK_OUT_OF_RANGE, 0, "offset %llu is past the end (%lld bytes)",
+			      (unsigned long long)d->offset, (long long)st.st_size);
+		goto out;
+	}
+	/* The whole file's hash comes with the first chunk: the client checks what it assembled. */
+	if (d->offset == 0) {
+		int r = hash_file(d->fd, (uint64_t)st.st_size, buf, hash);
+		if (r < 0) {
+			bk_call_failf(d->call, BK_ABORTED, 0, "the file changed while it was read: %s", strerror(-r));
+			goto out;
+		}
+		resp.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = hash };
+	}
+	n = pread_full(d->fd, buf, d->length, d->offset);
+	if (n < 0) {
+		bk_call_failf(d->call, file_status(errno), 0, "read: %s", strerror(errno));
+		goto out;
+	}
+	resp.size = (uint64_t)st.st_size;
+	resp.offset = d->offset;
+	resp.data_length = (uint64_t)n;
+	resp.eof = d->offset + (uint64_t)n >= (uint64_t)st.st_size;
+	resp.mode = st.st_mode & 07777;
+	resp.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	resp.data = (ProtobufCBinaryData){ .len = (size_t)n, .data = buf };
+	if (d->zstd && n > 0) {
+		/* Level 1, and only when it saves something: incompressible data goes as it is. */
+		size_t z = ZSTD_compress(zbuf, ZSTD_compressBound((size_t)n), buf, (size_t)n, 1);
+		if (!ZSTD_isError(z) && z < (size_t)n) {
+			resp.data = (ProtobufCBinaryData){ .len = z, .data = zbuf };
+			resp.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+		}
+	}
+	bk_call_reply(d->call, &resp.base);
+out:
+	bk_close(d->fd);
+	free(d);
+}
+
+static void download_opened(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct download *d = arg;
+
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		fail_reply(d->call, reply);
+		free(d);
+	} else {
+		d->fd = fds[0];
+		if (bk_workers_submit(d->call->srv->files->workers, download_work, d) < 0) {
+			bk_call_failf(d->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+			bk_close(d->fd);
+			free(d);
+		}
+	}
+	bk_reply_free(reply);
+}
+
+void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileDownloadRequest *rq = (const Boxkite__V1__FileDownloadRequest *)request;
+	Boxkite__Executor__OpenRead op = BOXKITE__EXECUTOR__OPEN_READ__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	struct download *d;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
+	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "unknown compression %d", rq->compression);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	d->call = call;
+	d->fd = -1;
+	d->offset = rq->offset;
+	d->length = rq->length && rq->length < BK_FILE_CHUNK_MAX ? rq->length : BK_FILE_CHUNK_MAX;
+	d->zstd = rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+	op.path = path;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
+	order.open_read = &op;
+	if (bk_link_send(call->srv->executor, &order, NULL, 0, download_opened, d) < 0) {
+		free(d);
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor");
+	}
+}
+
+/* --- upload ---------------------------------------------------------------------------------- */
+
+static void upload_free(struct upload *u)
+{
+	bk_close(u->fd);
+	EVP_MD_CTX_free(u->md);
+	free(u);
+}
+
+static void upload_unlink(bk_files *f, struct upload *u)
+{
+	for (struct upload **pp = &f->uploads; *pp; pp = &(*pp)->next) {
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	}
+	f->nuploads--;
+}
+
+/* Find an upload and take it for one operation; NULL with the call answered otherwise. */
+static struct upload *upload_take(bk_call *call, const char *id)
+{
+	bk_files *f = call->srv->files;
+	struct upload *u;
+
+	pthread_mutex_lock(&f->lock);
+	for (u = f->uploads; u; u = u->next)
+		if (strcmp(u->id, id) == 0)
+			break;
+	if (u && u->busy) {
+		pthread_mutex_unlock(&f->lock);
+		bk_call_failf(call, BK_ABORTED, 0, "upload %.40s: another request for it is in progress", id);
+		return NULL;
+	}
+	if (u)
+		u->busy = true;
+	pthread_mutex_unlock(&f->lock);
+	if (!u)
+		bk_call_failf(call, BK_NOT_FOUND, 0, "no upload %.40s (finished, aborted, expired, or never started)", id);
+	return u;
+}
+
+static void upload_release(bk_files *f, struct upload *u)
+{
+	pthread_mutex_lock(&f->lock);
+	u->busy = false;
+	clock_gettime(CLOCK_MONOTONIC, &u->touched);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Forget it: the unnamed file goes with its last descriptor, leaving nothing behind. */
+static void upload_drop(bk_files *f, struct upload *u)
+{
+	pthread_mutex_lock(&f->lock);
+	upload_unlink(f, u);
+	pthread_mutex_unlock(&f->lock);
+	upload_free(u);
+}
+
+struct upload_op {
+	bk_call *call;
+	struct upload *u;
+};
+
+static void begin_answer(bk_call *call, const struct upload *u, uint64_t offset)
+{
+	Boxkite__V1__FileUploadBeginResponse resp = BOXKITE__V1__FILE_UPLOAD_BEGIN_RESPONSE__INIT;
+
+	resp.upload_id = (char *)u->id;
+	resp.confirmed_offset = offset;
+	resp.max_chunk = BK_FILE_CHUNK_MAX;
+	bk_call_reply(call, &resp.base);
+}
+
+static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct upload_op *op = arg;
+	struct upload *u = op->u;
+	bk_files *f = op->call->srv->files;
+	uint8_t rnd[16];
+
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		fail_reply(op->call, reply);
+		goto fail;
+	}
+	u->fd = fds[0];
+	u->md = EVP_MD_CTX_new();
+	if (!u->md || !EVP_DigestInit_ex(u->md, EVP_sha256(), NULL) || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
+		goto fail;
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(u->id + 2 * i, 3, "%02x", rnd[i]);
+	clock_gettime(CLOCK_MONOTONIC, &u->touched);
+	pthread_mutex_lock(&f->lock);
+	u->next = f->uploads;
+	f->uploads = u;
+	pthread_mutex_unlock(&f->lock);
+	begin_answer(op->call, u, 0);
+	bk_reply_free(reply);
+	free(op);
+	return;
+fail:
+	pthread_mutex_lock(&f->lock);
+	f->nuploads--;
+	pthread_mutex_unlock(&f->lock);
+	upload_free(u);
+	bk_reply_free(reply);
+	free(op);
+}
+
+void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileUploadBeginRequest *rq = (const Boxkite__V1__FileUploadBeginRequest *)request;
+	Boxkite__Executor__CreateTemp ct = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_files *f = call->srv->files;
+	struct upload_op *op;
+	struct upload *u;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+		return;
+	if (rq->sha256.len != SHA256_LEN) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "sha256 must be the %d-byte SHA-256 of the content", SHA256_LEN);
+		return;
+	}
+	if (rq->mode > 0777) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "mode %o: permission bits only (at most 0777)", rq->mode);
+		return;
+	}
+	if (rq->size > call->srv->cfg.file_max) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "%s: %llu bytes is above the %llu-byte file limit", path,
+			      (unsigned long long)rq->size, (unsigned long long)call->srv->cfg.file_max);
+		return;
+	}
+	if (rq->upload_id[0]) {
+		/* Resume: the same file, or it is not a resume. */
+		if (!(u = upload_take(call, rq->upload_id)))
+			return;
+		if (strcmp(u->path, path) || u->size != rq->size || memcmp(u->sha256, rq->sha256.data, SHA256_LEN)) {
+			upload_release(f, u);
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+				      "upload %s is of another file (path, size or hash differ)", u->id);
+			return;
+		}
+		uint64_t offset = u->offset;
+		upload_release(f, u);
+		begin_answer(call, u, offset);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (f->nuploads >= call->srv->cfg.uploads_max) {
+		pthread_mutex_unlock(&f->lock);
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "%u uploads are open: finish or abort one",
+			      call->srv->cfg.uploads_max);
+		return;
+	}
+	f->nuploads++;
+	pthread_mutex_unlock(&f->lock);
+	u = calloc(1, sizeof(*u));
+	op = calloc(1, sizeof(*op));
+	if (!u || !op) {
+		free(u);
+		free(op);
+		pthread_mutex_lock(&f->lock);
+		f->nuploads--;
+		pthread_mutex_unlock(&f->lock);
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	snprintf(u->path, sizeof(u->path), "%s", path);
+	u->size = rq->size;
+	memcpy(u->sha256, rq->sha256.data, SHA256_LEN);
+	u->mode = rq->mode ? rq->mode : 0644;
+	u->overwrite = rq->overwrite;
+	u->fd = -1;
+	op->call = call;
+	op->u = u;
+	ct.path = path;
+	ct.make_parents = rq->make_parents;
+	ct.overwrite = rq->overwrite;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
+	order.create_temp = &ct;
+	if (bk_link_send(call->srv->executor, &order, NULL, 0, begin_created, op) < 0)
+		begin_created(op, NULL, NULL, 0);
+}
+
+struct chunk_job {
+	bk_call *call;
+	struct upload *u;
+	const Boxkite__V1__FileUploadChunkRequest *rq;
+};
+
+static void chunk_answer(bk_call *call, uint64_t confirmed)
+{
+	Boxkite__V1__FileUploadChunkResponse resp = BOXKITE__V1__FILE_UPLOAD_CHUNK_RESPONSE__INIT;
+
+	resp.confirmed_offset = confirmed;
+	bk_call_reply(call, &resp.base);
+}
+
+static void chunk_work(void *arg, void *scratch)
+{
+	struct chunk_job *j = arg;
+	struct upload *u = j->u;
+	bk_files *f = j->call->srv->files;
+	const uint8_t *data = j->rq->data.data;
+	size_t len = j->rq->data.len, done = 0;
+	uint8_t sum[SHA256_LEN];
+
+	if (j->rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
+		unsigned long long want = ZSTD_getFrameContentSize(data, len);
+		size_t got;
+		if (!scratch || want == ZSTD_CONTENTSIZE_ERROR || want == ZSTD_CONTENTSIZE_UNKNOWN ||
+		    want > BK_FILE_CHUNK_MAX || ZSTD_isError(got = ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len)) ||
+		    got != want) {
+			upload_release(f, u);
+			bk_call_failf(j->call, BK_INVALID_ARGUMENT, 0,
+				      "chunk is not one zstd frame of at most %u bytes with its size", BK_FILE_CHUNK_MAX);
+			goto out;
+		}
+		data = scratch;
+		len = got;
+	}
+	if (len > BK_FILE_CHUNK_MAX || u->offset + len > u->size) {
+		upload_release(f, u);
+		bk_call_failf(j->call, BK_OUT_OF_RANGE, 0, "chunk of %zu bytes at %llu goes past the %llu-byte file or the %u-byte chunk limit",
+			      len, (unsigned long long)u->offset, (unsigned long long)u->size, BK_FILE_CHUNK_MAX);
+		goto out;
+	}
+	/* Each chunk carries its own hash: a bad chunk is refused before it touches the file. */
+	if (!EVP_Digest(data, len, sum, NULL, EVP_sha256(), NULL) || CRYPTO_memcmp(sum, j->rq->sha256.data, SHA256_LEN)) {
+		upload_release(f, u);
+		bk_call_failf(j->call, BK_DATA_LOSS, 0, "chunk at %llu: its SHA-256 does not match its data",
+			      (unsigned long long)u->offset);
+		goto out;
+	}
+	while (done < len) {
+		ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(u->offset + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int errnum = n < 0 ? errno : EIO;
+			/* A failed write ends the upload: nothing lands, and the space comes back. */
+			bk_call_failf(j->call, file_status(errnum), 0, "%s: %s (upload dropped, nothing written)", u->path,
+				      strerror(errnum));
+			upload_drop(f, u);
+			goto out;
+		}
+		done += (size_t)n;
+	}
+	EVP_DigestUpdate(u->md, data, len);
+	u->offset += len;
+	uint64_t confirmed = u->offset;
+	upload_release(f, u);
+	chunk_answer(j->call, confirmed);
+out:
+	free(j);
+}
+
+void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileUploadChunkRequest *rq = (const Boxkite__V1__FileUploadChunkRequest *)request;
+	struct chunk_job *j;
+	struct upload *u;
+
+	if (!executor_ok(call))
+		return;
+	if (rq->sha256.len != SHA256_LEN) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a chunk carries the %d-byte SHA-256 of its data", SHA256_LEN);
+		return;
+	}
+	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
+	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "unknown compression %d", rq->compression);
+		return;
+	}
+	if (!(u = upload_take(call, rq->upload_id)))
+		return;
+	if (rq->offset != u->offset) {
+		uint64_t confirmed = u->offset;
+		upload_release(call->srv->files, u);
+		/* A chunk already confirmed (its answer was lost) is answered again, not rewritten. */
+		if (rq->offset < confirmed && rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
+		    rq->offset + rq->data.len <= confirmed)
+			chunk_answer(call, confirmed);
+		else
+			bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
+				      "chunk at offset %llu, but %llu bytes are confirmed: send from there",
+				      (unsigned long long)rq->offset, (unsigned long long)confirmed);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		upload_release(call->srv->files, u);
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	j->call = call;
+	j->u = u;
+	j->rq = rq;
+	if (bk_workers_submit(call->srv->files->workers, chunk_work, j) < 0) {
+		upload_release(call->srv->files, u);
+		free(j);
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+	}
+}
+
+static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct upload_op *op = arg;
+	struct upload *u = op->u;
+	bk_files *f = op->call->srv->files;
+	Boxkite__V1__FileUploadCommitResponse resp = BOXKITE__V1__FILE_UPLOAD_COMMIT_RESPONSE__INIT;
+	Boxkite__V1__FileInfo info = BOXKITE__V1__FILE_INFO__INIT;
+	struct stat st;
+
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
+		/* The content is whole and verified: keep it, the client may fix the cause (a name
+		 * taken, a directory made read-only) and commit again, or abort. */
+		upload_release(f, u);
+		fail_reply(op->call, reply);
+	} else {
+		if (fstat(u->fd, &st) == 0) {
+			info.type = BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR;
+			info.size = (uint64_t)st.st_size;
+			info.mode = st.st_mode & 07777;
+			info.uid = st.st_uid;
+			info.gid = st.st_gid;
+			info.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		}
+		info.path = u->path;
+		resp.info = &info;
+		bk_call_reply(op->call, &resp.base);
+		upload_drop(f, u);
+	}
+	bk_reply_free(reply);
+	free(op);
+}
+
+void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileUploadCommitRequest *rq = (const Boxkite__V1__FileUploadCommitRequest *)request;
+	Boxkite__Executor__Commit c = BOXKITE__EXECUTOR__COMMIT__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_files *f = call->srv->files;
+	uint8_t sum[SHA256_LEN];
+	struct upload_op *op;
+	EVP_MD_CTX *md;
+	struct upload *u;
+	bool match;
+
+	if (!executor_ok(call) || !(u = upload_take(call, rq->upload_id)))
+		return;
+	if (u->offset != u->size) {
+		upload_release(f, u);
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "%s: %llu of %llu bytes received", u->path,
+			      (unsigned long long)u->offset, (unsigned long long)u->size);
+		return;
+	}
+	/* Finish a copy of the running hash: the upload's own context stays usable. */
+	md = EVP_MD_CTX_new();
+	match = md && EVP_MD_CTX_copy_ex(md, u->md) && EVP_DigestFinal_ex(md, sum, NULL) &&
+		CRYPTO_memcmp(sum, u->sha256, SHA256_LEN) == 0;
+	EVP_MD_CTX_free(md);
+	if (!match) {
+		bk_call_failf(call, BK_DATA_LOSS, 0, "%s: the content's SHA-256 is not the declared one: nothing written",
+			      u->path);
+		upload_drop(f, u);
+		return;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		upload_release(f, u);
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
+		return;
+	}
+	op->call = call;
+	op->u = u;
+	c.path = u->path;
+	c.mode = u->mode;
+	c.overwrite = u->overwrite;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
+	order.commit = &c;
+	if (bk_link_send(call->srv->executor, &order, &u->fd, 1, commit_done, op) < 0)
+		commit_done(op, NULL, NULL, 0);
+}
+
+void bk_handle_upload_abort(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileUploadAbortRequest *rq = (const Boxkite__V1__FileUploadAbortRequest *)request;
+	Boxkite__V1__FileUploadAbortResponse resp = BOXKITE__V1__FILE_UPLOAD_ABORT_RESPONSE__INIT;
+	struct upload *u;
+
+	if (!executor_ok(call) || !(u = upload_take(call, rq->upload_id)))
+		return;
+	upload_drop(call->srv->files, u);
+	bk_call_reply(call, &resp.base);
+}
+
+/* --- life cycle ------------------------------------------------------------------------------ */
+
+int bk_files_start(bk_server *srv, bk_error **err)
+{
+	bk_files *f = calloc(1, sizeof(*f));
+	int ret;
+
+	if (!f)
+		return bk_error_errno(err, ENOMEM, "files");
+	pthread_mutex_init(&f->lock, NULL);
+	ret = bk_workers_start(&f->workers, WORKERS, SCRATCH_SIZE, err);
+	if (ret < 0) {
+		free(f);
+		return ret;
+	}
+	srv->files = f;
+	return 0;
+}
+
+void bk_files_stop(bk_server *srv)
+{
+	bk_files *f = srv->files;
+
+	if (!f)
+		return;
+	bk_workers_stop(f->workers);
+	while (f->uploads) {
+		struct upload *u = f->uploads;
+		f->uploads = u->next;
+		upload_free(u);
+	}
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	srv->files = NULL;
+}
+
+void bk_files_expire(bk_server *srv)
+{
+	bk_files *f = srv->files;
+	struct timespec now;
+	struct upload *dead = NULL;
+
+	if (!f)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&f->lock);
+	for (struct upload **pp = &f->uploads; *pp;) {
+		struct upload *u = *pp;
+		int64_t idle_ms = ((int64_t)now.tv_sec - u->touched.tv_sec) * 1000 +
+				  (now.tv_nsec - u->touched.tv_nsec) / 1000000;
+		if (!u->busy && idle_ms >= srv->cfg.upload_idle_ms) {
+			*pp = u->next;
+			f->nuploads--;
+			u->next = dead;
+			dead = u;
+		} else {
+			pp = &u->next;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	while (dead) {
+		struct upload *next = dead->next;
+		bk_log(BK_LOG_INFO, "upload %s of %s expired after %lld s idle: dropped", dead->id, dead->path,
+		       (long long)(srv->cfg.upload_idle_ms / 1000));
+		upload_free(dead);
+		dead = next;
+	}
+}

@@ -40,7 +40,8 @@ COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c com
               common/sbpath.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/exec.c server/files.c server/workers.c sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
+              server/privdrop.c server/exec.c server/files.c server/workers.c \
+              sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c
 CLIENT_SRC := client/client.c client/exec.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/json.c

@@ -107,6 +107,90 @@ typedef struct bk_exec_result {
 BK_EXPORT int bk_exec(bk_client *client, const bk_exec_request *rq, bk_exec_result *out, bk_status *st);
 BK_EXPORT void bk_exec_result_free(bk_exec_result *res);
 
+/* --- Files ------------------------------------------------------------------------------------
+ *
+ * Paths are sandbox paths: relative to /workspace, or absolute under one of the server's roots
+ * (/workspace and /tmp unless configured otherwise). Every operation runs as the sandbox user:
+ * files created are owned by uid 1001 and permission checks are 1001's. A file is written to an
+ * unnamed temporary file and renamed into place only when all of it arrived and its SHA-256
+ * matches: nobody ever sees half a file, and a failed upload leaves nothing behind. */
+
+enum bk_file_type { BK_FILE_UNKNOWN = 0, BK_FILE_REGULAR = 1, BK_FILE_DIRECTORY = 2, BK_FILE_SYMLINK = 3, BK_FILE_OTHER = 4 };
+
+typedef struct bk_file_info {
+	char path[4096];         /* the path asked (stat, commit) or the entry's name (list) */
+	int type;                /* enum bk_file_type */
+	uint64_t size;
+	uint32_t mode;           /* permission bits */
+	uint32_t uid, gid;
+	int64_t mtime_ns;
+	char symlink_target[4096];
+} bk_file_info;
+
+BK_EXPORT int bk_file_stat(bk_client *client, const char *path, bk_file_info *out, bk_status *st);
+
+/* One page of a directory, sorted by name. Pass page_token NULL or "" for the first page;
+ * next_token (at least 4096 bytes) receives the token of the next page, "" after the last.
+ * *entries is malloc'd (free it); page_size 0 = the server's default (at most 1000). */
+BK_EXPORT int bk_file_list(bk_client *client, const char *path, uint32_t page_size, const char *page_token,
+			   bk_file_info **entries, size_t *n, char *next_token, bk_status *st);
+
+BK_EXPORT int bk_file_mkdir(bk_client *client, const char *path, bool parents, uint32_t mode, bk_status *st);
+/* *removed (may be NULL) receives the number of entries removed. */
+BK_EXPORT int bk_file_remove(bk_client *client, const char *path, bool recursive, uint64_t *removed,
+			     bk_status *st);
+BK_EXPORT int bk_file_move(bk_client *client, const char *from, const char *to, bool overwrite, bk_status *st);
+
+/* Upload primitives: begin (or resume with the same upload id), chunks at the confirmed offset,
+ * commit. An interrupted upload resumes from the last confirmed offset with its upload id. */
+typedef struct bk_upload_begin {
+	const char *path;
+	uint64_t size;
+	const uint8_t *sha256;   /* 32 bytes: of the whole content */
+	uint32_t mode;           /* 0 = 0644 */
+	bool overwrite;
+	bool make_parents;
+	const char *upload_id;   /* resume this upload; NULL or "" to start one */
+} bk_upload_begin;
+
+typedef struct bk_upload_state {
+	char upload_id[64];
+	uint64_t confirmed_offset;
+	uint32_t max_chunk;      /* the largest chunk the server takes (uncompressed) */
+} bk_upload_state;
+
+BK_EXPORT int bk_upload_start(bk_client *client, const bk_upload_begin *rq, bk_upload_state *out, bk_status *st);
+/* Send data at offset (= the confirmed offset); compress with zstd when asked (and worth it).
+ * *confirmed receives the new confirmed offset. */
+BK_EXPORT int bk_upload_chunk(bk_client *client, const char *upload_id, uint64_t offset, const void *data,
+			      size_t len, bool compress, uint64_t *confirmed, bk_status *st);
+BK_EXPORT int bk_upload_commit(bk_client *client, const char *upload_id, bk_file_info *out, bk_status *st);
+BK_EXPORT int bk_upload_abort(bk_client *client, const char *upload_id, bk_status *st);
+
+/* Progress of a transfer: bytes done of total; return false to stop it. */
+typedef bool (*bk_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+typedef struct bk_transfer_options {
+	uint32_t mode;           /* upload: 0 = 0644 (or the source's mode with keep_mode) */
+	bool overwrite;          /* upload: replace an existing file */
+	bool make_parents;       /* upload: create missing directories */
+	bool compress;           /* zstd on the wire, chunk by chunk */
+	const char *upload_id;   /* upload: resume this one */
+	bk_progress_fn progress;
+	void *progress_arg;
+} bk_transfer_options;
+
+/* Upload the whole of fd (a regular file, read from offset 0 with pread) to path: hashes it,
+ * sends it in chunks, commits. On failure after the upload started, *upload_id_out (64 bytes,
+ * may be NULL) holds the id to resume with. */
+BK_EXPORT int bk_upload_fd(bk_client *client, int fd, const char *path, const bk_transfer_options *opts,
+			   bk_file_info *out, char *upload_id_out, bk_status *st);
+
+/* Download path into fd (written from its current offset on), verifying size and SHA-256;
+ * *info (may be NULL) receives the file's size, mode and mtime. */
+BK_EXPORT int bk_download_fd(bk_client *client, const char *path, int fd, const bk_transfer_options *opts,
+			     bk_file_info *info, bk_status *st);
+
 #ifdef __cplusplus
 }
 #endif

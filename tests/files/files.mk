@@ -1,0 +1,3 @@
+# files tier (issue: Files): see tests/tests.mk.
+
+test-files:

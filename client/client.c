@@ -207,7 +207,8 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 	if (!env)
 		return bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not an Envelope", method);
 	/* As the server does: only a canonical encoding, whose strings the MAC covers whole. */
-	if (env->version != BK_ENVELOPE_VERSION || protobuf_c_message_get_packed_size(&env->base) != answer_len) {
+	if (env->version != BK_ENVELOPE_VERSION || protobuf_c_message_get_packed_size(&env->base) != answer_len ||
+	    env->base.n_unknown_fields) {
 		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not a canonical version %d Envelope",
 				     method, BK_ENVELOPE_VERSION);
 		goto out;

@@ -157,6 +157,7 @@ struct bk_arena {
 	ProtobufCAllocator allocator;
 	struct arena_block *blocks;
 	size_t cap, total;
+	bool exhausted;
 };
 
 #define ARENA_BLOCK_MIN 4096
@@ -167,8 +168,10 @@ static void *arena_alloc(void *data, size_t size)
 	struct arena_block *b = arena->blocks;
 	size_t need = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
 
-	if (need < size || need > arena->cap - arena->total)
+	if (need < size || need > arena->cap - arena->total) {
+		arena->exhausted = true;
 		return NULL;
+	}
 	if (!b || b->size - b->used < need) {
 		size_t bsize = need > ARENA_BLOCK_MIN ? need : ARENA_BLOCK_MIN;
 		b = malloc(sizeof(*b) + bsize);
@@ -229,4 +232,9 @@ ProtobufCAllocator *bk_arena_allocator(bk_arena *arena)
 size_t bk_arena_used(const bk_arena *arena)
 {
 	return arena->total;
+}
+
+bool bk_arena_exhausted(const bk_arena *arena)
+{
+	return arena->exhausted;
 }

@@ -48,6 +48,8 @@ bk_arena *bk_arena_new(size_t cap);
 void bk_arena_free(bk_arena *arena);
 ProtobufCAllocator *bk_arena_allocator(bk_arena *arena);
 size_t bk_arena_used(const bk_arena *arena);
+/* True once an allocation was refused for the cap: a decode failed for size, not for form. */
+bool bk_arena_exhausted(const bk_arena *arena);
 BK_DEFINE_PTR_CLEANUP(bk_arena_freep, bk_arena, bk_arena_free)
 
 #endif

@@ -192,12 +192,13 @@ static bool authenticate(bk_server *srv, bk_call *call)
 	call->key = key;
 	switch (bk_envelope_check_time(env->timestamp_ms, now, srv->cfg.window_ms)) {
 	case BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_STALE:
-		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_STALE, "timestamp %lld ms is older than the %lld ms window",
-		       (long long)(now - env->timestamp_ms), (long long)srv->cfg.window_ms);
+		/* Unsigned: the difference of any two int64 stamps fits, and which is larger is known. */
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_STALE, "timestamp %llu ms is older than the %lld ms window",
+		       (unsigned long long)((uint64_t)now - (uint64_t)env->timestamp_ms), (long long)srv->cfg.window_ms);
 		return false;
 	case BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_FUTURE:
-		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_FUTURE, "timestamp %lld ms ahead of the %lld ms window",
-		       (long long)(env->timestamp_ms - now), (long long)srv->cfg.window_ms);
+		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_FUTURE, "timestamp %llu ms ahead of the %lld ms window",
+		       (unsigned long long)((uint64_t)env->timestamp_ms - (uint64_t)now), (long long)srv->cfg.window_ms);
 		return false;
 	default:
 		break;
@@ -241,7 +242,7 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	env = boxkite__v1__envelope__unpack(bk_arena_allocator(call->arena), nng_msg_len(msg), nng_msg_body(msg));
 	nng_msg_free(msg);
 	if (!env) {
-		bool full = bk_arena_used(call->arena) + call->bytes_in > srv->cfg.decode_cap;
+		bool full = bk_arena_exhausted(call->arena);
 		refuse(call, full ? BK_RESOURCE_EXHAUSTED : BK_INVALID_ARGUMENT,
 		       full ? BK_DETAIL_OVERSIZED : BK_DETAIL_MALFORMED, "not a boxkite.v1.Envelope");
 		return;
@@ -285,7 +286,7 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	request = protobuf_c_message_unpack(input, bk_arena_allocator(call->arena), env->body.len, env->body.data);
 	if (!request) {
 		/* The body decoded past the per-request memory cap, or is not the method's type. */
-		if (bk_arena_used(call->arena) + env->body.len > srv->cfg.decode_cap)
+		if (bk_arena_exhausted(call->arena))
 			call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
 				 "request decodes to more memory than allowed", NULL, call->key != NULL);
 		else

@@ -4,6 +4,7 @@
  * until a context frees up. Callbacks never block; a handler that takes time ends its call later
  * from another thread, which sends the answer on the call's context. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,9 @@ struct front {
 	nng_socket sock;
 	struct slot *slots;
 	unsigned nslots;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned in_calls; /* calls handed to dispatch and not yet ended */
 };
 
 static void slot_recv(struct slot *s)
@@ -40,14 +44,26 @@ static void slot_recv(struct slot *s)
 static void slot_call_done(bk_call *call, nng_msg *answer)
 {
 	struct slot *s = call->transport;
+	struct front *f = s->srv->front;
 
 	if (!answer) {
 		slot_recv(s);
-		return;
+	} else {
+		s->state = SLOT_SEND;
+		nng_aio_set_msg(s->aio, answer);
+		nng_ctx_send(s->ctx, s->aio);
 	}
-	s->state = SLOT_SEND;
-	nng_aio_set_msg(s->aio, answer);
-	nng_ctx_send(s->ctx, s->aio);
+	pthread_mutex_lock(&f->lock);
+	if (--f->in_calls == 0)
+		pthread_cond_broadcast(&f->idle);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void call_begins(struct front *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->in_calls++;
+	pthread_mutex_unlock(&f->lock);
 }
 
 static void slot_cb(void *arg)
@@ -63,6 +79,7 @@ static void slot_cb(void *arg)
 			slot_recv(s);
 			return;
 		}
+		call_begins(s->srv->front);
 		memset(&s->call, 0, sizeof(s->call));
 		s->call.done = slot_call_done;
 		s->call.transport = s;
@@ -102,6 +119,8 @@ int bk_front_start(bk_server *srv, bk_error **err)
 
 	if (!f)
 		return bk_error_errno(err, ENOMEM, "front");
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->idle, NULL);
 	srv->front = f;
 	rv = nng_rep0_open(&f->sock);
 	if (rv)
@@ -137,15 +156,23 @@ void bk_front_stop(bk_server *srv)
 
 	if (!f)
 		return;
+	/* No new requests; then wait for every call a handler still holds to end (its answer
+	 * fails to send on the closed socket), so no slot is freed under a call. */
+	nng_close(f->sock);
+	pthread_mutex_lock(&f->lock);
+	while (f->in_calls)
+		pthread_cond_wait(&f->idle, &f->lock);
+	pthread_mutex_unlock(&f->lock);
 	for (unsigned i = 0; f->slots && i < f->nslots; i++)
 		if (f->slots[i].aio)
 			nng_aio_stop(f->slots[i].aio);
-	nng_close(f->sock);
 	for (unsigned i = 0; f->slots && i < f->nslots; i++) {
 		if (f->slots[i].aio)
 			nng_aio_free(f->slots[i].aio);
 	}
 	free(f->slots);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->idle);
 	free(f);
 	srv->front = NULL;
 }

@@ -1,3 +1,16 @@
-# integration tier: see tests/tests.mk.
+# integration tier: see tests/tests.mk. The real boxkited of $(B), as root: the privilege split,
+# the escape probes (build/bk-probe run as the sandboxed command), exec behaviour, pod mode on an
+# emulated pod, health. tests/integration/run.py runs every tests/integration/test_*.py; a test
+# that cannot run here says SKIP and why. INTEGRATION_ARGS="-k NAME" runs only matching tests.
+#
+# It needs root (namespaces, cgroups beneath its own, network namespaces of its own), util-linux
+# (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3. It never touches the machine's own
+# interfaces or routes, dials nothing but loopback and addresses inside the namespaces it makes,
+# and removes everything it starts, also when a test fails.
 
-test-integration:
+include tests/escape/escape.mk
+
+INTEGRATION_ARGS ?=
+
+test-integration: all $(B)/bk-probe test-escape-selftest
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py $(INTEGRATION_ARGS)

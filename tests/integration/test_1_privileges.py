@@ -1,0 +1,100 @@
+"""1. The privilege split, read from /proc while boxkited serves.
+
+The front (server/: parses network input) must hold no capability at all and have
+no_new_privs; the executor (sidecar/executor.c, the front's child) exactly the set its
+drop_capabilities() keeps -- written out here on purpose, so that widening that set makes this
+test fail until someone decides, in this file too, that the new capability is needed.
+"""
+import os
+import re
+import unittest
+
+import bkit
+
+CAP = {  # <linux/capability.h>
+    "CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3, "CAP_FSETID": 4,
+    "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_LINUX_IMMUTABLE": 9,
+    "CAP_NET_BIND_SERVICE": 10, "CAP_NET_BROADCAST": 11, "CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13,
+    "CAP_IPC_LOCK": 14, "CAP_IPC_OWNER": 15, "CAP_SYS_MODULE": 16, "CAP_SYS_RAWIO": 17,
+    "CAP_SYS_CHROOT": 18, "CAP_SYS_PTRACE": 19, "CAP_SYS_PACCT": 20, "CAP_SYS_ADMIN": 21,
+    "CAP_SYS_BOOT": 22, "CAP_SYS_NICE": 23, "CAP_SYS_RESOURCE": 24, "CAP_SYS_TIME": 25,
+    "CAP_SYS_TTY_CONFIG": 26, "CAP_MKNOD": 27, "CAP_LEASE": 28, "CAP_AUDIT_WRITE": 29,
+    "CAP_AUDIT_CONTROL": 30, "CAP_SETFCAP": 31, "CAP_MAC_OVERRIDE": 32, "CAP_MAC_ADMIN": 33,
+    "CAP_SYSLOG": 34, "CAP_WAKE_ALARM": 35, "CAP_BLOCK_SUSPEND": 36, "CAP_AUDIT_READ": 37,
+    "CAP_PERFMON": 38, "CAP_BPF": 39, "CAP_CHECKPOINT_RESTORE": 40,
+}
+
+# sidecar/executor.c drop_capabilities(), keep[]: the executor's whole privilege.
+EXECUTOR_CAPS = {
+    "CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+    "CAP_NET_ADMIN", "CAP_KILL", "CAP_CHOWN",
+}
+
+
+def mask(names):
+    return sum(1 << CAP[n] for n in names)
+
+
+def names(m):
+    return sorted(n for n, bit in CAP.items() if m & (1 << bit)) + \
+        [f"cap{b}" for b in range(41, 64) if m & (1 << b)]
+
+
+def setUpModule():
+    bkit.require_root()
+    bkit.require_build()
+
+
+def check_front(test, daemon):
+    """The front, every one of its threads (capabilities are per thread, and nng's threads may
+    have been started before the drop): every capability set empty, no_new_privs."""
+    front = daemon.front_pid()
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{front}/task"))
+    test.assertGreater(len(tids), 1, "the front is multi-threaded (nng): its threads are checked too")
+    for tid in tids:
+        st = bkit.proc_status(f"{front}/task/{tid}")
+        if st is None:
+            continue  # the thread ended meanwhile
+        for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            test.assertEqual(bkit.cap_mask(st, field), 0,
+                             f"front thread {tid} ({st['Name']}) {field} holds {names(bkit.cap_mask(st, field))}")
+        test.assertEqual(st["NoNewPrivs"], "1", f"front thread {tid} ({st['Name']}) has no no_new_privs")
+
+
+def check_executor(test, daemon):
+    """The executor: exactly EXECUTOR_CAPS in effective, permitted and bounding; nothing to pass on."""
+    st = bkit.proc_status(daemon.executor_pid())
+    test.assertEqual(st["Threads"], "1", "the executor must be single-threaded (it clones with CLONE_VM)")
+    want = mask(EXECUTOR_CAPS)
+    for field in ("CapEff", "CapPrm", "CapBnd"):
+        got = bkit.cap_mask(st, field)
+        test.assertEqual(got, want, f"executor {field}: has {names(got)}, expected {sorted(EXECUTOR_CAPS)}; "
+                                    f"extra {names(got & ~want)}, missing {names(want & ~got)}")
+    for field in ("CapInh", "CapAmb"):
+        test.assertEqual(bkit.cap_mask(st, field), 0, f"executor {field} holds {names(bkit.cap_mask(st, field))}")
+
+
+class FrontAndExecutorPrivileges(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = bkit.Daemon("privileges").start()
+
+    def setUp(self):
+        # "while boxkited serves": an exec has gone through both processes just before.
+        rc, res, err = self.d.exec_json("--", "true")
+        self.assertEqual(rc, 0, f"exec true: {rc} {res} {err}")
+
+    def test_front_holds_no_capabilities_and_has_no_new_privs(self):
+        check_front(self, self.d)
+
+    def test_executor_holds_exactly_the_documented_set(self):
+        check_executor(self, self.d)
+
+    def test_documented_set_is_the_one_in_executor_c(self):
+        """The set above is the one sidecar/executor.c keeps: a change there must be mirrored here
+        (deliberately), or this fails."""
+        src = (bkit.REPO / "sidecar" / "executor.c").read_text()
+        m = re.search(r"drop_capabilities\(void\)\s*\{.*?keep\[\]\s*=\s*\{(.*?)\};", src, re.S)
+        self.assertIsNotNone(m, "cannot find keep[] in drop_capabilities() of sidecar/executor.c")
+        body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+        self.assertEqual(set(re.findall(r"CAP_[A-Z_]+", body)), EXECUTOR_CAPS)

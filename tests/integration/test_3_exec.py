@@ -1,0 +1,147 @@
+"""3. Exec behaviour, through bkctl against a local-mode boxkited with default limits: timeouts
+that kill a whole tree, huge output, concurrency, stdin, and the refusals a client sees.
+"""
+import concurrent.futures
+import json
+import os
+import secrets
+import time
+import unittest
+
+import bkit
+
+D = None
+
+
+def setUpModule():
+    global D
+    bkit.require_root()
+    bkit.require_build()
+    D = bkit.Daemon("exec").start()
+
+
+class Timeout(unittest.TestCase):
+    def test_timeout_kills_a_tree_that_ignores_sigterm_and_double_forks(self):
+        secs = f"1000.{secrets.randbelow(10**6):06d}"  # so only our own sleeps are looked for
+        script = (f'(trap "" TERM; sleep {secs}) & '
+                  f'(setsid sh -c "trap \\"\\" TERM; sleep {secs}" &) ; '
+                  f'echo partial; sleep {secs}')
+        t0 = time.monotonic()
+        rc, res, err = D.exec_json("--timeout", "2", "--shell", script, timeout=30)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(rc, bkit.EXIT_TIMEOUT, f"{res} {err}")
+        self.assertIs(res["timed_out"], True, res)
+        self.assertEqual(res["stdout"], "partial\n", res)
+        self.assertGreaterEqual(elapsed, 1.9, res)
+        self.assertLess(elapsed, 5.0, f"answered {elapsed:.1f} s after the start of a 2 s timeout")
+        self.assertLess(res["duration_us"], 5_000_000, res)
+        # No sleep of that tree survives: each was in the exec's PID namespace, which died.
+        time.sleep(0.2)
+        survivors = bkit.find_processes(bkit.SANDBOX_UID, ["sleep", secs])
+        self.assertEqual(survivors, [], f"uid-1001 `sleep {secs}` processes survived the timeout")
+
+
+class Output(unittest.TestCase):
+    def test_huge_output_is_truncated_promptly(self):
+        total = 100 << 20
+        t0 = time.monotonic()
+        rc, res, err = D.exec_json("--", "head", "-c", "100M", "/dev/zero", timeout=60)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(rc, 0, f"{err}")
+        self.assertLess(elapsed, 10.0, f"100 MiB of output took {elapsed:.1f} s")
+        kept = len(res["stdout"])
+        self.assertEqual(kept, 1 << 20, "the kept bytes are the server's default limit (--exec-output 1M)")
+        self.assertEqual(set(res["stdout"]), {"\0"})
+        self.assertIs(res["stdout_truncated"], True)
+        self.assertEqual(res["stdout_dropped"], total - kept)
+        self.assertIs(res["stderr_truncated"], False)
+        self.assertEqual(res["exit_code"], 0)
+
+    def test_separate_streams(self):
+        rc, res, err = D.exec_json("--shell", "echo out; echo err >&2; exit 7")
+        self.assertEqual(rc, 7, err)
+        self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("out\n", "err\n", 7))
+
+
+class Concurrency(unittest.TestCase):
+    def test_64_concurrent_execs_each_get_their_own_answer(self):
+        n = 64
+        tokens = [f"bk-token-{i}-{secrets.token_hex(4)}" for i in range(n)]
+
+        def one(token):
+            return D.exec_json("--", "echo", token, timeout=120)
+
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(one, tokens))
+        elapsed = time.monotonic() - t0
+        failures = []
+        for token, (rc, res, err) in zip(tokens, results):
+            if rc != 0 or not res or res.get("stdout") != token + "\n" or res.get("exit_code") != 0:
+                failures.append(f"{token}: exit {rc}, {res}, {err.strip()}")
+        self.assertEqual(failures, [], f"{len(failures)} of {n} concurrent execs went wrong")
+        self.assertLess(elapsed, 60)
+
+
+class Stdin(unittest.TestCase):
+    def test_stdin_from_a_file(self):
+        data = "line one\nline two ünïcödé\n" + "x" * 200_000 + "\nend\n"
+        f = bkit.temp_dir("stdin") / "in.txt"
+        f.write_text(data)
+        rc, res, err = D.exec_json("--stdin", str(f), "--", "cat")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(res["stdout"], data)
+
+    def test_stdin_from_bkctl_stdin(self):
+        r = D.bkctl("-o", "json", "exec", "--stdin", "-", "--", "wc", "-c", input="hello sandbox\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["stdout"].strip(), "14")
+
+    def test_no_stdin_is_eof(self):
+        rc, res, err = D.exec_json("--", "cat")
+        self.assertEqual((rc, res["stdout"]), (0, ""), err)
+
+
+class Refusals(unittest.TestCase):
+    def assertRefused(self, status, *args, mention=None):
+        rc, res, err = D.exec_json(*args)
+        self.assertEqual(rc, bkit.EXIT_FAILED, f"{res} {err}")
+        self.assertIn("error", res or {}, f"{res} {err}")
+        self.assertEqual(res["error"]["status"], status, res)
+        if mention:
+            self.assertIn(mention, res["error"]["message"], res)
+        return res
+
+    def test_cwd_outside_workspace_and_tmp(self):
+        for cwd in ("/etc", "/", "/proc", "/workspace/../etc", "../etc", "/tmp/../usr"):
+            with self.subTest(cwd):
+                self.assertRefused("INVALID_ARGUMENT", "--cwd", cwd, "--", "pwd")
+
+    def test_cwd_inside_is_accepted(self):
+        for cwd, want in (("/tmp", "/tmp"), ("/workspace", "/workspace"), (".", "/workspace")):
+            with self.subTest(cwd):
+                rc, res, err = D.exec_json("--cwd", cwd, "--", "pwd")
+                self.assertEqual((rc, res["stdout"]), (0, want + "\n"), err)
+
+    def test_denied_env_name_is_refused_by_name(self):
+        for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PATH"):
+            with self.subTest(name):
+                self.assertRefused("INVALID_ARGUMENT", "-e", f"{name}=x", "--", "true", mention=name)
+
+    def test_allowed_env_is_delivered(self):
+        rc, res, err = D.exec_json("-e", "BK_GREETING=hello", "--shell", 'printf %s "$BK_GREETING"')
+        self.assertEqual((rc, res["stdout"]), (0, "hello"), err)
+
+    def test_missing_command_is_127(self):
+        for cmd in ("bk-no-such-command", "/workspace/bk-no-such-command"):
+            with self.subTest(cmd):
+                rc, res, err = D.exec_json("--", cmd)
+                self.assertEqual(rc, 127, f"{res} {err}")
+                self.assertEqual(res["exit_code"], 127)
+                self.assertIn(cmd, res["stderr"])
+
+    def test_not_executable_is_126(self):
+        (D.workspace / "not-exec").write_text("#!/bin/sh\n")
+        os.chmod(D.workspace / "not-exec", 0o644)
+        rc, res, err = D.exec_json("--", "/workspace/not-exec")
+        self.assertEqual(rc, 126, f"{res} {err}")

@@ -43,8 +43,8 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               server/privdrop.c server/exec.c server/files.c server/workers.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c
-CLIENT_SRC := client/client.c client/exec.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/json.c
+CLIENT_SRC := client/client.c client/exec.c client/files.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))

@@ -24,6 +24,29 @@ static const bkctl_command commands[] = {
 	  "Runs a probe as a sandboxed command and checks what it sees against DESIGN.md: identity,\n"
 	  "capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits, writable\n"
 	  "mounts. Exits 1 if a check fails.\n" },
+	{ "cp", bkctl_cp, "copy files and trees into or out of the sandbox",
+	  "SRC... :DST | :SRC... DST",
+	  "  -r, --recursive   copy directory trees (symlinks in them are skipped and listed)\n"
+	  "  -n, --no-clobber  refuse to replace an existing file\n"
+	  "  -p, --keep-mode   keep the permission bits (rwx only)\n"
+	  "  -z, --compress    zstd on the wire\n"
+	  "  -j, --jobs N      files in flight at once (default 8)\n"
+	  "  --resume ID       finish an interrupted upload of one file (bkctl prints the command)\n"
+	  "A sandbox path is :PATH, relative to /workspace or absolute under /workspace or /tmp. A file\n"
+	  "copied onto a directory goes inside it; missing parents are made. Exit status as the other\n"
+	  "commands, from the worst failure; the others are still copied.\n" },
+	{ "ls", bkctl_ls, "list a sandbox directory", "[PATH]",
+	  "  -l, --long        type and mode, uid:gid, size, mtime, name, symlink target\n"
+	  "  -a, --all         include names starting with '.'\n" },
+	{ "stat", bkctl_stat, "show a sandbox file's type, size, mode, owner and mtime", "PATH", "" },
+	{ "rm", bkctl_rm, "remove sandbox files or trees", "PATH...",
+	  "  -r, --recursive   remove directories and their contents\n" },
+	{ "mkdir", bkctl_mkdir, "make sandbox directories", "PATH...",
+	  "  -p, --parents     make missing parents; an existing directory is no error\n"
+	  "  -m, --mode MODE   octal permission bits (default 755)\n" },
+	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
+	  "  -f, --force       replace an existing TO\n"
+	  "Onto an existing directory, FROM moves inside it.\n" },
 };
 
 enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };

@@ -54,5 +54,95 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_rm(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+
+/* --- The file commands' parts that need no server (client/bkctl_files.c; tested by
+ * tests/unit/test_bkctl_files.c). */
+
+/* A path argument of cp: ":PATH" is PATH in the sandbox (":" alone is the workspace), anything
+ * else a local path (write ./:x for a local file whose name starts with a colon). */
+typedef struct bkctl_path {
+	const char *path;
+	bool remote;
+} bkctl_path;
+
+bkctl_path bkctl_path_parse(const char *arg);
+
+/* A path argument of ls, stat, rm, mkdir, mv: always in the sandbox, the colon optional. */
+const char *bkctl_sandbox_arg(const char *arg);
+
+enum bkctl_cp_direction { BKCTL_CP_UPLOAD, BKCTL_CP_DOWNLOAD };
+
+/* Which way `cp args[0..n-2] args[n-1]` copies: every source local and the destination in the
+ * sandbox, or every source in the sandbox and the destination local. -1 with *why otherwise. */
+int bkctl_cp_direction(int n, char *const *args, const char **why);
+
+/* The last component of path, trailing slashes ignored ("a/b/" -> "b", "/" -> "/"). */
+void bkctl_path_base(const char *path, char *out, size_t size);
+
+/* dir/name with exactly one slash between them (malloc'd; NULL when out of memory). */
+char *bkctl_path_join(const char *dir, const char *name);
+
+/* Where cp puts a copy of src: inside dst when dst is a directory, else at dst (malloc'd). */
+char *bkctl_cp_target(const char *dst, bool dst_is_dir, const char *src);
+
+/* Octal permission bits (at most 0777: the server sets no others): 0, or -1 if s is not that. */
+int bkctl_parse_mode(const char *s, uint32_t *mode);
+
+/* ls -l's first column for a file type and permission bits, e.g. "drwxr-xr-x" (11 bytes). */
+void bkctl_mode_string(int type, uint32_t mode, char out[11]);
+
+/* A byte count for people: "512 B", "1.5 MiB". */
+void bkctl_human_bytes(uint64_t n, char *out, size_t size);
+
+/* cp's progress line: bar, percent, bytes done of total, rate, files done of total. */
+void bkctl_progress_line(char *out, size_t size, uint64_t done, uint64_t total, double seconds,
+			 size_t files_done, size_t files_total);
+
+/* The command line that resumes a failed upload, its words quoted for sh (malloc'd). flags is
+ * "" or cp's transfer options, e.g. "-z -p". */
+char *bkctl_cp_resume_command(const char *flags, const char *upload_id, const char *src, const char *dst);
+
+/* One failure of a command that goes on after it (cp, rm, mkdir). */
+typedef struct bkctl_failure {
+	char *path;              /* what it concerns */
+	bk_status st;
+	char upload_id[64];      /* an upload that can resume, or "" */
+	char *resume;            /* the command that resumes it, or NULL */
+} bkctl_failure;
+
+typedef struct bkctl_failures {
+	bkctl_failure *v;
+	size_t n;
+	int exit_code;           /* the highest exit code of the failures, 0 when none */
+} bkctl_failures;
+
+/* Record a failure (taking resume, which may be NULL), report it on stderr and raise the exit
+ * code. Out of memory, bkctl exits. */
+void bkctl_failures_add(const bkctl *ctl, bkctl_failures *f, const char *path, const bk_status *st,
+			const char *upload_id, char *resume);
+void bkctl_failures_free(bkctl_failures *f);
+
+typedef struct bkctl_skip {
+	char *path;
+	const char *reason;      /* "symlink", ... */
+} bkctl_skip;
+
+/* What a cp run did: its -o json output and its text summary. */
+typedef struct bkctl_cp_summary {
+	uint64_t files, directories, bytes;
+	bkctl_skip *skipped;
+	size_t n_skipped;
+	bkctl_failures failures;
+	double seconds;
+} bkctl_cp_summary;
+
+void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s);
+void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s);
 
 #endif

@@ -5,7 +5,9 @@
 
 UNIT_TESTS := envelope mac_vectors replay keys
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
-UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS))
+# Client-side tests link bkctl's objects and libboxkite instead of the server library.
+UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files
+UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS) $(UNIT_CLIENT_BINS))
 
 $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
@@ -14,13 +16,23 @@ $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
 $(UNIT_BINS): %: %.o $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
 
+# bkctl's file commands without a server: bkctl's own objects, its main() made local so that
+# the test's is the program's.
+$(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
+	@mkdir -p $(@D)
+	objcopy --localize-symbol=main $< $@
+
+$(B)/tests/unit/test_bkctl_files: %: %.o $(B)/tests/unit/bkctl_nomain.o \
+		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/libboxkite.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
+
 # Under SAN=1, full stacks for LeakSanitizer's reports (libcrypto has no frame pointers).
 UNIT_ENV := ASAN_OPTIONS=fast_unwind_on_malloc=0
 
 # Run every binary even after a failure, so one run reports them all; fail if any failed.
-test-unit: $(UNIT_BINS)
+test-unit: $(UNIT_BINS) $(UNIT_CLIENT_BINS)
 	@failed=""; \
-	for t in $(UNIT_BINS); do $(UNIT_ENV) $$t || failed="$$failed $$(basename $$t)"; done; \
+	for t in $(UNIT_BINS) $(UNIT_CLIENT_BINS); do $(UNIT_ENV) $$t || failed="$$failed $$(basename $$t)"; done; \
 	$(PYTHON) tests/unit/mac_vectors.py || failed="$$failed mac_vectors.py"; \
 	if [ -n "$$failed" ]; then echo "test-unit: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "test-unit: all passed"

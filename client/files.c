@@ -1,0 +1,568 @@
+/* The file rpcs: stat, list, mkdir, remove, move, the upload primitives, and whole-file upload
+ * and download over them with SHA-256 end to end and optional zstd on the wire. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <zstd.h>
+
+#include "call.h"
+#include "status.h"
+
+#define SHA256_LEN 32
+/* The most data one chunk carries either way: the server's 4 MiB, and our buffers' size even if
+ * a server offers more. */
+#define CHUNK_MAX (4u << 20)
+#define ZSTD_LEVEL 1
+
+BK_DEFINE_PTR_CLEANUP(md_ctx_freep, EVP_MD_CTX, EVP_MD_CTX_free)
+BK_DEFINE_PTR_CLEANUP(zstd_dctx_freep, ZSTD_DCtx, ZSTD_freeDCtx)
+
+/* Free a decoded response (any message type) when it goes out of scope. */
+static void response_freep(void *p)
+{
+	ProtobufCMessage *m = *(ProtobufCMessage **)p;
+
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+}
+#define _cleanup_response_ _cleanup_(response_freep)
+
+/* Every file rpc: the client's default timeout, the decoded answer in *resp. */
+static int file_call(bk_client *c, const char *method, const ProtobufCMessage *req,
+		     const ProtobufCMessageDescriptor *desc, void *resp, bk_status *st)
+{
+	bool verified;
+
+	return bk_client_call(c, method, req, desc, (ProtobufCMessage **)resp, 0, &verified, st);
+}
+
+/* A local read or write on the caller's fd failed. */
+static int io_fail(bk_status *st, int errnum, const char *what, const char *path)
+{
+	return bk_status_set(st, bk_status_from_errno(errnum), 0, false, "%s %s: %s", what, path, strerror(errnum));
+}
+
+static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const char *method, bk_status *st)
+{
+	if (!in)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the answer carries no file info", method);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->path, sizeof(out->path), "%s", in->path);
+	out->type = in->type >= BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR &&
+				    in->type <= BOXKITE__V1__FILE_TYPE__FILE_TYPE_OTHER
+			    ? (int)in->type
+			    : BK_FILE_UNKNOWN;
+	out->size = in->size;
+	out->mode = in->mode;
+	out->uid = in->uid;
+	out->gid = in->gid;
+	out->mtime_ns = in->mtime_ns;
+	snprintf(out->symlink_target, sizeof(out->symlink_target), "%s", in->symlink_target);
+	return BK_OK;
+}
+
+int bk_file_stat(bk_client *c, const char *path, bk_file_info *out, bk_status *st)
+{
+	Boxkite__V1__FileStatRequest req = BOXKITE__V1__FILE_STAT_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileStatResponse *resp = NULL;
+	int code;
+
+	req.path = (char *)path;
+	code = file_call(c, "FileStat", &req.base, &boxkite__v1__file_stat_response__descriptor, &resp, st);
+	if (code != BK_OK)
+		return code;
+	return info_from(out, resp->info, "FileStat", st);
+}
+
+int bk_file_list(bk_client *c, const char *path, uint32_t page_size, const char *page_token,
+		 bk_file_info **entries, size_t *n, char *next_token, bk_status *st)
+{
+	Boxkite__V1__FileListRequest req = BOXKITE__V1__FILE_LIST_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileListResponse *resp = NULL;
+	_cleanup_free_ bk_file_info *v = NULL;
+	int code;
+
+	*entries = NULL;
+	*n = 0;
+	next_token[0] = '\0';
+	req.path = (char *)path;
+	req.page_size = page_size;
+	req.page_token = (char *)(page_token ? page_token : "");
+	code = file_call(c, "FileList", &req.base, &boxkite__v1__file_list_response__descriptor, &resp, st);
+	if (code != BK_OK)
+		return code;
+	/* A truncated token would page from the wrong place without anyone noticing. */
+	if (strlen(resp->next_page_token) >= 4096)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: page token longer than 4095 bytes");
+	v = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*v));
+	if (!v)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for %zu entries",
+				     resp->n_entries);
+	for (size_t i = 0; i < resp->n_entries; i++) {
+		code = info_from(&v[i], resp->entries[i], "FileList", st);
+		if (code != BK_OK)
+			return code;
+	}
+	strcpy(next_token, resp->next_page_token);
+	*n = resp->n_entries;
+	*entries = TAKE_PTR(v);
+	return BK_OK;
+}
+
+int bk_file_mkdir(bk_client *c, const char *path, bool parents, uint32_t mode, bk_status *st)
+{
+	Boxkite__V1__FileMkdirRequest req = BOXKITE__V1__FILE_MKDIR_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileMkdirResponse *resp = NULL;
+
+	req.path = (char *)path;
+	req.parents = parents;
+	req.mode = mode;
+	return file_call(c, "FileMkdir", &req.base, &boxkite__v1__file_mkdir_response__descriptor, &resp, st);
+}
+
+int bk_file_remove(bk_client *c, const char *path, bool recursive, uint64_t *removed, bk_status *st)
+{
+	Boxkite__V1__FileRemoveRequest req = BOXKITE__V1__FILE_REMOVE_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileRemoveResponse *resp = NULL;
+	int code;
+
+	req.path = (char *)path;
+	req.recursive = recursive;
+	code = file_call(c, "FileRemove", &req.base, &boxkite__v1__file_remove_response__descriptor, &resp, st);
+	if (code == BK_OK && removed)
+		*removed = resp->removed;
+	return code;
+}
+
+int bk_file_move(bk_client *c, const char *from, const char *to, bool overwrite, bk_status *st)
+{
+	Boxkite__V1__FileMoveRequest req = BOXKITE__V1__FILE_MOVE_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileMoveResponse *resp = NULL;
+
+	req.from = (char *)from;
+	req.to = (char *)to;
+	req.overwrite = overwrite;
+	return file_call(c, "FileMove", &req.base, &boxkite__v1__file_move_response__descriptor, &resp, st);
+}
+
+/* --- upload ---------------------------------------------------------------------------------- */
+
+int bk_upload_start(bk_client *c, const bk_upload_begin *rq, bk_upload_state *out, bk_status *st)
+{
+	Boxkite__V1__FileUploadBeginRequest req = BOXKITE__V1__FILE_UPLOAD_BEGIN_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileUploadBeginResponse *resp = NULL;
+	int code;
+
+	memset(out, 0, sizeof(*out));
+	if (!rq->path || !rq->sha256)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "an upload needs a path and a SHA-256");
+	req.path = (char *)rq->path;
+	req.size = rq->size;
+	req.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = (uint8_t *)rq->sha256 };
+	req.mode = rq->mode;
+	req.overwrite = rq->overwrite;
+	req.make_parents = rq->make_parents;
+	req.upload_id = (char *)(rq->upload_id ? rq->upload_id : "");
+	code = file_call(c, "FileUploadBegin", &req.base, &boxkite__v1__file_upload_begin_response__descriptor,
+			 &resp, st);
+	if (code != BK_OK)
+		return code;
+	if (!resp->upload_id[0] || strlen(resp->upload_id) >= sizeof(out->upload_id) ||
+	    resp->confirmed_offset > rq->size || resp->max_chunk == 0)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true,
+				     "FileUploadBegin: implausible answer (id of %zu bytes, offset %llu of %llu, "
+				     "max chunk %u)",
+				     strlen(resp->upload_id), (unsigned long long)resp->confirmed_offset,
+				     (unsigned long long)rq->size, resp->max_chunk);
+	strcpy(out->upload_id, resp->upload_id);
+	out->confirmed_offset = resp->confirmed_offset;
+	out->max_chunk = resp->max_chunk;
+	return BK_OK;
+}
+
+/* zstd state for compressing chunks: one context and one output buffer, reused chunk after
+ * chunk. The buffer is one byte shorter than the largest chunk: a chunk is sent compressed
+ * only when its frame is smaller than the chunk itself, and zstd fails when it would not fit. */
+typedef struct chunk_packer {
+	ZSTD_CCtx *cctx;
+	uint8_t *buf;
+	size_t cap;
+} chunk_packer;
+
+static void chunk_packer_done(chunk_packer *p)
+{
+	ZSTD_freeCCtx(p->cctx);
+	free(p->buf);
+	p->cctx = NULL;
+	p->buf = NULL;
+}
+
+static int chunk_packer_init(chunk_packer *p, size_t max_chunk, bk_status *st)
+{
+	p->cap = max_chunk > 1 ? max_chunk - 1 : 1;
+	p->cctx = ZSTD_createCCtx();
+	p->buf = malloc(p->cap);
+	if (!p->cctx || !p->buf) {
+		chunk_packer_done(p);
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for zstd");
+	}
+	return BK_OK;
+}
+
+/* Send one chunk; packer NULL: uncompressed. */
+static int send_chunk(bk_client *c, const char *upload_id, uint64_t offset, const void *data, size_t len,
+		      chunk_packer *packer, uint64_t *confirmed, bk_status *st)
+{
+	Boxkite__V1__FileUploadChunkRequest req = BOXKITE__V1__FILE_UPLOAD_CHUNK_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileUploadChunkResponse *resp = NULL;
+	uint8_t digest[SHA256_LEN];
+	int code;
+
+	if (!EVP_Digest(data, len, digest, NULL, EVP_sha256(), NULL))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	req.upload_id = (char *)upload_id;
+	req.offset = offset;
+	req.data = (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)data };
+	req.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = digest };
+	if (packer && len > 0) {
+		size_t z = ZSTD_compressCCtx(packer->cctx, packer->buf, len - 1 < packer->cap ? len - 1 : packer->cap,
+					     data, len, ZSTD_LEVEL);
+		/* An error here is almost always "does not fit": the chunk does not compress. */
+		if (!ZSTD_isError(z)) {
+			req.data = (ProtobufCBinaryData){ .len = z, .data = packer->buf };
+			req.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+		}
+	}
+	code = file_call(c, "FileUploadChunk", &req.base, &boxkite__v1__file_upload_chunk_response__descriptor,
+			 &resp, st);
+	if (code != BK_OK)
+		return code;
+	*confirmed = resp->confirmed_offset;
+	return BK_OK;
+}
+
+int bk_upload_chunk(bk_client *c, const char *upload_id, uint64_t offset, const void *data, size_t len,
+		    bool compress, uint64_t *confirmed, bk_status *st)
+{
+	chunk_packer packer = { 0 };
+	int code;
+
+	if (compress && len > 0) {
+		code = chunk_packer_init(&packer, len, st);
+		if (code != BK_OK)
+			return code;
+	}
+	code = send_chunk(c, upload_id, offset, data, len, compress && len > 0 ? &packer : NULL, confirmed, st);
+	chunk_packer_done(&packer);
+	return code;
+}
+
+int bk_upload_commit(bk_client *c, const char *upload_id, bk_file_info *out, bk_status *st)
+{
+	Boxkite__V1__FileUploadCommitRequest req = BOXKITE__V1__FILE_UPLOAD_COMMIT_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileUploadCommitResponse *resp = NULL;
+	bk_file_info ignored;
+	int code;
+
+	req.upload_id = (char *)upload_id;
+	code = file_call(c, "FileUploadCommit", &req.base, &boxkite__v1__file_upload_commit_response__descriptor,
+			 &resp, st);
+	if (code != BK_OK)
+		return code;
+	return info_from(out ? out : &ignored, resp->info, "FileUploadCommit", st);
+}
+
+int bk_upload_abort(bk_client *c, const char *upload_id, bk_status *st)
+{
+	Boxkite__V1__FileUploadAbortRequest req = BOXKITE__V1__FILE_UPLOAD_ABORT_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileUploadAbortResponse *resp = NULL;
+
+	req.upload_id = (char *)upload_id;
+	return file_call(c, "FileUploadAbort", &req.base, &boxkite__v1__file_upload_abort_response__descriptor,
+			 &resp, st);
+}
+
+/* Read up to len bytes at off; fewer only at the end of the file. Returns the count or -errno. */
+static ssize_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* SHA-256 of the whole of fd, which must be exactly size bytes long. */
+static int hash_fd(int fd, uint64_t size, uint8_t *buf, size_t buf_len, uint8_t digest[SHA256_LEN],
+		   const char *path, bk_status *st)
+{
+	_cleanup_(md_ctx_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint64_t off = 0;
+	ssize_t n;
+
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	while ((n = pread_full(fd, buf, buf_len, off)) > 0) {
+		if (!EVP_DigestUpdate(md, buf, (size_t)n))
+			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+		off += (uint64_t)n;
+	}
+	if (n < 0)
+		return io_fail(st, (int)-n, "read the source of", path);
+	if (off != size)
+		return bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s changed size while being read",
+				     path);
+	if (!EVP_DigestFinal_ex(md, digest, NULL))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	return BK_OK;
+}
+
+/* The chunks from the confirmed offset to the end, then the commit. */
+static int upload_body(bk_client *c, int fd, const char *path, const bk_transfer_options *o, uint64_t size,
+		       const bk_upload_state *up, uint8_t *buf, size_t chunk, bk_file_info *out, bk_status *st)
+{
+	chunk_packer packer = { 0 };
+	uint64_t off = up->confirmed_offset;
+	int code = BK_OK;
+
+	if (o->compress) {
+		code = chunk_packer_init(&packer, chunk, st);
+		if (code != BK_OK)
+			return code;
+	}
+	while (off < size) {
+		size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
+		ssize_t n = pread_full(fd, buf, len, off);
+		uint64_t confirmed;
+
+		if (n < 0) {
+			code = io_fail(st, (int)-n, "read the source of", path);
+			break;
+		}
+		if ((size_t)n != len) {
+			code = bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s shrank during the upload",
+					     path);
+			break;
+		}
+		code = send_chunk(c, up->upload_id, off, buf, len, o->compress ? &packer : NULL, &confirmed, st);
+		if (code != BK_OK)
+			break;
+		/* The server confirms at least this chunk (more if another sender resumed it too). */
+		if (confirmed < off + len || confirmed > size) {
+			code = bk_status_set(st, BK_DATA_LOSS, 0, true,
+					     "FileUploadChunk: confirmed offset %llu after a chunk at %llu+%zu of %llu",
+					     (unsigned long long)confirmed, (unsigned long long)off, len,
+					     (unsigned long long)size);
+			break;
+		}
+		off = confirmed;
+		if (o->progress && !o->progress(o->progress_arg, off, size)) {
+			code = bk_status_set(st, BK_CANCELLED, 0, false,
+					     "upload of %s stopped at %llu of %llu bytes (upload id %s)",
+					     path, (unsigned long long)off, (unsigned long long)size, up->upload_id);
+			break;
+		}
+	}
+	chunk_packer_done(&packer);
+	if (code != BK_OK)
+		return code;
+	return bk_upload_commit(c, up->upload_id, out, st);
+}
+
+int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_options *opts, bk_file_info *out,
+		 char *upload_id_out, bk_status *st)
+{
+	static const bk_transfer_options defaults = { 0 };
+	const bk_transfer_options *o = opts ? opts : &defaults;
+	uint8_t digest[SHA256_LEN];
+	_cleanup_free_ uint8_t *buf = NULL;
+	bk_upload_state up;
+	struct stat sb;
+	size_t chunk;
+	int code;
+
+	if (upload_id_out)
+		upload_id_out[0] = '\0';
+	if (fstat(fd, &sb) < 0)
+		return io_fail(st, errno, "stat the source of", path);
+	if (!S_ISREG(sb.st_mode))
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "the source of %s is not a regular file", path);
+	buf = malloc(CHUNK_MAX);
+	if (!buf)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for a %u-byte buffer",
+				     CHUNK_MAX);
+	code = hash_fd(fd, (uint64_t)sb.st_size, buf, CHUNK_MAX, digest, path, st);
+	if (code != BK_OK)
+		return code;
+	code = bk_upload_start(c,
+			       &(bk_upload_begin){ .path = path,
+						   .size = (uint64_t)sb.st_size,
+						   .sha256 = digest,
+						   .mode = o->mode,
+						   .overwrite = o->overwrite,
+						   .make_parents = o->make_parents,
+						   .upload_id = o->upload_id },
+			       &up, st);
+	if (code != BK_OK)
+		return code;
+	chunk = up.max_chunk < CHUNK_MAX ? up.max_chunk : CHUNK_MAX;
+	code = upload_body(c, fd, path, o, (uint64_t)sb.st_size, &up, buf, chunk, out, st);
+	if (code != BK_OK && upload_id_out)
+		strcpy(upload_id_out, up.upload_id);
+	return code;
+}
+
+/* --- download -------------------------------------------------------------------------------- */
+
+static int write_full(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* What the first answer said about the file; every later one must agree. */
+typedef struct download_ref {
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t sha256[SHA256_LEN];
+} download_ref;
+
+/* The uncompressed bytes of one answer at offset off: checked against ref and the request,
+ * decompressed into *zbuf (allocated on first use, CHUNK_MAX bytes) when zstd. */
+static int download_data(const Boxkite__V1__FileDownloadResponse *r, const download_ref *ref, uint64_t off,
+			 const char *path, ZSTD_DCtx **dctx, uint8_t **zbuf, const uint8_t **data, bk_status *st)
+{
+	unsigned long long fcs;
+	size_t n;
+
+	if (r->size != ref->size || r->mtime_ns != ref->mtime_ns)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s changed during the download", path);
+	if (r->offset != off || r->data_length > CHUNK_MAX || r->data_length > ref->size - off ||
+	    (!r->eof && r->data_length == 0) || (r->eof && off + r->data_length != ref->size))
+		return bk_status_set(st, BK_DATA_LOSS, 0, true,
+				     "FileDownload: implausible answer for %s (%llu bytes at %llu, eof %d, size %llu, "
+				     "asked at %llu)",
+				     path, (unsigned long long)r->data_length, (unsigned long long)r->offset, r->eof,
+				     (unsigned long long)ref->size, (unsigned long long)off);
+	switch (r->compression) {
+	case BOXKITE__V1__COMPRESSION__COMPRESSION_NONE:
+		if (r->data.len != r->data_length)
+			return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileDownload: %zu data bytes, %llu announced",
+					     r->data.len, (unsigned long long)r->data_length);
+		*data = r->data.data;
+		return BK_OK;
+	case BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD:
+		fcs = ZSTD_getFrameContentSize(r->data.data, r->data.len);
+		if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs != r->data_length)
+			return bk_status_set(st, BK_DATA_LOSS, 0, true,
+					     "FileDownload: a zstd frame whose content size is not the %llu bytes announced",
+					     (unsigned long long)r->data_length);
+		if (!*dctx)
+			*dctx = ZSTD_createDCtx();
+		if (!*zbuf)
+			*zbuf = malloc(CHUNK_MAX);
+		if (!*dctx || !*zbuf)
+			return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for zstd");
+		n = ZSTD_decompressDCtx(*dctx, *zbuf, r->data_length, r->data.data, r->data.len);
+		if (ZSTD_isError(n) || n != r->data_length)
+			return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileDownload: bad zstd data: %s",
+					     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong length");
+		*data = *zbuf;
+		return BK_OK;
+	default:
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileDownload: unknown compression %d",
+				     (int)r->compression);
+	}
+}
+
+int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_options *opts, bk_file_info *info,
+		   bk_status *st)
+{
+	static const bk_transfer_options defaults = { 0 };
+	const bk_transfer_options *o = opts ? opts : &defaults;
+	Boxkite__V1__FileDownloadRequest req = BOXKITE__V1__FILE_DOWNLOAD_REQUEST__INIT;
+	_cleanup_(md_ctx_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
+	_cleanup_(zstd_dctx_freep) ZSTD_DCtx *dctx = NULL;
+	_cleanup_free_ uint8_t *zbuf = NULL;
+	uint8_t digest[SHA256_LEN];
+	download_ref ref = { 0 };
+	uint32_t mode = 0;
+	bool eof = false;
+	int code;
+
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	req.path = (char *)path;
+	req.length = CHUNK_MAX;
+	req.compression = o->compress ? BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD
+				      : BOXKITE__V1__COMPRESSION__COMPRESSION_NONE;
+	while (!eof) {
+		_cleanup_response_ Boxkite__V1__FileDownloadResponse *r = NULL;
+		const uint8_t *data = NULL;
+		int rv;
+
+		code = file_call(c, "FileDownload", &req.base, &boxkite__v1__file_download_response__descriptor, &r,
+				 st);
+		if (code != BK_OK)
+			return code;
+		if (req.offset == 0) {
+			if (r->sha256.len != SHA256_LEN)
+				return bk_status_set(st, BK_DATA_LOSS, 0, true,
+						     "FileDownload: no SHA-256 in the first answer for %s", path);
+			ref.size = r->size;
+			ref.mtime_ns = r->mtime_ns;
+			memcpy(ref.sha256, r->sha256.data, SHA256_LEN);
+			mode = r->mode;
+		}
+		code = download_data(r, &ref, req.offset, path, &dctx, &zbuf, &data, st);
+		if (code != BK_OK)
+			return code;
+		if (!EVP_DigestUpdate(md, data, r->data_length))
+			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+		rv = write_full(fd, data, r->data_length);
+		if (rv < 0)
+			return io_fail(st, -rv, "write the copy of", path);
+		req.offset += r->data_length;
+		eof = r->eof;
+		if (o->progress && !o->progress(o->progress_arg, req.offset, ref.size))
+			return bk_status_set(st, BK_CANCELLED, 0, false, "download of %s stopped at %llu of %llu bytes",
+					     path, (unsigned long long)req.offset, (unsigned long long)ref.size);
+	}
+	if (!EVP_DigestFinal_ex(md, digest, NULL))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	if (memcmp(digest, ref.sha256, SHA256_LEN) != 0)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the SHA-256 of the bytes received is not the file's",
+				     path);
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		snprintf(info->path, sizeof(info->path), "%s", path);
+		info->type = BK_FILE_REGULAR;
+		info->size = ref.size;
+		info->mode = mode;
+		info->mtime_ns = ref.mtime_ns;
+	}
+	return bk_status_set(st, BK_OK, 0, true, "OK");
+}

@@ -2,8 +2,8 @@
  *
  *   floor   the isolation steps alone: a local sandbox made in this process with the executor's
  *           own code (sidecar/), then per iteration exactly what the executor does for an exec —
- *           per-exec cgroup, bk_spawn() of `true`, output pipes to EOF, wait, OOM check, cgroup
- *           removal — with no RPC, no front, no channel;
+ *           take the staged cgroup, bk_spawn() of `true`, stage the next one, output pipes to
+ *           EOF, wait, OOM check, cgroup removal — with no RPC, no front, no channel;
  *   rpc     the same `true` through libboxkite against a running boxkited: the round trip;
  *   load    C clients (threads, one bk_client each) running execs of `true` back to back for
  *           S seconds, and one more thread calling Health meanwhile: execs/s, health latency.
@@ -76,7 +76,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		return 1;
 	}
 	bk_sandbox_init(&sb, &scfg);
-	if (bk_sandbox_acquire(&sb, &sp, &err) < 0) {
+	if (bk_sandbox_acquire(&sb, &sp, &err) < 0 || bk_cgroups_stage(&cg, 512u << 20, 256, &err) < 0) {
 		fprintf(stderr, "floor: sandbox: %s\n", bk_error_msg(err));
 		return 1;
 	}
@@ -88,7 +88,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		siginfo_t info;
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		if (bk_exec_cgroup_create(&cg, (uint64_t)(i + warmup + 1), 512u << 20, 256, &ecg, &err) < 0) {
+		if (bk_cgroups_take(&cg, 512u << 20, 256, &ecg, &err) < 0) {
 			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
 			return 1;
 		}
@@ -98,11 +98,14 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 			.path = "/usr/local/bin:/usr/bin:/bin",
 			.cwd = "/workspace",
 			.limits = { .fsize = 1u << 30, .nofile = 1024, .nproc = 4096 },
-			.cgroup = &ecg,
 			.ns = &sb.ns,
 		};
 		int r = bk_spawn(&sp, &rq, &out, &report, &err);
-		bk_exec_cgroup_close_fds(&ecg);
+		/* As the executor: wait in the next exec's cgroup (it does so after answering). */
+		if (bk_cgroups_stage(&cg, 512u << 20, 256, &err) < 0) {
+			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
+			return 1;
+		}
 		if (r != 0) {
 			fprintf(stderr, "floor: spawn failed at %s: %s\n", r > 0 ? bk_step_name(report.step) : "clone",
 				r > 0 ? strerror(report.errnum) : bk_error_msg(err));

@@ -1,5 +1,6 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,6 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -77,6 +81,37 @@ static char *own_cgroup(const char *self_cgroup, const char *controller)
 	return found;
 }
 
+/* Remove boxkite-<pid> cgroups left by a boxkited that died without cleaning up (SIGKILL): the
+ * ones in `dir` whose pid no longer runs, with their empty exec cgroups. */
+static void remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[4096], sub[4096 + 256];
+		DIR *e;
+		struct dirent *ee;
+		int pid;
+
+		if (sscanf(de->d_name, "boxkite-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if ((e = opendir(path))) {
+			while ((ee = readdir(e)))
+				if (strncmp(ee->d_name, "exec-", 5) == 0) {
+					snprintf(sub, sizeof(sub), "%s/%s", path, ee->d_name);
+					rmdir(sub);
+				}
+			closedir(e);
+		}
+		rmdir(path);
+	}
+	closedir(d);
+}
+
 /* mkdir <hierarchy><own>/boxkite-<pid>; returns the malloc'd path. */
 static char *make_parent(const char *hierarchy, const char *own, int *errnum)
 {
@@ -87,6 +122,9 @@ static char *make_parent(const char *hierarchy, const char *own, int *errnum)
 		*errnum = ENOMEM;
 		return NULL;
 	}
+	*strrchr(path, '/') = '\0';
+	remove_stale(path);
+	path[strlen(path)] = '/';
 	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
 		*errnum = errno;
 		free(path);
@@ -108,9 +146,11 @@ static int none(bk_cgroups *cg, const char *fmt, ...)
 {
 	va_list ap;
 
-	free(cg->base[0]);
-	free(cg->base[1]);
-	cg->base[0] = cg->base[1] = NULL;
+	for (int i = 0; i < 2; i++) {
+		free(cg->base[i]);
+		free(cg->home[i]);
+		cg->base[i] = cg->home[i] = NULL;
+	}
 	cg->mode = BK_CGROUP_NONE;
 	va_start(ap, fmt);
 	if (vasprintf(&cg->why_none, fmt, ap) < 0)
@@ -161,10 +201,13 @@ static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
 		    (errnum = -move_processes(own, leaf)) ||
 		    (errnum = -write_file(own, "cgroup.subtree_control", "+pids +memory")))
 			return none(cg, "cannot delegate pids and memory below %s: %s", own, strerror(errnum));
+		cg->home[0] = TAKE_PTR(leaf);
+	} else {
+		cg->home[0] = TAKE_PTR(own);
 	}
 	cg->base[0] = make_parent(root, rel, &errnum);
 	if (!cg->base[0])
-		return none(cg, "cannot create a cgroup under %s: %s", own, strerror(errnum));
+		return none(cg, "cannot create a cgroup under %s%s: %s", root, rel, strerror(errnum));
 	errnum = -write_file(cg->base[0], "cgroup.subtree_control", "+pids +memory");
 	if (errnum) {
 		rmdir(cg->base[0]);
@@ -185,7 +228,8 @@ static int init_v1(bk_cgroups *cg, const char *root, const char *self_cgroup)
 
 		if (!own)
 			return none(cg, "no %s controller in %s", controllers[i], self_cgroup);
-		if (asprintf(&hierarchy, "%s/%s", root, controllers[i]) < 0)
+		if (asprintf(&hierarchy, "%s/%s", root, controllers[i]) < 0 ||
+		    asprintf(&cg->home[i], "%s%s", hierarchy, strcmp(own, "/") ? own : "") < 0)
 			return -ENOMEM;
 		cg->base[i] = make_parent(hierarchy, own, &errnum);
 		if (!cg->base[i]) {
@@ -198,87 +242,256 @@ static int init_v1(bk_cgroups *cg, const char *root, const char *self_cgroup)
 	return 0;
 }
 
+
+static int hierarchies(const bk_cgroups *cg)
+{
+	return cg->mode == BK_CGROUP_V1 ? 2 : cg->mode == BK_CGROUP_V2 ? 1 : 0;
+}
+
+/* Write the limits: pids in the pids hierarchy ([0]), memory in the memory one ([1] on v1). */
+static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, uint64_t memory_bytes, uint32_t pids,
+		      bk_error **err)
+{
+	const char *pids_dir = ecg->path[0], *mem_dir = ecg->path[hierarchies(cg) - 1];
+	char value[32];
+	int ret;
+
+	snprintf(value, sizeof(value), "%u", pids);
+	if ((ret = write_file(pids_dir, "pids.max", value)) < 0)
+		return bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
+	snprintf(value, sizeof(value), "%" PRIu64, memory_bytes);
+	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) < 0)
+		return bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
+	/* No swap beyond the memory limit on v2, so the limit is the limit (absent without swap). */
+	if (cg->mode == BK_CGROUP_V2)
+		write_file(mem_dir, "memory.swap.max", "0");
+	return 0;
+}
+
+/* Move the calling process into dirs[0..n). */
+static int join(char *const *dirs, int n, bk_error **err)
+{
+	for (int i = 0; i < n; i++) {
+		int ret = write_file(dirs[i], "cgroup.procs", "0");
+		if (ret < 0)
+			return bk_error_errno(err, -ret, "%s/cgroup.procs", dirs[i]);
+	}
+	return 0;
+}
+
+/* --- the mover ------------------------------------------------------------------------------- */
+
+enum helper_op { HELPER_MOVE, HELPER_REMOVE };
+
+struct helper_request {
+	int32_t op;
+	int32_t pid;
+	int32_t n;
+	char dir[2][1024];
+};
+
+/* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
+ * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
+__attribute__((noreturn)) static void helper_main(const char *name, int req, int ack)
+{
+	struct helper_request m;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+	while (read(req, &m, sizeof(m)) == (ssize_t)sizeof(m)) {
+		char pid[16];
+		int32_t result = 0;
+
+		snprintf(pid, sizeof(pid), "%d", m.pid);
+		for (int i = 0; i < m.n && i < 2; i++) {
+			m.dir[i][sizeof(m.dir[i]) - 1] = '\0';
+			if (m.op == HELPER_REMOVE)
+				rmdir(m.dir[i]);
+			else if (result == 0)
+				result = -write_file(m.dir[i], "cgroup.procs", pid);
+		}
+		if (m.op == HELPER_MOVE && write(ack, &result, sizeof(result)) != sizeof(result))
+			break;
+	}
+	_exit(0);
+}
+
+/* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
+static pid_t helper_start(const char *name, int *req, int *ack)
+{
+	int r[2], a[2] = { -1, -1 };
+	pid_t pid;
+
+	if (pipe2(r, O_CLOEXEC) < 0)
+		return -1;
+	if (ack && pipe2(a, O_CLOEXEC) < 0) {
+		bk_close(r[0]);
+		bk_close(r[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		bk_close(r[1]);
+		bk_close(a[0]);
+		helper_main(name, r[0], a[1]);
+	}
+	bk_close(r[0]);
+	bk_close(a[1]);
+	if (pid < 0) {
+		bk_close(r[1]);
+		bk_close(a[0]);
+		return -1;
+	}
+	*req = r[1];
+	if (ack)
+		*ack = a[0];
+	return pid;
+}
+
+static void helper_stop(pid_t *pid, int *req, int *ack)
+{
+	if (*pid <= 0)
+		return;
+	/* EOF on its request pipe: it finishes what was asked and exits. */
+	*req = bk_close(*req);
+	if (ack)
+		*ack = bk_close(*ack);
+	waitpid(*pid, NULL, 0);
+	*pid = 0;
+}
+
+/* Wait for the move in progress, if any: 0, or the errno it failed with. */
+static int mover_wait(bk_cgroups *cg)
+{
+	int32_t result;
+
+	if (!cg->moving)
+		return 0;
+	cg->moving = false;
+	if (read(cg->mover_ack, &result, sizeof(result)) != sizeof(result))
+		return EPIPE;
+	return result;
+}
+
 int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, bk_error **err)
 {
-	(void)err;
+	int ret;
+
 	memset(cg, 0, sizeof(*cg));
-	if (is_cgroup2(root))
-		return init_v2(cg, root, self_cgroup);
-	return init_v1(cg, root, self_cgroup);
+	cg->mover_req = cg->mover_ack = cg->remover_req = -1;
+	ret = is_cgroup2(root) ? init_v2(cg, root, self_cgroup) : init_v1(cg, root, self_cgroup);
+	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
+		return ret;
+	/* Two helpers, so that a slow removal never holds up a move the next exec waits for. */
+	cg->mover = helper_start("bk-cgroup-mover", &cg->mover_req, &cg->mover_ack);
+	cg->remover = cg->mover > 0 ? helper_start("bk-cgroup-rm", &cg->remover_req, NULL) : -1;
+	if (cg->mover < 0 || cg->remover < 0) {
+		ret = -errno;
+		helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
+		for (int i = 0; i < 2; i++)
+			if (cg->base[i])
+				rmdir(cg->base[i]);
+		return bk_error_errno(err, -ret, "cannot start the cgroup helpers");
+	}
+	return 0;
 }
 
 void bk_cgroups_fini(bk_cgroups *cg)
 {
+	bk_cgroups_unstage(cg, NULL);
+	helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
+	/* The remover empties its queue of exec cgroups before the parent can go. */
+	helper_stop(&cg->remover, &cg->remover_req, NULL);
 	for (int i = 0; i < 2; i++) {
 		if (cg->base[i])
 			rmdir(cg->base[i]);
 		free(cg->base[i]);
+		free(cg->home[i]);
 	}
 	free(cg->why_none);
 	memset(cg, 0, sizeof(*cg));
 }
 
-int bk_exec_cgroup_create(const bk_cgroups *cg, uint64_t id, uint64_t memory_bytes, uint32_t pids,
-			  bk_exec_cgroup *out, bk_error **err)
-{
-	int nh = cg->mode == BK_CGROUP_V1 ? 2 : cg->mode == BK_CGROUP_V2 ? 1 : 0;
-	char value[32];
-	int ret;
 
-	memset(out, 0, sizeof(*out));
-	out->procs_fd[0] = out->procs_fd[1] = out->dir_fd = -1;
+int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_error **err)
+{
+	struct helper_request m = { .op = HELPER_MOVE, .pid = getpid(), .n = hierarchies(cg) };
+	int nh = hierarchies(cg), ret;
+
+	if (nh == 0 || cg->staged)
+		return 0;
+	memset(&cg->stage, 0, sizeof(cg->stage));
 	for (int i = 0; i < nh; i++) {
-		if (asprintf(&out->path[i], "%s/exec-%" PRIu64, cg->base[i], id) < 0) {
-			out->path[i] = NULL;
+		if (asprintf(&cg->stage.path[i], "%s/exec-%" PRIu64, cg->base[i], cg->next) < 0) {
+			cg->stage.path[i] = NULL;
 			ret = bk_error_errno(err, ENOMEM, "cgroup path");
 			goto fail;
 		}
-		if (mkdir(out->path[i], 0755) < 0) {
-			ret = bk_error_errno(err, errno, "mkdir %s", out->path[i]);
-			free(out->path[i]);
-			out->path[i] = NULL;
+		if (mkdir(cg->stage.path[i], 0755) < 0) {
+			ret = bk_error_errno(err, errno, "mkdir %s", cg->stage.path[i]);
+			free(cg->stage.path[i]);
+			cg->stage.path[i] = NULL;
 			goto fail;
 		}
 	}
-	if (nh == 0)
-		return 0;
-
-	/* pids: v1 pids hierarchy [0], v2 [0]; memory: v1 memory hierarchy [1], v2 [0]. */
-	const char *pids_dir = out->path[0], *mem_dir = out->path[nh - 1];
-	snprintf(value, sizeof(value), "%u", pids);
-	if ((ret = write_file(pids_dir, "pids.max", value)) < 0) {
-		ret = bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
+	cg->next++;
+	if ((ret = set_limits(cg, &cg->stage, memory_bytes, pids, err)) < 0)
+		goto fail;
+	/* The move goes to the mover: we go on serving while the kernel takes its time. */
+	for (int i = 0; i < nh; i++)
+		snprintf(m.dir[i], sizeof(m.dir[i]), "%s", cg->stage.path[i]);
+	if (write(cg->mover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
+		ret = bk_error_errno(err, errno ? errno : EPIPE, "the cgroup mover");
 		goto fail;
 	}
-	snprintf(value, sizeof(value), "%" PRIu64, memory_bytes);
-	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) <
-	    0) {
-		ret = bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
-		goto fail;
-	}
-	if (cg->mode == BK_CGROUP_V2) {
-		/* No swap beyond the memory limit, so the limit is the limit (ignore if swap is off). */
-		write_file(mem_dir, "memory.swap.max", "0");
-		out->dir_fd = open(out->path[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (out->dir_fd < 0) {
-			ret = bk_error_errno(err, errno, "open %s", out->path[0]);
-			goto fail;
-		}
-		return 0;
-	}
-	for (int i = 0; i < 2; i++) {
-		char path[4096];
-		snprintf(path, sizeof(path), "%s/cgroup.procs", out->path[i]);
-		out->procs_fd[i] = open(path, O_WRONLY | O_CLOEXEC);
-		if (out->procs_fd[i] < 0) {
-			ret = bk_error_errno(err, errno, "open %s", path);
-			goto fail;
-		}
-	}
+	cg->moving = true;
+	cg->stage_memory = memory_bytes;
+	cg->stage_pids = pids;
+	cg->staged = true;
 	return 0;
 fail:
-	bk_exec_cgroup_destroy(cg, out);
+	bk_exec_cgroup_destroy(cg, &cg->stage);
 	return ret;
+}
+
+int bk_cgroups_take(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_exec_cgroup *out, bk_error **err)
+{
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (hierarchies(cg) == 0)
+		return 0;
+	if (!cg->staged && (ret = bk_cgroups_stage(cg, memory_bytes, pids, err)) < 0)
+		return ret;
+	/* The child must be created in the staged cgroup: the move has to be done. */
+	if ((ret = mover_wait(cg)) != 0) {
+		join(cg->home, hierarchies(cg), NULL);
+		bk_exec_cgroup_destroy(cg, &cg->stage);
+		cg->staged = false;
+		return bk_error_errno(err, ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
+	}
+	if ((memory_bytes != cg->stage_memory || pids != cg->stage_pids) &&
+	    (ret = set_limits(cg, &cg->stage, memory_bytes, pids, err)) < 0)
+		return ret;
+	/* The caller clones into it next; from then on it is that exec's. */
+	*out = cg->stage;
+	memset(&cg->stage, 0, sizeof(cg->stage));
+	cg->staged = false;
+	return 0;
+}
+
+int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err)
+{
+	int ret;
+
+	if (!cg->staged)
+		return 0;
+	mover_wait(cg);
+	if ((ret = join(cg->home, hierarchies(cg), err)) < 0)
+		return ret;
+	bk_exec_cgroup_destroy(cg, &cg->stage);
+	cg->staged = false;
+	return 0;
 }
 
 bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
@@ -297,20 +510,19 @@ bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
 	return p && strtoull(p + 9, NULL, 10) > 0;
 }
 
-void bk_exec_cgroup_close_fds(bk_exec_cgroup *ecg)
+void bk_exec_cgroup_destroy(bk_cgroups *cg, bk_exec_cgroup *ecg)
 {
-	ecg->procs_fd[0] = bk_close(ecg->procs_fd[0]);
-	ecg->procs_fd[1] = bk_close(ecg->procs_fd[1]);
-	ecg->dir_fd = bk_close(ecg->dir_fd);
-}
+	struct helper_request m = { .op = HELPER_REMOVE };
 
-void bk_exec_cgroup_destroy(const bk_cgroups *cg, bk_exec_cgroup *ecg)
-{
-	(void)cg;
-	bk_exec_cgroup_close_fds(ecg);
-	for (int i = 0; i < 2; i++) {
+	/* rmdir of a memory cgroup can take milliseconds: the remover does it, and the exec's
+	 * answer does not wait. Without the helper (or if it is gone), here. */
+	for (int i = 0; i < 2; i++)
 		if (ecg->path[i])
-			rmdir(ecg->path[i]);
+			snprintf(m.dir[m.n++], sizeof(m.dir[0]), "%s", ecg->path[i]);
+	if (m.n && (cg->remover <= 0 || write(cg->remover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)))
+		for (int i = 0; i < m.n; i++)
+			rmdir(m.dir[i]);
+	for (int i = 0; i < 2; i++) {
 		free(ecg->path[i]);
 		ecg->path[i] = NULL;
 	}

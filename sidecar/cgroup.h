@@ -2,13 +2,22 @@
  * beneath the cgroup boxkited itself runs in (read from /proc/self/cgroup for each hierarchy),
  * never above it, and no process is ever moved out of the subtree it started in.
  *
- *   cgroup v2 (unified): <own>/boxkite-<pid>/exec-<id>; the exec child is created straight into
- *     it with clone3(CLONE_INTO_CGROUP), which costs nothing (notes/limits.md §3.5).
- *   cgroup v1: pids/<own>/boxkite-<pid>/exec-<id> and memory/<own>/boxkite-<pid>/exec-<id>;
- *     the child joins by writing "0" to each cgroup.procs through descriptors opened by the
- *     parent (the child no longer sees /sys once it is in the sandbox's mount namespace).
+ *   cgroup v2 (unified): <own>/boxkite-<pid>/exec-<n>.
+ *   cgroup v1: pids/<own>/boxkite-<pid>/exec-<n> and memory/<own>/boxkite-<pid>/exec-<n>.
  *   none: no writable hierarchy with the pids and memory controllers; rlimits only (they are
- *     always set anyway), and the isolation profile says so. */
+ *     always set anyway), and the isolation profile says so.
+ *
+ * Staging. Moving a process between cgroups takes a global rwsem whose write side waits for an
+ * RCU grace period once the system has been idle: 4-25 ms per move here, against ~30 µs when
+ * moves come back to back (notes/limits.md §3.5). So no exec child moves: the executor itself
+ * waits, between execs, inside the *next* exec's cgroup ("staged"), and the child is created
+ * there by clone. Right after answering a spawn the executor moves on into a fresh staged
+ * cgroup — and the move itself is made by a small helper process ("the mover", forked at
+ * start-up), so that the executor goes on serving (an exec's exit, the next order) while the
+ * kernel waits; it only waits for the move when the next spawn needs the staged cgroup before
+ * the move is done. A second helper ("the remover") removes finished exec cgroups, which can
+ * take as long. Anything else the executor creates (a local sandbox's init) is made after
+ * moving it back home. */
 #ifndef BK_CGROUP_H
 #define BK_CGROUP_H
 
@@ -19,36 +28,50 @@
 
 enum bk_cgroup_mode { BK_CGROUP_NONE, BK_CGROUP_V1, BK_CGROUP_V2 };
 
-typedef struct bk_cgroups {
-	enum bk_cgroup_mode mode;
-	char *base[2];     /* v1: [0] pids, [1] memory; v2: [0] only */
-	char *why_none;    /* mode NONE: what was missing, for the log and doctor */
-} bk_cgroups;
-
 /* One exec's cgroup(s). */
 typedef struct bk_exec_cgroup {
-	char *path[2];     /* as bk_cgroups.base */
-	int procs_fd[2];   /* v1: cgroup.procs of each, for the child to join; else -1 */
-	int dir_fd;        /* v2: the cgroup directory, for CLONE_INTO_CGROUP; else -1 */
+	char *path[2];     /* v1: [0] pids, [1] memory; v2: [0] only */
 } bk_exec_cgroup;
+
+typedef struct bk_cgroups {
+	enum bk_cgroup_mode mode;
+	char *base[2];     /* boxkite's parent cgroup in each hierarchy */
+	char *home[2];     /* where the executor lives when not staged */
+	char *why_none;    /* mode NONE: what was missing, for the log and doctor */
+	uint64_t next;     /* number of the next exec cgroup */
+	bool staged;       /* `stage` exists and the executor is in it (or on its way: moving) */
+	bool moving;       /* the mover has a move of ours in progress */
+	int mover_req, mover_ack; /* pipes to and from the mover */
+	pid_t mover;
+	int remover_req;   /* pipe to the remover, which rmdirs finished exec cgroups */
+	pid_t remover;
+	bk_exec_cgroup stage;
+	uint64_t stage_memory;
+	uint32_t stage_pids;
+} bk_cgroups;
 
 /* Find the hierarchies under `root` (normally /sys/fs/cgroup; tests pass a fake tree) and
  * `self_cgroup` (normally /proc/self/cgroup), create boxkite's parent cgroup(s), and decide the
  * mode. Never fails for lack of cgroups: mode NONE is a valid outcome. */
 int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, bk_error **err);
-void bk_cgroups_fini(bk_cgroups *cg); /* removes boxkite's parent cgroup(s) if empty */
+void bk_cgroups_fini(bk_cgroups *cg); /* goes home, removes the staged and parent cgroups, stops the mover */
 
-/* Create the cgroup(s) of exec `id` with its limits. A no-op in mode NONE. */
-int bk_exec_cgroup_create(const bk_cgroups *cg, uint64_t id, uint64_t memory_bytes, uint32_t pids,
-			  bk_exec_cgroup *out, bk_error **err);
+/* Create the next exec's cgroup(s) with these default limits and move the calling process in.
+ * A no-op in mode NONE or when already staged. */
+int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_error **err);
+
+/* The staged cgroup, with this exec's limits, for the child the caller clones next; the caller
+ * stages again after the clone. Stages first when nothing is staged. Empty in mode NONE. */
+int bk_cgroups_take(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_exec_cgroup *out, bk_error **err);
+
+/* Move the calling process back home (before it creates something that is not an exec). */
+int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err);
 
 /* True if the kernel OOM-killed a process of this exec's memory cgroup. */
 bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg);
 
-/* Close descriptors (after the child joined) — keeps the paths for the OOM check and removal. */
-void bk_exec_cgroup_close_fds(bk_exec_cgroup *ecg);
-
-/* Remove the exec's cgroup(s); its processes are gone by then. Frees the struct's contents. */
-void bk_exec_cgroup_destroy(const bk_cgroups *cg, bk_exec_cgroup *ecg);
+/* Remove the exec's cgroup(s) — asynchronously, by the remover; its processes are gone by then.
+ * Frees the struct's contents. */
+void bk_exec_cgroup_destroy(bk_cgroups *cg, bk_exec_cgroup *ecg);
 
 #endif

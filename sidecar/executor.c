@@ -120,6 +120,16 @@ static struct exec_entry *exec_find(struct executor *ex, uint64_t id)
 
 /* --- SPAWN ----------------------------------------------------------------------------------- */
 
+/* Wait in a fresh staged cgroup (sidecar/cgroup.h). A failure here is retried by the next take. */
+static void cgroups_restage(struct executor *ex)
+{
+	bk_error *err = NULL;
+
+	if (bk_cgroups_stage(&ex->cgroups, ex->cfg->exec_memory, ex->cfg->exec_pids, &err) < 0)
+		log_error("staging the next exec cgroup: %s", bk_error_msg(err));
+	bk_error_free(err);
+}
+
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
  * environment, a cwd inside a sandbox root; limits are clamped to the configured caps below.
  * Which variables a request may set is the front's policy, not a privilege boundary: the
@@ -185,8 +195,8 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 			path = s->env[i] + 5;
 
 	e->id = s->exec_id;
-	ret = bk_exec_cgroup_create(&ex->cgroups, e->id, memory,
-				    (uint32_t)clamp_u64(lim->pids, ex->cfg->exec_pids), &e->cgroup, &err);
+	ret = bk_cgroups_take(&ex->cgroups, memory, (uint32_t)clamp_u64(lim->pids, ex->cfg->exec_pids), &e->cgroup,
+			      &err);
 	if (ret < 0) {
 		ret = reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
 		bk_error_free(err);
@@ -206,12 +216,12 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? memory : 0,
 		},
-		.cgroup = &e->cgroup,
 		.ns = &ex->sandbox.ns,
 	};
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
-	bk_exec_cgroup_close_fds(&e->cgroup);
 	if (ret != 0) {
+		/* Out of the cgroup before it is removed. */
+		cgroups_restage(ex);
 		if (ret > 0)
 			snprintf(msg, sizeof(msg), "%s: %s", bk_step_name(report.step), strerror(report.errnum));
 		ret = reply_error(ex, id, ret > 0 ? report.errnum : -ret, ret > 0 ? bk_step_name(report.step) : "clone",
@@ -233,6 +243,8 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	ret = send_reply(ex, &reply, fds, 3);
 	for (int i = 0; i < 3; i++)
 		bk_close(fds[i]);
+	/* The answer is out: now, off its latency path, wait in the next exec's cgroup. */
+	cgroups_restage(ex);
 	return ret;
 }
 
@@ -307,6 +319,12 @@ static void sandbox_acquire(struct executor *ex)
 	bk_error *err = NULL;
 	bool was = ex->sandbox.ready;
 
+	/* A local sandbox's init is our child: it must not start in an exec's cgroup. */
+	if (!ex->cfg->pod && bk_cgroups_unstage(&ex->cgroups, &err) < 0) {
+		log_error("sandbox: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return;
+	}
 	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0) {
 		epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
 			  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox });
@@ -315,6 +333,7 @@ static void sandbox_acquire(struct executor *ex)
 	else if (err)
 		log_error("sandbox: %s", bk_error_msg(err));
 	bk_error_free(err);
+	cgroups_restage(ex);
 	if (was != ex->sandbox.ready)
 		send_state(ex, 0);
 }

@@ -96,11 +96,9 @@ static int exec_child(void *arg)
 	const bk_spawn_request *rq = c->rq;
 	const int rfd = c->report_w;
 
-	/* 3 (first, so everything after is charged to the exec): join its cgroup(s) through the
-	 * descriptors the parent opened — /sys is not visible once we are in the sandbox. */
-	for (int i = 0; i < 2; i++)
-		if (rq->cgroup && rq->cgroup->procs_fd[i] >= 0 && write(rq->cgroup->procs_fd[i], "0", 1) != 1)
-			bk_child_fail(rfd, BK_STEP_CGROUP);
+	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
+	 *    (sidecar/cgroup.h, "Staging"), so from its first instruction it is charged to its
+	 *    own pids and memory limits. */
 
 	/* 1. The network namespace is brand new and empty: bring up lo so that servers the
 	 *    command starts on localhost work, and nothing else exists to reach. */

@@ -41,7 +41,6 @@ typedef struct bk_spawn_request {
 	const char *path;  /* PATH to search when argv[0] has no '/' */
 	const char *cwd;
 	bk_spawn_limits limits;
-	const bk_exec_cgroup *cgroup;
 	const bk_sandbox_ns *ns;
 } bk_spawn_request;
 
@@ -53,7 +52,7 @@ typedef struct bk_spawned {
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, uid_t uid, gid_t gid, bk_error **err);
 void bk_spawner_fini(bk_spawner *sp);
 
-/* Start one command. Returns 0 with *out filled; 1 when a step in the child failed (*report
+/* Start one command, in the cgroup(s) the calling process is in (bk_cgroups_take). Returns 0 with *out filled; 1 when a step in the child failed (*report
  * says which, the child has been reaped); <0 with *err when the parent could not even clone. */
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err);

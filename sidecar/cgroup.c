@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -290,6 +292,19 @@ struct helper_request {
 	char dir[2][1024];
 };
 
+static int drop_all_caps(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = { { 0 } };
+
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -1;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -1;
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
 /* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
  * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
 __attribute__((noreturn)) static void helper_main(const char *name, int req, int ack)
@@ -298,6 +313,9 @@ __attribute__((noreturn)) static void helper_main(const char *name, int req, int
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	prctl(PR_SET_NAME, name, 0, 0, 0);
+	/* Writing root-owned cgroup files as uid 0 needs no capability: keep none. */
+	if (drop_all_caps() < 0)
+		_exit(1);
 	while (read(req, &m, sizeof(m)) == (ssize_t)sizeof(m)) {
 		char pid[16];
 		int32_t result = 0;

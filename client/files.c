@@ -96,9 +96,12 @@ int bk_file_list(bk_client *c, const char *path, uint32_t page_size, const char 
 	code = file_call(c, "FileList", &req.base, &boxkite__v1__file_list_response__descriptor, &resp, st);
 	if (code != BK_OK)
 		return code;
-	/* A truncated token would page from the wrong place without anyone noticing. */
+	/* A truncated token would page from the wrong place without anyone noticing, and one that
+	 * does not move would page forever. */
 	if (strlen(resp->next_page_token) >= 4096)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: page token longer than 4095 bytes");
+	if (resp->next_page_token[0] && strcmp(resp->next_page_token, req.page_token) == 0)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: the next page token is this page's");
 	v = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*v));
 	if (!v)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for %zu entries",

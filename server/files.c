@@ -756,8 +756,10 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 		uint64_t confirmed = u->offset;
 		upload_release(call->srv->files, u);
 		/* A chunk already confirmed (its answer was lost) is answered again, not rewritten. */
-		if (rq->offset < confirmed && rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
-		    rq->offset + rq->data.len <= confirmed)
+		unsigned long long len = rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD
+						 ? ZSTD_getFrameContentSize(rq->data.data, rq->data.len)
+						 : rq->data.len;
+		if (rq->offset < confirmed && len <= BK_FILE_CHUNK_MAX && rq->offset + len <= confirmed)
 			chunk_answer(call, confirmed);
 		else
 			bk_call_failf(call, BK_FAILED_PRECONDITION, 0,

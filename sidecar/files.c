@@ -270,10 +270,14 @@ int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e)
 	become_self();
 	if (fd < 0)
 		return fail(e, errno, pl.norm);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int errnum = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+	if (fstat(fd, &st) < 0) {
+		int errnum = errno;
 		bk_close(fd);
 		return fail(e, errnum, pl.norm);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		bk_close(fd);
+		return fail(e, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, pl.norm);
 	}
 	return fd;
 }

@@ -45,6 +45,8 @@ PROBE = BUILD / "bk-probe"
 PYTHON = "/usr/bin/python3"  # not a pyenv shim: the tests run commands as other users too
 SANDBOX_UID = 1001
 
+STOP_WAIT = 5  # seconds boxkited has to exit after SIGTERM before stop() SIGKILLs it
+
 # bkctl exec's own exit codes (client/bkctl.h): the command's status, 128+signal, these.
 EXIT_TIMEOUT = 124
 EXIT_FAILED = 125
@@ -108,10 +110,17 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(_sig, _on_signal)
 
 
-def _child_setup(netns=None):
-    """preexec_fn: die with the test runner; optionally join a network namespace first."""
+def _child_setup(netns=None, cgroup=None):
+    """preexec_fn: die with the test runner; optionally join a network namespace and a
+    ContainerCgroup first."""
+    procs = cgroup.procs_files() if cgroup else []
+
     def setup():
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for f in procs:
+            fd = os.open(f, os.O_WRONLY)
+            os.write(fd, b"0")
+            os.close(fd)
         if netns:
             fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
             if _libc.setns(fd, CLONE_NEWNET) != 0:
@@ -301,6 +310,39 @@ def executor_cgroup_dirs(executor):
     return [d for d in found if d.is_dir()]
 
 
+class ContainerCgroup:
+    """A cgroup of its own for an emulated container (as a pod's containers each have one), made
+    beneath the runner's own cgroup in the pids and memory v1 hierarchies, removed at cleanup.
+    Without v1 hierarchies it is empty and the container stays in the runner's cgroup.
+
+    Why the pod's sidecar gets one: boxkited names its cgroup directory boxkite-<pid> after its
+    pid in its own PID namespace and, at start, removes such directories whose pid is not alive
+    -- in its own namespace. A sidecar in a pod's PID namespace sharing a cgroup parent with
+    other boxkiteds on this machine would take theirs for stale (and they its)."""
+
+    def __init__(self, name):
+        self.dirs = []
+        own = {}
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, ctrls, path = line.split(":", 2)
+            for c in ctrls.split(","):
+                own[c] = path
+        for c in ("pids", "memory"):
+            if c in own and Path(f"/sys/fs/cgroup/{c}/cgroup.procs").exists():
+                d = Path(f"/sys/fs/cgroup/{c}{own[c].rstrip('/')}/{name}")
+                d.mkdir()
+                self.dirs.append(d)
+                defer(self.remove, d)
+
+    def procs_files(self):
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    @staticmethod
+    def remove(d):
+        if d.exists():
+            rmdir_tree(d)
+
+
 def rmdir_tree(d):
     """rmdir a cgroup directory and its child cgroups, deepest first (they must be empty)."""
     for child in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
@@ -364,6 +406,8 @@ class Daemon:
         self._front = None
         self.cgroup_dirs = []
         self.leaked_cgroups = []
+        self.stop_escalated = False  # SIGTERM was not enough: stop() had to SIGKILL it
+        self.cgroup = None  # a ContainerCgroup to start it in, like a pod's container
         run([BKCTL, "keygen", self.key], check=True)
         self.key_secret = self.key.read_text().split()[-1]
 
@@ -383,7 +427,8 @@ class Daemon:
         env.update(self.extra_env)
         self._logf = open(self.log, "wb")
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._logf,
-                                     stderr=self._logf, env=env, preexec_fn=_child_setup(self.netns))
+                                     stderr=self._logf, env=env,
+                                     preexec_fn=_child_setup(self.netns, self.cgroup))
         defer(self.stop)
         try:
             wait_for(self._ready, ready_timeout, interval=0.1, what=f"boxkited ({self.tag}) to answer Health")
@@ -449,20 +494,30 @@ class Daemon:
                     front = self.front_pid()
                 except AssertionError:
                     front = self.proc.pid
+            family = [front] + proc_descendants(front)  # executor, its helpers, a local sandbox
             try:
                 os.kill(front, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=STOP_WAIT)
             except subprocess.TimeoutExpired:
-                print(f"bkit: boxkited ({self.tag}) ignored SIGTERM for 10 s: SIGKILL", file=sys.stderr)
+                self.stop_escalated = True
+                print(f"bkit: boxkited ({self.tag}) still running {STOP_WAIT} s after SIGTERM: SIGKILL",
+                      file=sys.stderr)
                 try:
                     os.kill(front, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+            # The executor and its helpers die with the front (PR_SET_PDEATHSIG): wait for that,
+            # so that their cgroups are empty when stop() looks at them.
+            try:
+                wait_for(lambda: not any(proc_alive(p) for p in family), 5,
+                         what=f"boxkited ({self.tag})'s processes to exit")
+            except AssertionError as e:
+                print(f"bkit: {e}: {[p for p in family if proc_alive(p)]}", file=sys.stderr)
         self._logf.close()
 
     # --- bkctl ---
@@ -650,7 +705,8 @@ class Pod:
                  /dev, a writable /workspace bound from a temp dir, pivot_root'ed; then
                  boxkite-init as uid 1001 with no capabilities and no_new_privs;
       sidecar    `boxkited --pod`, started into the same PID namespace with nsenter, in a mount
-                 namespace of its own showing the pod's /proc (as a container's would).
+                 namespace of its own showing the pod's /proc and in a cgroup of its own (as a
+                 container's would; see ContainerCgroup).
 
     The pod's PID namespace starts its pids above 1000 (ns_last_pid), so that no pod pid can be
     mistaken for one of the few small pids inside an exec's own PID namespace.
@@ -687,6 +743,7 @@ class Pod:
         self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
                                      "unshare", "--mount", "--propagation", "private", "--mount-proc"])
+        self.daemon.cgroup = ContainerCgroup(f"bk-itest-{os.getpid()}-{tag}-sidecar")
 
     def _kill_pause(self):
         if proc_alive(self.pause):

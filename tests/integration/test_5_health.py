@@ -61,9 +61,14 @@ class Shutdown(unittest.TestCase):
         pids = [d.front_pid(), d.executor_pid(), d.local_init_pid()]
         made = list(d.cgroup_dirs)
         self.assertTrue(made, "the executor made no boxkite-<pid> cgroup directory")
+        t0 = time.monotonic()
         d.stop()
-        self.assertEqual(d.proc.returncode, 0, d.log_text())
-        for pid in pids:
-            self.assertFalse(bkit.proc_alive(pid), f"pid {pid} survived the shutdown")
-        self.assertEqual(d.leaked_cgroups, [], f"cgroup directories left behind (of {made}); "
-                                               "the test removed them")
+        problems = []
+        if d.proc.returncode != 0 or d.stop_escalated:
+            problems.append(f"boxkited did not exit by itself within {bkit.STOP_WAIT} s of SIGTERM "
+                            f"(status {d.proc.returncode}, after {time.monotonic() - t0:.1f} s)")
+        problems += [f"pid {pid} survived the shutdown" for pid in pids if bkit.proc_alive(pid)]
+        if d.leaked_cgroups:
+            problems.append(f"cgroup directories left behind (the test removed them): {d.leaked_cgroups}")
+        if problems:
+            self.fail("\n".join(problems) + "\nlog:\n" + d.log_text()[-1500:])

@@ -1,3 +1,16 @@
-# files tier (issue: Files): see tests/tests.mk.
+# files tier: see tests/tests.mk. The real boxkited of $(B), as root, one per test class (local
+# mode, a temp workspace, a free 127.0.0.1 port), driven through the Python client of
+# tests/python: traversal and escape attempts, permissions, integrity (a 1 GiB round trip, bad
+# hashes, zstd, a client killed mid-upload, expiry), a full disk (a 16 MiB tmpfs it mounts),
+# and the file operations; each result checked on the host side of the workspace as well.
+#
+# It needs root, util-linux's mount, /usr/bin/python3 with python3-protobuf, libzstd.so.1 and
+# the gen/python code; a test that cannot run here says SKIP and why. It removes everything it
+# starts or mounts, also when a test fails.
+#   FILES_ARGS="-k NAME"  runs only the matching tests
+#   FILES_BIG_MIB=64      makes the 1 GiB round trip a 64 MiB one (a quicker run while working)
 
-test-files:
+FILES_ARGS ?=
+
+test-files: all
+	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) -m unittest discover -v -s . -p 'test_*.py' $(FILES_ARGS)

@@ -1,0 +1,505 @@
+"""Integrity: what lands is exactly what was sent, or nothing. A 1 GiB round trip; a wrong
+whole-file hash; a wrong chunk hash, then going on from the confirmed offset; zstd and plain
+chunks, and zstd frames that are too big, lie about their size or do not say it; a client
+SIGKILLed mid-upload and another resuming it; overwrite=false at begin and at commit; readers
+racing overwrites; a file growing while it is downloaded; an upload id after its commit; and
+(with --upload-idle 2) an abandoned upload that leaves nothing and is dropped."""
+
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+from fileskit import (CHUNK_MAX, HERE, MiB, FilesTestCase, bk, file_sha256, pb, sha256, zstd)
+
+UID = 1001
+# FILES_BIG_MIB=64 make test-files: a quicker run while working on the tier.
+BIG = int(os.environ.get("FILES_BIG_MIB", "1024")) * MiB
+
+
+def random_bytes(n):
+    """n random bytes: AES-128-CTR of zeros under a random key (openssl, ~1 GB/s) when it is
+    there, else the kernel's generator (~250 MB/s here)."""
+    if shutil.which("openssl"):
+        key, iv = os.urandom(16).hex(), os.urandom(16).hex()
+        out = subprocess.run(
+            ["sh", "-c", "openssl enc -aes-128-ctr -K %s -iv %s -nosalt -in /dev/zero 2>/dev/null | head -c %d"
+             % (key, iv, n)], stdout=subprocess.PIPE, check=True).stdout
+        if len(out) == n:
+            return out
+    return os.urandom(n)
+
+
+def compressible(n, seed=7):
+    """n bytes that zstd shrinks a lot, with some randomness so that it is not trivial."""
+    r = random.Random(seed)
+    words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(500)]
+    out, size = [], 0
+    while size < n:
+        line = b" ".join(r.choice(words) for _ in range(12)) + b"\n"
+        out.append(line)
+        size += len(line)
+    return b"".join(out)[:n]
+
+
+class IntegrityTest(FilesTestCase):
+
+    def read(self, rel):
+        with open(self.host(rel), "rb") as f:
+            return f.read()
+
+    def assertNoTemp(self, rel=""):
+        self.assertEqual([n for n in self.workspace_names(rel) if n.startswith(".boxkite")], [])
+
+    # --- a big round trip ------------------------------------------------------------------
+
+    def test_1gib_round_trip(self):
+        t0 = time.monotonic()
+        data = random_bytes(BIG)
+        digest = sha256(data)
+        t1 = time.monotonic()
+        info = self.fs.upload("big.bin", data, mode=0o600)
+        t2 = time.monotonic()
+        self.assertEqual((info.size, info.uid, info.gid, info.mode), (BIG, UID, UID, 0o600))
+        st = os.stat(self.host("big.bin"))
+        self.assertEqual((st.st_size, st.st_uid, st.st_gid, st.st_mode), (BIG, UID, UID, 0o100600))
+        self.assertEqual(file_sha256(self.host("big.bin")), digest, "the file on the host differs")
+        t3 = time.monotonic()
+        view, where = memoryview(data), [0]
+
+        def compare(piece):
+            at = where[0]
+            if view[at:at + len(piece)] != piece:
+                raise AssertionError("downloaded bytes differ at %d..%d" % (at, at + len(piece)))
+            where[0] += len(piece)
+
+        _, server_digest, first = self.fs.download("big.bin", sink=compare)
+        t4 = time.monotonic()
+        self.assertEqual((where[0], first.size, server_digest), (BIG, BIG, digest))
+        mib = BIG / MiB
+        print("\n    %d MiB: generated+hashed %.1f s, upload %.1f s (%.0f MiB/s), download %.1f s (%.0f MiB/s)"
+              % (mib, t1 - t0, t2 - t1, mib / (t2 - t1), t4 - t3, mib / (t4 - t3)))
+
+    # --- hashes ----------------------------------------------------------------------------
+
+    def test_wrong_whole_file_hash_lands_nothing(self):
+        data = random_bytes(5 * MiB + 3)
+        b = self.fs.begin("wrong.bin", len(data), sha256(data + b"x"))
+        self.fs.send(b.upload_id, data)
+        e = self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, path="/workspace/wrong.bin")
+        self.assertIn("nothing written", e.message)
+        self.assertEqual(self.workspace_names(), [], "a file or a temp name is there")
+        time.sleep(0.2)  # (an id dropped after a failure: see test_upload_id_is_gone_once_answered)
+        self.assertStatus("NOT_FOUND", self.fs.commit, b.upload_id)
+        # Over an existing file, with overwrite: the old file stays as it was.
+        self.fs.upload("old.bin", b"old content\n")
+        ino = os.stat(self.host("old.bin")).st_ino
+        b = self.fs.begin("old.bin", len(data), sha256(b"not it"), overwrite=True)
+        self.fs.send(b.upload_id, data)
+        self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, path="/workspace/old.bin")
+        self.assertEqual(self.read("old.bin"), b"old content\n")
+        self.assertEqual(os.stat(self.host("old.bin")).st_ino, ino)
+        self.assertEqual(self.workspace_names(), ["old.bin"])
+
+    def test_bad_chunk_hash_then_go_on_from_the_confirmed_offset(self):
+        data = random_bytes(10 * MiB + 5)
+        digest = sha256(data)
+        fs = self.fs
+        b = fs.begin("resumed.bin", len(data), digest, mode=0o640)
+        self.assertEqual(fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
+        piece = data[CHUNK_MAX:2 * CHUNK_MAX]
+        e = self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, piece, digest=sha256(piece[:-1]))
+        self.assertIn("chunk at %d" % CHUNK_MAX, e.message)
+        # zstd: the hash is of the uncompressed chunk; one of the compressed bytes is wrong.
+        frame = zstd().compress(piece)
+        self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, piece, frame=frame, digest=sha256(frame))
+        # A flipped bit with the right hash of what was meant.
+        bad = bytearray(piece)
+        bad[12345] ^= 1
+        self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, bytes(bad), digest=sha256(piece))
+        # The upload goes on: resuming says where.
+        r = fs.begin("resumed.bin", len(data), digest, upload_id=b.upload_id)
+        self.assertEqual((r.upload_id, r.confirmed_offset), (b.upload_id, CHUNK_MAX))
+        # Resuming another file with this id is refused.
+        for path, size, d in (("other.bin", len(data), digest), ("resumed.bin", len(data) + 1, digest),
+                              ("resumed.bin", len(data), sha256(b""))):
+            self.assertStatus("INVALID_ARGUMENT", fs.begin, path, size, d, upload_id=b.upload_id)
+        self.assertStatus("NOT_FOUND", fs.begin, "resumed.bin", len(data), digest, upload_id="0" * 32)
+        # A chunk ahead of the confirmed offset: refused, saying where to send from.
+        e = self.assertStatus("FAILED_PRECONDITION", fs.chunk, b.upload_id, 2 * CHUNK_MAX, data[2 * CHUNK_MAX:])
+        self.assertIn("%d bytes are confirmed" % CHUNK_MAX, e.message)
+        # The first chunk again (its answer was lost): answered, not rewritten.
+        self.assertEqual(fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
+        self.assertEqual(fs.chunk(b.upload_id, CHUNK_MAX, piece, compress=True), 2 * CHUNK_MAX)
+        self.assertEqual(fs.chunk(b.upload_id, 2 * CHUNK_MAX, data[2 * CHUNK_MAX:]), len(data))
+        self.assertEqual(self.workspace_names(), [], "visible before its commit")
+        info = fs.commit(b.upload_id)
+        self.assertEqual((info.size, info.mode), (len(data), 0o640))
+        self.assertEqual(file_sha256(self.host("resumed.bin")), digest)
+        # Committing with bytes missing is refused and keeps the upload.
+        b = fs.begin("short.bin", 100, sha256(b"y" * 100))
+        fs.chunk(b.upload_id, 0, b"y" * 60)
+        e = self.assertStatus("FAILED_PRECONDITION", fs.commit, b.upload_id, path="/workspace/short.bin")
+        self.assertIn("60 of 100 bytes", e.message)
+        fs.chunk(b.upload_id, 60, b"y" * 40)
+        fs.commit(b.upload_id)
+        self.assertEqual(self.read("short.bin"), b"y" * 100)
+
+    # --- zstd ------------------------------------------------------------------------------
+
+    def test_zstd_and_plain_chunks(self):
+        data = compressible(13 * MiB + 777)
+        digest = sha256(data)
+        fs = self.fs
+        b = fs.begin("mixed.txt", len(data), digest)
+        offset = 0
+        for size, z in ((MiB, True), (CHUNK_MAX, False), (CHUNK_MAX, True), (3 * MiB + 1, False), (1, True),
+                        (10 ** 9, True)):
+            piece = data[offset:offset + size]
+            offset = fs.chunk(b.upload_id, offset, piece, compress=z)
+        self.assertEqual(offset, len(data))
+        fs.commit(b.upload_id)
+        self.assertEqual(self.read("mixed.txt"), data)
+        # Downloaded compressed: zstd frames, much smaller, the same bytes.
+        r = fs.call("FileDownload", path="mixed.txt", compression=pb.COMPRESSION_ZSTD)
+        self.assertEqual((r.compression, r.data_length, r.size, r.sha256), (pb.COMPRESSION_ZSTD, CHUNK_MAX, len(data),
+                                                                            digest))
+        self.assertLess(len(r.data), CHUNK_MAX // 2)
+        self.assertEqual(zstd().decompress(r.data), data[:CHUNK_MAX])
+        got, d, _ = fs.download("mixed.txt", compress=True)
+        self.assertEqual((got, d), (data, digest))
+        # Random bytes do not shrink: they come back plain even when zstd is accepted.
+        rnd = random_bytes(MiB)
+        fs.upload("random.bin", rnd, compress=True)
+        r = fs.call("FileDownload", path="random.bin", compression=pb.COMPRESSION_ZSTD)
+        self.assertEqual((r.compression, r.data), (pb.COMPRESSION_NONE, rnd))
+        # Ranges: a slice, the end, past the end.
+        r = fs.call("FileDownload", path="mixed.txt", offset=5, length=1000)
+        self.assertEqual((r.data, r.offset, r.eof, r.sha256), (data[5:1005], 5, False, b""))
+        r = fs.call("FileDownload", path="mixed.txt", offset=len(data))
+        self.assertEqual((r.data, r.eof), (b"", True))
+        self.assertStatus("OUT_OF_RANGE", lambda: fs.call("FileDownload", path="mixed.txt", offset=len(data) + 1),
+                          path="past the end")
+        self.assertStatus("INVALID_ARGUMENT", lambda: fs.call("FileDownload", path="mixed.txt", compression=7))
+
+    def test_zstd_frames_past_the_chunk_limit_or_lying_are_refused(self):
+        fs = self.fs
+        data = compressible(CHUNK_MAX + MiB)
+        b = fs.begin("frames.txt", len(data), sha256(data))
+        uid = b.upload_id
+        over = bytes(CHUNK_MAX + 1)
+        for what, frame, digest in (
+                ("4 MiB + 1 of zeros", zstd().compress(over), sha256(over)),
+                ("5 MiB claiming 1 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), MiB),
+                 sha256(data[:MiB])),
+                ("5 MiB claiming 4 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), CHUNK_MAX),
+                 sha256(data[:CHUNK_MAX])),
+                ("no content size", zstd().compress_without_size(data[:MiB]), sha256(data[:MiB])),
+                ("not zstd at all", b"\x28\xb5\x2f\xfd" + os.urandom(1000), sha256(data[:MiB])),
+                ("empty", b"", sha256(b""))):
+            with self.subTest(frame=what):
+                e = self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=frame, digest=digest)
+                self.assertIn("zstd frame of at most %d bytes" % CHUNK_MAX, e.message)
+        # A bomb: a small frame of a huge content, refused from its header alone.
+        t = time.monotonic()
+        bomb = zstd().compress(bytes(256 * MiB), level=1)
+        self.assertLess(len(bomb), 64 * 1024)
+        self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=bomb, digest=sha256(b""))
+        # Plain: more than 4 MiB in one chunk, or past the declared size.
+        self.assertStatus("OUT_OF_RANGE", fs.chunk, uid, 0, over)
+        self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, b"x", compression=9)
+        # Exactly 4 MiB in one frame is fine; then more than the file's size is not.
+        self.assertEqual(fs.chunk(uid, 0, data[:CHUNK_MAX], compress=True), CHUNK_MAX)
+        e = self.assertStatus("OUT_OF_RANGE", fs.chunk, uid, CHUNK_MAX, data[CHUNK_MAX:] + b"!")
+        self.assertIn("goes past", e.message)
+        self.assertEqual(fs.chunk(uid, CHUNK_MAX, data[CHUNK_MAX:], compress=True), len(data))
+        fs.commit(uid)
+        self.assertEqual(self.read("frames.txt"), data)
+        self.assertLess(time.monotonic() - t, 30)
+
+    # --- a client killed mid-upload --------------------------------------------------------
+
+    def test_client_killed_mid_upload_then_resumed(self):
+        seed, size, chunk = 20261129, 48 * MiB, MiB
+        child = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "upload_child.py"), str(self.daemon.port), self.daemon.key_file,
+             "killed.bin", str(seed), str(size), str(chunk)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)
+        self.addCleanup(child.stdin.close)
+        self.addCleanup(child.stdout.close)
+        self.addCleanup(lambda: child.poll() is None and (child.kill(), child.wait()))
+        upload_id, seen = None, 0
+        for line in child.stdout:
+            word = line.split()
+            if word[0] == "ID":
+                upload_id = word[1]
+            elif word[0] == "CONFIRMED":
+                seen = int(word[1])
+                if seen >= 16 * MiB:
+                    break
+        child.send_signal(signal.SIGKILL)  # most likely in the middle of sending the next chunk
+        child.wait()
+        self.assertEqual(child.returncode, -signal.SIGKILL)
+        self.assertIsNotNone(upload_id)
+        self.assertEqual(self.workspace_names(), [], "visible before its commit")
+        from upload_child import content
+        data = content(seed, size)
+        digest = sha256(data)
+        # The server may still be finishing the chunk the child was sending: ABORTED until then.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                r = self.fs.begin("killed.bin", size, digest, mode=0o600, upload_id=upload_id)
+                break
+            except bk.CallError as e:
+                if bk.status_name(e.code) != "ABORTED" or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.assertEqual(r.upload_id, upload_id)
+        self.assertGreaterEqual(r.confirmed_offset, seen)
+        self.assertLessEqual(r.confirmed_offset, seen + chunk)
+        self.assertEqual(r.confirmed_offset % chunk, 0)
+        self.fs.send(upload_id, data, offset=r.confirmed_offset)
+        info = self.fs.commit(upload_id)
+        self.assertEqual((info.size, info.mode), (size, 0o600))
+        self.assertEqual(file_sha256(self.host("killed.bin")), digest)
+        self.assertEqual(self.fs.download("killed.bin")[1], digest)
+        print("\n    killed after %d MiB confirmed; resumed from %d MiB" % (seen // MiB, r.confirmed_offset // MiB))
+
+    # --- overwrite=false -------------------------------------------------------------------
+
+    def test_overwrite_false(self):
+        fs = self.fs
+        fs.upload("exists", b"first\n")
+        self.assertStatus("ALREADY_EXISTS", fs.begin, "exists", 6, sha256(b"again\n"), path="/workspace/exists")
+        self.assertStatus("ALREADY_EXISTS", fs.upload, "exists", b"again\n", path="/workspace/exists")
+        self.assertEqual(self.read("exists"), b"first\n")
+        # The name is taken between begin and commit: ALREADY_EXISTS, the other file untouched,
+        # the upload kept (the caller may clear the name and commit again).
+        data = random_bytes(3 * MiB)
+        b = fs.begin("later", len(data), sha256(data))
+        fs.send(b.upload_id, data)
+        fs.exec("echo other > later")
+        self.assertStatus("ALREADY_EXISTS", fs.commit, b.upload_id, path="/workspace/later")
+        self.assertEqual(self.read("later"), b"other\n")
+        self.assertNoTemp()
+        fs.remove("later")
+        fs.commit(b.upload_id)
+        self.assertEqual(self.read("later"), data)
+        # A directory appearing: ALREADY_EXISTS without overwrite; with it, FAILED_PRECONDITION
+        # (EISDIR). A directory already there at begin: FAILED_PRECONDITION either way.
+        for overwrite, status in ((False, "ALREADY_EXISTS"), (True, "FAILED_PRECONDITION")):
+            name = "dir-%s" % overwrite
+            b = fs.begin(name, 3, sha256(b"abc"), overwrite=overwrite)
+            fs.chunk(b.upload_id, 0, b"abc")
+            fs.exec("mkdir %s && touch %s/inside" % (name, name))
+            self.assertStatus(status, fs.commit, b.upload_id, path="/workspace/" + name)
+            self.assertEqual(self.workspace_names(name), ["inside"])
+            fs.abort(b.upload_id)
+            self.assertStatus("FAILED_PRECONDITION", fs.begin, name, 3, sha256(b"abc"), overwrite=overwrite,
+                              path="/workspace/" + name)
+        self.assertNoTemp()
+        self.assertEqual(self.workspace_names(), ["dir-False", "dir-True", "exists", "later"])
+
+    # --- readers racing writers ------------------------------------------------------------
+
+    def test_readers_never_see_a_partial_file(self):
+        a, b = random_bytes(3 * MiB), random_bytes(MiB + 7)
+        contents = {sha256(a): "A", sha256(b): "B"}
+        self.fs.upload("hot.bin", a)
+        stop = threading.Event()
+        seen = {"rpc": {}, "host": {}, "stat": {}}
+        errors, temp_names = [], [0]
+        lock = threading.Lock()
+
+        def note(kind, what):
+            with lock:
+                seen[kind][what] = seen[kind].get(what, 0) + 1
+
+        def rpc_reader():
+            fs = self.files()
+            while not stop.is_set():
+                try:
+                    r = fs.call("FileDownload", path="hot.bin")
+                    ok = r.eof and r.offset == 0 and len(r.data) == r.size and sha256(r.data) == r.sha256
+                    note("rpc", contents.get(sha256(r.data), "partial") if ok else "inconsistent")
+                    note("stat", {len(a): "A", len(b): "B"}.get(fs.stat("hot.bin").size, "other size"))
+                except Exception as e:
+                    errors.append(e)
+                    return
+
+        def host_reader():
+            while not stop.is_set():
+                with open(self.host("hot.bin"), "rb") as f:
+                    note("host", contents.get(sha256(f.read()), "partial"))
+                names = os.listdir(self.ws)
+                if len(names) > 1:
+                    temp_names[0] += 1
+
+        readers = [threading.Thread(target=rpc_reader, daemon=True) for _ in range(2)]
+        readers.append(threading.Thread(target=host_reader, daemon=True))
+        for t in readers:
+            t.start()
+        try:
+            for i in range(40):
+                self.fs.upload("hot.bin", b if i % 2 == 0 else a, overwrite=True, chunk=MiB)
+        finally:
+            stop.set()
+            for t in readers:
+                t.join(30)
+        self.assertEqual(errors, [])
+        print("\n    reads while overwritten: %s; a temp name seen in %d host listings" % (seen, temp_names[0]))
+        for kind in seen:
+            self.assertLessEqual(set(seen[kind]), {"A", "B"}, "%s readers saw %s" % (kind, seen[kind]))
+            self.assertEqual(set(seen[kind]), {"A", "B"}, "%s readers did not see both contents" % kind)
+        self.assertNoTemp()
+
+    def test_download_of_a_growing_file_is_consistent(self):
+        # The file grows (an exec appends) while it is downloaded: each answer must describe what
+        # it carries — no more bytes than its size says, and at offset 0 the SHA-256 of them.
+        # Small and growing slowly (~0.5 MB/s), so that one answer carries the whole file.
+        self.fs.upload("grow.log", compressible(256 * 1024))
+        done = {}
+
+        def appender():
+            fs = self.files()
+            done["r"] = fs.call("Exec", argv=["/usr/bin/python3", "-c",
+                                              "import time\nf = open('grow.log', 'ab', buffering=0)\n"
+                                              "end = time.monotonic() + 2\n"
+                                              "while time.monotonic() < end:\n"
+                                              "    f.write(b'x' * 100)\n"
+                                              "    time.sleep(0.0002)\n"],
+                                timeout_ms=20000)
+
+        t = threading.Thread(target=appender, daemon=True)
+        t.start()
+        bad, n = [], 0
+        try:
+            time.sleep(0.2)
+            while t.is_alive() and n < 400:
+                n += 1
+                r = self.fs.call("FileDownload", path="grow.log")
+                self.assertLess(r.size, CHUNK_MAX)
+                if r.offset + len(r.data) > r.size or r.data_length != len(r.data) or \
+                        (r.eof and sha256(r.data) != r.sha256):
+                    bad.append((r.size, len(r.data)))
+        finally:
+            t.join(30)
+        self.assertEqual(done["r"].exit_code, 0, done["r"].stderr)
+        self.assertGreater(n, 5)
+        self.assertEqual(bad[:5], [], "%d of %d answers carried more bytes than their size and hash describe "
+                                      "(size, bytes sent)" % (len(bad), n))
+
+    # --- an upload's id once it is over ----------------------------------------------------
+
+    def test_upload_id_is_gone_once_answered(self):
+        # Once the commit (or its DATA_LOSS) is answered, the id is gone: the next request for it
+        # is NOT_FOUND, not ABORTED ("another request for it is in progress"). Four clients at
+        # once, so that the daemon's threads are busy and a late drop shows.
+        answers, lock = {}, threading.Lock()
+
+        def client(t):
+            fs = self.files()
+            for i in range(75):
+                data = b"%d-%d\n" % (t, i)
+                good = i % 2 == 0
+                b = fs.begin("id-%d-%d" % (t, i), len(data), sha256(data if good else b"other"))
+                fs.chunk(b.upload_id, 0, data)
+                try:
+                    fs.commit(b.upload_id)
+                    first = "OK"
+                except bk.CallError as e:
+                    first = bk.status_name(e.code)
+                try:
+                    fs.commit(b.upload_id)
+                    second = "OK"
+                except bk.CallError as e:
+                    second = bk.status_name(e.code)
+                key = "%s then %s" % (first, second)
+                with lock:
+                    answers[key] = answers.get(key, 0) + 1
+
+        threads = [threading.Thread(target=client, args=(t,), daemon=True) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(answers, {"OK then NOT_FOUND": 152, "DATA_LOSS then NOT_FOUND": 148})
+
+
+class IdleUploadTest(FilesTestCase):
+    DAEMON_ARGS = ("--upload-idle", "2")
+
+    def temp_fds(self):
+        """The daemon's descriptors on unnamed files in the workspace (its uploads): the kernel
+        names them as the sandbox sees them, "/workspace/#<inode> (deleted)"."""
+        out = []
+        fd_dir = "/proc/%d/fd" % self.daemon.proc.pid
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if re.fullmatch(r"/workspace/#\d+ \(deleted\)", target):
+                out.append(target)
+        return out
+
+    def test_abandoned_upload_leaves_nothing_and_expires(self):
+        data = random_bytes(8 * MiB)
+        b = self.fs.begin("abandoned.bin", len(data), sha256(data))
+        self.assertEqual(self.fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
+        touched = time.monotonic()
+        fds = self.temp_fds()
+        self.assertEqual(len(fds), 1, fds)
+        self.assertEqual(self.workspace_names(), [])
+        # Still there after 1 s (and resuming touches it).
+        time.sleep(max(0.0, touched + 1.0 - time.monotonic()))
+        r = self.fs.begin("abandoned.bin", len(data), sha256(data), upload_id=b.upload_id)
+        touched = time.monotonic()
+        self.assertEqual(r.confirmed_offset, CHUNK_MAX)
+        # Then left alone: dropped once idle 2 s (the daemon looks each second). Watching its
+        # descriptors does not touch the upload.
+        while self.temp_fds() and time.monotonic() < touched + 10:
+            time.sleep(0.05)
+        idle = time.monotonic() - touched
+        print("\n    dropped after %.2f s idle (--upload-idle 2)" % idle)
+        self.assertEqual(self.temp_fds(), [])
+        self.assertGreaterEqual(idle, 1.9)
+        self.assertLess(idle, 3.6)
+        for fn, args in ((self.fs.chunk, (b.upload_id, CHUNK_MAX, data[CHUNK_MAX:])),
+                         (self.fs.commit, (b.upload_id,)), (self.fs.abort, (b.upload_id,)),
+                         (self.fs.begin, ("abandoned.bin", len(data), sha256(data), 0, False, False, b.upload_id))):
+            e = self.assertStatus("NOT_FOUND", fn, *args)
+            self.assertIn(b.upload_id, e.message)
+        self.assertEqual(self.workspace_names(), [])
+        self.assertIn("expired", self.daemon.log())
+
+    def test_a_slow_but_active_upload_is_kept(self):
+        data = random_bytes(5 * MiB)
+        b = self.fs.begin("slow.bin", len(data), sha256(data))
+        for i in range(5):  # 5 chunks, 1.2 s apart: 6 s in all, never 2 s idle
+            self.fs.chunk(b.upload_id, i * MiB, data[i * MiB:(i + 1) * MiB])
+            time.sleep(1.2)
+        self.fs.commit(b.upload_id)
+        with open(self.host("slow.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+
+    def test_aborted_upload_leaves_nothing(self):
+        data = random_bytes(2 * MiB)
+        b = self.fs.begin("aborted.bin", len(data), sha256(data))
+        self.fs.chunk(b.upload_id, 0, data[:MiB])
+        self.fs.abort(b.upload_id)
+        self.assertEqual(self.temp_fds(), [])
+        self.assertEqual(self.workspace_names(), [])
+        time.sleep(0.2)
+        self.assertStatus("NOT_FOUND", self.fs.chunk, b.upload_id, MiB, data[MiB:])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -83,33 +84,47 @@ static char *own_cgroup(const char *self_cgroup, const char *controller)
 	return found;
 }
 
-/* Remove boxkite-<pid> cgroups left by a boxkited that died without cleaning up (SIGKILL): the
- * ones in `dir` whose pid no longer runs, with their empty exec cgroups. */
+/* rmdir every exec-* cgroup in base, then base: the ones still holding processes stay. */
+static void remove_base(const char *base)
+{
+	DIR *d = opendir(base);
+	struct dirent *de;
+	char sub[4096 + 256];
+
+	if (d) {
+		while ((de = readdir(d)))
+			if (strncmp(de->d_name, "exec-", 5) == 0) {
+				snprintf(sub, sizeof(sub), "%s/%s", base, de->d_name);
+				rmdir(sub);
+			}
+		closedir(d);
+	}
+	rmdir(base);
+}
+
+/* Remove boxkite-<pid> cgroups that a boxkited killed outright (SIGKILL) left behind: the ones
+ * in `dir` whose pid runs no longer and that are over a minute old. The age matters because
+ * the pid is looked up in our PID namespace only: a live boxkited in another namespace may look
+ * dead from here — and then only its empty cgroups can go (rmdir refuses the others), and the
+ * newest empty one, just staged for its next exec, is younger than a minute. */
 static void remove_stale(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
+	time_t now = time(NULL);
 
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		char path[4096], sub[4096 + 256];
-		DIR *e;
-		struct dirent *ee;
+		char path[4096];
+		struct stat st;
 		int pid;
 
 		if (sscanf(de->d_name, "boxkite-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if ((e = opendir(path))) {
-			while ((ee = readdir(e)))
-				if (strncmp(ee->d_name, "exec-", 5) == 0) {
-					snprintf(sub, sizeof(sub), "%s/%s", path, ee->d_name);
-					rmdir(sub);
-				}
-			closedir(e);
-		}
-		rmdir(path);
+		if (stat(path, &st) == 0 && now - st.st_ctime > 60)
+			remove_base(path);
 	}
 	closedir(d);
 }
@@ -292,14 +307,18 @@ struct helper_request {
 	char dir[2][1024];
 };
 
-static int drop_all_caps(void)
+/* Keep at most one capability (keep >= 0), in the bounding set too; no_new_privs. */
+static int narrow_caps(int keep)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2] = { { 0 } };
 
 	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+		if (cap != keep && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return -1;
+	if (keep >= 0) {
+		data[keep / 32].effective = data[keep / 32].permitted = 1u << (keep % 32);
+	}
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		return -1;
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -307,14 +326,20 @@ static int drop_all_caps(void)
 
 /* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
  * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
-__attribute__((noreturn)) static void helper_main(const char *name, int req, int ack)
+__attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack)
 {
 	struct helper_request m;
+	bool remover = ack < 0;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	prctl(PR_SET_NAME, name, 0, 0, 0);
-	/* Writing root-owned cgroup files as uid 0 needs no capability: keep none. */
-	if (drop_all_caps() < 0)
+	/* The mover dies with the executor. The remover outlives it on purpose: at the end of its
+	 * queue (EOF: the executor exited, cleanly or not) it removes boxkite's cgroups. */
+	if (!remover)
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Moving and removing root-owned cgroups as uid 0 needs no capability — except removing
+	 * boxkite's parent cgroup from a hierarchy root, which is mode 0555: the remover keeps
+	 * CAP_DAC_OVERRIDE alone for that. */
+	if (narrow_caps(remover ? CAP_DAC_OVERRIDE : -1) < 0)
 		_exit(1);
 	while (read(req, &m, sizeof(m)) == (ssize_t)sizeof(m)) {
 		char pid[16];
@@ -331,11 +356,47 @@ __attribute__((noreturn)) static void helper_main(const char *name, int req, int
 		if (m.op == HELPER_MOVE && write(ack, &result, sizeof(result)) != sizeof(result))
 			break;
 	}
+	if (remover) {
+		/* The executor's commands die with it (their parent-death signal); give the kernel a
+		 * moment to empty their cgroups, then remove everything of ours. */
+		for (int tries = 0; tries < 20; tries++) {
+			bool left = false;
+			for (int i = 0; i < 2; i++) {
+				if (!cg->base[i])
+					continue;
+				remove_base(cg->base[i]);
+				left |= access(cg->base[i], F_OK) == 0;
+			}
+			if (!left)
+				break;
+			usleep(100000);
+		}
+	}
 	_exit(0);
 }
 
 /* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
-static pid_t helper_start(const char *name, int *req, int *ack)
+/* Close every descriptor but 0-2 and the two given (b may be -1). */
+static void close_all_but(int a, int b)
+{
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+
+	if (lo < 0) {
+		lo = hi;
+		hi = -1;
+	}
+	if (lo > 3)
+		syscall(SYS_close_range, 3, lo - 1, 0);
+	if (hi < 0) {
+		syscall(SYS_close_range, lo + 1, ~0U, 0);
+		return;
+	}
+	if (hi > lo + 1)
+		syscall(SYS_close_range, lo + 1, hi - 1, 0);
+	syscall(SYS_close_range, hi + 1, ~0U, 0);
+}
+
+static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int *ack)
 {
 	int r[2], a[2] = { -1, -1 };
 	pid_t pid;
@@ -349,9 +410,10 @@ static pid_t helper_start(const char *name, int *req, int *ack)
 	}
 	pid = fork();
 	if (pid == 0) {
-		bk_close(r[1]);
-		bk_close(a[0]);
-		helper_main(name, r[0], a[1]);
+		/* Only its own pipe ends: a copy of another helper's would keep that one from ever
+		 * seeing EOF, and the executor's shutdown would wait for it forever. */
+		close_all_but(r[0], a[1]);
+		helper_main(cg, name, r[0], a[1]);
 	}
 	bk_close(r[0]);
 	bk_close(a[1]);
@@ -401,8 +463,8 @@ int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, b
 	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
 		return ret;
 	/* Two helpers, so that a slow removal never holds up a move the next exec waits for. */
-	cg->mover = helper_start("bk-cgroup-mover", &cg->mover_req, &cg->mover_ack);
-	cg->remover = cg->mover > 0 ? helper_start("bk-cgroup-rm", &cg->remover_req, NULL) : -1;
+	cg->mover = helper_start(cg, "bk-cgroup-mover", &cg->mover_req, &cg->mover_ack);
+	cg->remover = cg->mover > 0 ? helper_start(cg, "bk-cgroup-rm", &cg->remover_req, NULL) : -1;
 	if (cg->mover < 0 || cg->remover < 0) {
 		ret = -errno;
 		helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
@@ -418,18 +480,15 @@ void bk_cgroups_fini(bk_cgroups *cg)
 {
 	bk_cgroups_unstage(cg, NULL);
 	helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
-	/* The remover empties its queue of exec cgroups before the parent can go. */
+	/* The remover empties its queue, then removes boxkite's cgroups, and exits. */
 	helper_stop(&cg->remover, &cg->remover_req, NULL);
 	for (int i = 0; i < 2; i++) {
-		if (cg->base[i])
-			rmdir(cg->base[i]);
 		free(cg->base[i]);
 		free(cg->home[i]);
 	}
 	free(cg->why_none);
 	memset(cg, 0, sizeof(*cg));
 }
-
 
 int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_error **err)
 {

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "boxkite/executor/order.pb-c.h"
@@ -56,6 +57,14 @@ struct executor {
 	struct exec_entry *execs;
 	char profile[160];
 };
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* epoll tags that are not exec entries */
 static char tag_channel, tag_sandbox;
@@ -611,17 +620,23 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 		executor_teardown(&ex);
 		return 1;
 	}
+	int64_t retry_at = 0; /* when to look for (or rebuild) a sandbox that is not ready */
 	for (;;) {
 		struct epoll_event evs[16];
-		int timeout = ex.sandbox.ready ? -1 : ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS;
+		int64_t now = monotonic_ms();
+		int timeout = ex.sandbox.ready ? -1 : retry_at > now ? (int)(retry_at - now) : 0;
 		int n = epoll_wait(ex.epfd, evs, 16, timeout);
 
 		if (n < 0 && errno != EINTR) {
 			status = 1;
 			break;
 		}
-		if (n == 0 && !ex.sandbox.ready)
+		/* On a deadline, not on idleness: orders arriving all the time (a client retrying its
+		 * exec) must not keep a lost sandbox from being found again. */
+		if (!ex.sandbox.ready && monotonic_ms() >= retry_at) {
 			sandbox_acquire(&ex);
+			retry_at = monotonic_ms() + (ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS);
+		}
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 			if (tag == &tag_channel) {

@@ -71,18 +71,24 @@ help:
 
 # --- generated code ------------------------------------------------------------------------------
 
-gen:
-	rm -rf gen/boxkite gen/python
-	mkdir -p gen/python
-	protoc-c --c_out=gen -Iproto $(PROTO_V1) $(PROTO_EXEC)
-	protoc --python_out=gen/python -Iproto $(PROTO_V1)
+# protoc-c's and protoc's output for proto/ into directory $(1).
+define gen_into
+	rm -rf $(1)/boxkite $(1)/python
+	mkdir -p $(1)/python
+	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC)
+	protoc --python_out=$(1)/python -Iproto $(PROTO_V1)
+endef
 
+gen:
+	$(call gen_into,gen)
+
+# CI's check that the committed gen/ is what `make gen` makes now.
 gen-check:
-	@tmp=$$(mktemp -d) && cp -r proto gen Makefile $$tmp/ && cp -r common $$tmp/ && \
-	  $(MAKE) -s -C $$tmp gen >/dev/null && \
-	  if diff -r gen $$tmp/gen >/dev/null; then echo "gen-check: gen/ is current"; rm -rf $$tmp; \
-	  else echo "gen-check: gen/ differs from what 'make gen' produces; run make gen and commit" >&2; \
-	       diff -r gen $$tmp/gen | head -20 >&2; rm -rf $$tmp; exit 1; fi
+	@rm -rf $(B)/gen-check && mkdir -p $(B)/gen-check
+	@$(call gen_into,$(B)/gen-check) >/dev/null
+	@if diff -r gen $(B)/gen-check >/dev/null; then echo "gen-check: gen/ is current"; \
+	else echo "gen-check: gen/ differs from what 'make gen' produces; run make gen and commit" >&2; \
+	     diff -r gen $(B)/gen-check | head -20 >&2; exit 1; fi
 
 # --- objects -------------------------------------------------------------------------------------
 

@@ -474,7 +474,7 @@ class FilesTestCase(unittest.TestCase):
         if d.died_early:
             raise AssertionError("boxkited died during the tests (status %s); its log:\n%s" % (status, log))
         if d.hung or d.leftover:
-            # Not a files bug (see test_6_shutdown, which fails on it): killed, said loudly.
+            # test_6_shutdown fails on this; here the class's own results stand: killed, said loudly.
             sys.stderr.write("\nWARNING: boxkited of %s %s%s; killed\n" % (
                 cls.__name__, "did not exit within 5 s of SIGTERM" if d.hung else "exited",
                 ", and left processes behind: %s" % d.leftover if d.leftover else ""))

@@ -52,7 +52,11 @@ static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const c
 	if (!in)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the answer carries no file info", method);
 	memset(out, 0, sizeof(*out));
-	snprintf(out->path, sizeof(out->path), "%s", in->path);
+	/* A name that is not UTF-8 comes escaped in path and exact in raw_path: C wants the bytes. */
+	if (in->raw_path.len)
+		snprintf(out->path, sizeof(out->path), "%.*s", (int)in->raw_path.len, (const char *)in->raw_path.data);
+	else
+		snprintf(out->path, sizeof(out->path), "%s", in->path);
 	out->type = in->type >= BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR &&
 				    in->type <= BOXKITE__V1__FILE_TYPE__FILE_TYPE_OTHER
 			    ? (int)in->type
@@ -62,7 +66,11 @@ static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const c
 	out->uid = in->uid;
 	out->gid = in->gid;
 	out->mtime_ns = in->mtime_ns;
-	snprintf(out->symlink_target, sizeof(out->symlink_target), "%s", in->symlink_target);
+	if (in->raw_symlink_target.len)
+		snprintf(out->symlink_target, sizeof(out->symlink_target), "%.*s", (int)in->raw_symlink_target.len,
+			 (const char *)in->raw_symlink_target.data);
+	else
+		snprintf(out->symlink_target, sizeof(out->symlink_target), "%s", in->symlink_target);
 	return BK_OK;
 }
 

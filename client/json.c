@@ -1,5 +1,7 @@
 #include "json.h"
 
+#include "utf8.h"
+
 static void put_escaped(FILE *out, const uint8_t *s, size_t len);
 
 /* The comma before a member, then its key if it has one. */
@@ -56,40 +58,6 @@ void bk_json_end_array(bk_json *j)
 	close_scope(j, ']');
 }
 
-/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if it is not one. */
-static size_t utf8_len(const uint8_t *s, size_t len)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		n = 2;
-		cp = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		n = 3;
-		cp = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		n = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n > len)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and values past U+10FFFF are not UTF-8. */
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 static void put_escaped(FILE *out, const uint8_t *s, size_t len)
 {
 	for (size_t i = 0; i < len;) {
@@ -109,7 +77,7 @@ static void put_escaped(FILE *out, const uint8_t *s, size_t len)
 			i++;
 			continue;
 		}
-		n = utf8_len(s + i, len - i);
+		n = bk_utf8_seq(s + i, len - i);
 		if (n == 0) {
 			/* Not UTF-8: keep the byte's value visible rather than produce invalid JSON. */
 			fprintf(out, "\\u%04x", c);

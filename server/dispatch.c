@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "server.h"
+#include "utf8.h"
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name)
 {
@@ -58,6 +59,11 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 	hdr.status = status;
 	hdr.detail = (Boxkite__V1__StatusDetail)detail;
 	hdr.message = message ? (char *)message : "";
+	/* A message about a file may quote its name, which need not be UTF-8: a protobuf string
+	 * must be, for decoders in other languages. */
+	char escaped[2048];
+	if (message && !bk_utf8_valid(message))
+		hdr.message = bk_utf8_escape(message, escaped, sizeof(escaped));
 
 	if (nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
 		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
@@ -292,6 +298,13 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		else
 			call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
 				 "body is not a valid request for this method", NULL, call->key != NULL);
+		return;
+	}
+	/* The body too must be canonical: a string with a NUL byte would be read up to the NUL
+	 * (a path "x\0/../../etc" acted on as "x"). */
+	if (protobuf_c_message_get_packed_size(request) != env->body.len) {
+		call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
+			 "body is not canonically encoded (a NUL byte in a string?)", NULL, call->key != NULL);
 		return;
 	}
 	if (!method->handler) {

@@ -17,6 +17,7 @@
 #include "link.h"
 #include "log.h"
 #include "sbpath.h"
+#include "utf8.h"
 #include "workers.h"
 
 #define WORKERS 4
@@ -75,7 +76,7 @@ static const char *file_reason(int errnum)
 {
 	switch (errnum) {
 	case EXDEV:
-		return "resolves outside its root (an absolute or escaping symlink?)";
+		return "outside its root (an absolute or escaping symlink?) or on another filesystem";
 	case ELOOP:
 		return "too many symlinks, or a /proc magic link";
 	case EBUSY:
@@ -127,16 +128,30 @@ static void send_order(bk_call *call, bk_order *order, const int *fds, size_t nf
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor: %s", strerror(-ret));
 }
 
-static void info_to_wire(Boxkite__V1__FileInfo *out, const Boxkite__Executor__FileInfo *in)
+/* A name fit for a protobuf string: itself when valid UTF-8; otherwise escaped (malloc'd,
+ * recorded in *owned for the caller to free) with the exact bytes in *raw. */
+static char *wire_name(char *name, ProtobufCBinaryData *raw, char **owned)
 {
-	out->path = in->name;
+	size_t len = strlen(name);
+
+	if (bk_utf8_valid(name) || !(*owned = malloc(4 * len + 1)))
+		return name;
+	*raw = (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)name };
+	return bk_utf8_escape(name, *owned, 4 * len + 1);
+}
+
+/* owned[2] receives what must be freed after the answer is sent (NULL if nothing). */
+static void info_to_wire(Boxkite__V1__FileInfo *out, const Boxkite__Executor__FileInfo *in, char *owned[2])
+{
+	owned[0] = owned[1] = NULL;
+	out->path = wire_name(in->name, &out->raw_path, &owned[0]);
+	out->symlink_target = wire_name(in->symlink_target, &out->raw_symlink_target, &owned[1]);
 	out->type = (Boxkite__V1__FileType)in->type;
 	out->size = in->size;
 	out->mode = in->mode;
 	out->uid = in->uid;
 	out->gid = in->gid;
 	out->mtime_ns = in->mtime_ns;
-	out->symlink_target = in->symlink_target;
 }
 
 /* --- stat, list, mkdir, remove, move --------------------------------------------------------- */
@@ -153,9 +168,12 @@ static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE || !reply->done->info) {
 		fail_reply(call, reply);
 	} else {
-		info_to_wire(&info, reply->done->info);
+		char *owned[2];
+		info_to_wire(&info, reply->done->info, owned);
 		resp.info = &info;
 		bk_call_reply(call, &resp.base);
+		free(owned[0]);
+		free(owned[1]);
 	}
 	bk_reply_free(reply);
 }
@@ -181,6 +199,7 @@ static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	Boxkite__V1__FileListResponse resp = BOXKITE__V1__FILE_LIST_RESPONSE__INIT;
 	_cleanup_free_ Boxkite__V1__FileInfo *infos = NULL;
 	_cleanup_free_ Boxkite__V1__FileInfo **ptrs = NULL;
+	_cleanup_free_ char **owned = NULL;
 	const Boxkite__Executor__Listed *l;
 
 	(void)fds;
@@ -193,21 +212,31 @@ static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	l = reply->listed;
 	infos = calloc(l->n_entries + 1, sizeof(*infos));
 	ptrs = calloc(l->n_entries + 1, sizeof(*ptrs));
-	if (!infos || !ptrs) {
+	owned = calloc(2 * l->n_entries + 1, sizeof(*owned));
+	if (!infos || !ptrs || !owned) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		bk_reply_free(reply);
 		return;
 	}
 	for (size_t i = 0; i < l->n_entries; i++) {
 		boxkite__v1__file_info__init(&infos[i]);
-		info_to_wire(&infos[i], l->entries[i]);
+		info_to_wire(&infos[i], l->entries[i], &owned[2 * i]);
 		ptrs[i] = &infos[i];
 	}
 	resp.n_entries = l->n_entries;
 	resp.entries = ptrs;
-	/* The token is the last name returned: the next page starts after it. */
-	resp.next_page_token = l->more && l->n_entries ? l->entries[l->n_entries - 1]->name : "";
+	/* The token is the last name returned, in hex (a name need not be UTF-8, a token must):
+	 * the next page starts after it. */
+	char token[2 * 256 + 1] = "";
+	if (l->more && l->n_entries) {
+		const char *last = l->entries[l->n_entries - 1]->name;
+		for (size_t i = 0; last[i] && i < 256; i++)
+			snprintf(token + 2 * i, 3, "%02x", (unsigned char)last[i]);
+	}
+	resp.next_page_token = token;
 	bk_call_reply(call, &resp.base);
+	for (size_t i = 0; i < 2 * l->n_entries; i++)
+		free(owned[i]);
 	bk_reply_free(reply);
 }
 
@@ -224,8 +253,23 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, LIST_PAGE_MAX);
 		return;
 	}
+	size_t tlen = strlen(rq->page_token);
+	char after[256 + 1];
+	if (tlen % 2 || tlen > 2 * 256) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "not a page token from a FileList answer");
+		return;
+	}
+	for (size_t i = 0; i < tlen / 2; i++) {
+		unsigned v;
+		if (sscanf(rq->page_token + 2 * i, "%2x", &v) != 1 || v == 0) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "not a page token from a FileList answer");
+			return;
+		}
+		after[i] = (char)v;
+	}
+	after[tlen / 2] = '\0';
 	op.path = path;
-	op.after = rq->page_token;
+	op.after = after;
 	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
@@ -389,7 +433,10 @@ static void download_work(void *arg, void *scratch)
 		}
 		resp.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = hash };
 	}
-	n = pread_full(d->fd, buf, d->length, d->offset);
+	/* Never more than the size this answer states: a file growing meanwhile is read up to the
+	 * size measured above, and the client sees the change in size or mtime next time. */
+	n = pread_full(d->fd, buf, d->length < (uint64_t)st.st_size - d->offset ? d->length : (uint64_t)st.st_size - d->offset,
+		       d->offset);
 	if (n < 0) {
 		bk_call_failf(d->call, file_status(errno), 0, "read: %s", strerror(errno));
 		goto out;
@@ -810,8 +857,12 @@ static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
 		}
 		info.path = u->path;
 		resp.info = &info;
+		/* Out of the table first: a request naming it after the answer finds nothing. */
+		pthread_mutex_lock(&f->lock);
+		upload_unlink(f, u);
+		pthread_mutex_unlock(&f->lock);
 		bk_call_reply(op->call, &resp.base);
-		upload_drop(f, u);
+		upload_free(u);
 	}
 	bk_reply_free(reply);
 	free(op);
@@ -843,9 +894,12 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 		CRYPTO_memcmp(sum, u->sha256, SHA256_LEN) == 0;
 	EVP_MD_CTX_free(md);
 	if (!match) {
+		pthread_mutex_lock(&f->lock);
+		upload_unlink(f, u);
+		pthread_mutex_unlock(&f->lock);
 		bk_call_failf(call, BK_DATA_LOSS, 0, "%s: the content's SHA-256 is not the declared one: nothing written",
 			      u->path);
-		upload_drop(f, u);
+		upload_free(u);
 		return;
 	}
 	op = calloc(1, sizeof(*op));

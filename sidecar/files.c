@@ -285,7 +285,7 @@ int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e)
 /* mkdir -p of rel beneath root_fd, as the caller's identity; EEXIST of a directory is fine. */
 static int mkdir_parents(int root_fd, const char *rel, mode_t mode, const char *norm, bk_fs_error *e)
 {
-	char prefix[4096];
+	char prefix[4096], upto[4096];
 	const char *p = rel;
 
 	while (*p) {
@@ -295,7 +295,8 @@ static int mkdir_parents(int root_fd, const char *rel, mode_t mode, const char *
 		int dirfd;
 		const char *name;
 
-		snprintf(prefix, sizeof(prefix), "%.*s", (int)len, rel);
+		snprintf(upto, sizeof(upto), "%.*s", (int)len, rel);
+		snprintf(prefix, sizeof(prefix), "%s", upto);
 		name = strrchr(prefix, '/');
 		if (name) {
 			prefix[name - prefix] = '\0';
@@ -307,11 +308,20 @@ static int mkdir_parents(int root_fd, const char *rel, mode_t mode, const char *
 		}
 		if (dirfd < 0)
 			return fail(e, errno, norm);
-		if (mkdirat(dirfd, name, mode) < 0 &&
-		    (errno != EEXIST || fstatat(dirfd, name, &st, 0) < 0 || !S_ISDIR(st.st_mode))) {
-			int errnum = errno == EEXIST ? ENOTDIR : errno;
-			bk_close(dirfd);
-			return fail(e, errnum, norm);
+		if (mkdirat(dirfd, name, mode) < 0) {
+			/* It exists: fine if it is a directory beneath the root. Checked by resolving
+			 * it contained, never with a plain stat, which would follow a symlink out of
+			 * the sandbox and tell what the host has there. */
+			int errnum = errno, sub = -1;
+			if (errnum == EEXIST) {
+				sub = openat2_fd(root_fd, upto, O_PATH, 0, RESOLVE_CONTAINED);
+				errnum = sub < 0 ? errno : fstat(sub, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+				bk_close(sub);
+			}
+			if (errnum) {
+				bk_close(dirfd);
+				return fail(e, errnum, norm);
+			}
 		}
 		bk_close(dirfd);
 		if (!slash)
@@ -523,8 +533,21 @@ int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk
 		ret = da;
 	else if ((db = open_parent(&b, &nb, e)) < 0)
 		ret = db;
-	else if (renameat2(da, na, db, nb, overwrite ? 0 : RENAME_NOREPLACE) < 0)
-		ret = fail(e, errno, errno == ENOENT ? a.norm : b.norm);
+	else if (renameat2(da, na, db, nb, overwrite ? 0 : RENAME_NOREPLACE) < 0) {
+		/* Name what the error is about: the source when it is missing, the target when it
+		 * is in the way, both otherwise. */
+		char both[4096];
+		int errnum = errno;
+		if (errnum == ENOENT)
+			ret = fail(e, errnum, a.norm);
+		else if (errnum == EEXIST || errnum == EISDIR || errnum == ENOTEMPTY || errnum == ENOTDIR)
+			ret = fail(e, errnum, b.norm);
+		else {
+			snprintf(both, sizeof(both), "%.2000s -> %.2000s%s", a.norm, b.norm,
+				 errnum == EXDEV ? " (another filesystem)" : "");
+			ret = fail(e, errnum, both);
+		}
+	}
 	become_self();
 	bk_close(da);
 	bk_close(db);

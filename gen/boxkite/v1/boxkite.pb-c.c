@@ -2939,7 +2939,7 @@ const ProtobufCMessageDescriptor boxkite__v1__exec_response__descriptor =
   (ProtobufCMessageInit) boxkite__v1__exec_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_info__field_descriptors[8] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_info__field_descriptors[10] =
 {
   {
     "path",
@@ -3037,12 +3037,38 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_info__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "raw_path",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileInfo, raw_path),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "raw_symlink_target",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileInfo, raw_symlink_target),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_info__field_indices_by_name[] = {
   5,   /* field[5] = gid */
   3,   /* field[3] = mode */
   6,   /* field[6] = mtime_ns */
   0,   /* field[0] = path */
+  8,   /* field[8] = raw_path */
+  9,   /* field[9] = raw_symlink_target */
   2,   /* field[2] = size */
   7,   /* field[7] = symlink_target */
   1,   /* field[1] = type */
@@ -3051,7 +3077,7 @@ static const unsigned boxkite__v1__file_info__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__file_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_info__descriptor =
 {
@@ -3061,7 +3087,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_info__descriptor =
   "Boxkite__V1__FileInfo",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileInfo),
-  8,
+  10,
   boxkite__v1__file_info__field_descriptors,
   boxkite__v1__file_info__field_indices_by_name,
   1,  boxkite__v1__file_info__number_ranges,

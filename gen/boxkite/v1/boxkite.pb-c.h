@@ -334,10 +334,17 @@ struct  Boxkite__V1__FileInfo
   uint32_t gid;
   int64_t mtime_ns;
   char *symlink_target;
+  /*
+   * When the name (or the symlink's target) is not valid UTF-8, which a protobuf string cannot
+   * carry: path (and symlink_target) show it with each invalid byte as \xNN, and these hold
+   * the exact bytes.
+   */
+  ProtobufCBinaryData raw_path;
+  ProtobufCBinaryData raw_symlink_target;
 };
 #define BOXKITE__V1__FILE_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_info__descriptor) \
-    , (char *)protobuf_c_empty_string, BOXKITE__V1__FILE_TYPE__FILE_TYPE_UNSPECIFIED, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, BOXKITE__V1__FILE_TYPE__FILE_TYPE_UNSPECIFIED, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, {0,NULL} }
 
 
 struct  Boxkite__V1__FileUploadBeginRequest

@@ -8,6 +8,8 @@
 #   exec               bench/exec_bench.c, driven by bench/exec.sh: the isolated-spawn floor (the
 #                      executor's own code, no RPC) beside the exec round trip of `true`; execs/s
 #                      with 8 concurrent clients and the health latency meanwhile.
+#   files              bench/files_bench.c, driven by bench/files.sh: 256 MiB up and down through
+#                      boxkited beside raw nng, ipc and tcp; 1,000 x 4 KiB with bkctl cp -r.
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
 .PHONY: bench
@@ -23,6 +25,11 @@ $(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/lib
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
-bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench
+$(B)/bench/files_bench: $(call obj,bench/files_bench.c) $(B)/libboxkite.a
+	@mkdir -p $(@D)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
+
+bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench
 	bench/health-rtt.sh $(B) $(BENCH_ARGS)
 	bench/exec.sh $(B)
+	bench/files.sh $(B)

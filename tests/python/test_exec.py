@@ -1,0 +1,73 @@
+"""Exec through the Python client against a real boxkited (local mode, as root): the second
+language runs a command in the sandbox and reads its whole result."""
+
+import os
+import unittest
+
+try:
+    import boxkite_client as bk
+    from boxkite_client import pb
+    import boxkited_process
+    IMPORT_ERROR = None
+except ImportError as e:  # python3-protobuf missing, or gen/python not generated
+    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+
+
+def skip_reason():
+    if IMPORT_ERROR:
+        return IMPORT_ERROR
+    if os.geteuid() != 0:
+        return "boxkited makes a sandbox: needs root"
+    return boxkited_process.missing_binaries()
+
+
+@unittest.skipIf(skip_reason(), "SKIP: %s" % skip_reason())
+class ExecTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = boxkited_process.Boxkited().__enter__()
+        key_id, secret = bk.load_key_file(cls.daemon.key_file)
+        cls.client = bk.Client("127.0.0.1", cls.daemon.port, key_id, secret, timeout=30.0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        log = cls.daemon.log()
+        status = cls.daemon.stop()
+        if status != 0:
+            raise AssertionError("boxkited exited with %s; its log:\n%s" % (status, log))
+
+    def exec(self, **kw):
+        reply = self.client.call("Exec", pb.ExecRequest(**kw), pb.ExecResponse)
+        self.assertTrue(reply.verified, "an Exec answer must carry a valid MAC")
+        return reply.message
+
+    def test_id_is_the_sandbox_user(self):
+        r = self.exec(argv=["id", "-u"])
+        self.assertEqual((r.exit_code, r.signal, r.timed_out), (0, 0, False))
+        self.assertEqual(r.stdout, b"1001\n")
+        self.assertTrue(r.isolation_profile.startswith("bk1:netns-fresh"), r.isolation_profile)
+
+    def test_shell_stdin_env_and_exit_code(self):
+        r = self.exec(shell='read x; echo "$x $GREETING" ; echo oops >&2; exit 7', stdin=b"hello\n",
+                      env=[pb.EnvVar(name="GREETING", value="world")], cwd="/tmp")
+        self.assertEqual(r.exit_code, 7)
+        self.assertEqual(r.stdout, b"hello world\n")
+        self.assertEqual(r.stderr, b"oops\n")
+
+    def test_timeout_and_truncation(self):
+        r = self.exec(shell="head -c 100000 /dev/zero; sleep 30", timeout_ms=500, stdout_limit=1000)
+        self.assertTrue(r.timed_out)
+        self.assertEqual(len(r.stdout), 1000)
+        self.assertTrue(r.stdout_truncated)
+        self.assertEqual(r.stdout_dropped, 99000)
+
+    def test_denied_variable_is_an_error_naming_it(self):
+        with self.assertRaises(bk.CallError) as cm:
+            self.exec(argv=["true"], env=[pb.EnvVar(name="LD_PRELOAD", value="/tmp/x.so")])
+        self.assertEqual(bk.status_name(cm.exception.code), "INVALID_ARGUMENT")
+        self.assertIn("LD_PRELOAD", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -42,7 +42,7 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
-              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c
+              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
 

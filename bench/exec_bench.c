@@ -2,8 +2,9 @@
  *
  *   floor   the isolation steps alone: a local sandbox made in this process with the executor's
  *           own code (sidecar/), then per iteration exactly what the executor does for an exec —
- *           take the staged cgroup, bk_spawn() of `true`, stage the next one, output pipes to
- *           EOF, wait, OOM check, cgroup removal — with no RPC, no front, no channel;
+ *           take the staged cgroup and a pooled network namespace, bk_spawn() of `true`, stage the
+ *           next cgroup, output pipes to EOF, wait, OOM check, cgroup removal — with no RPC, no
+ *           front, no channel;
  *   rpc     the same `true` through libboxkite against a running boxkited: the round trip;
  *   load    C clients (threads, one bk_client each) running execs of `true` back to back for
  *           S seconds, and one more thread calling Health meanwhile: execs/s, health latency.
@@ -23,6 +24,7 @@
 #include "cgroup.h"
 #include "clock.h"
 #include "filter.h"
+#include "netns.h"
 #include "sandbox.h"
 #include "spawn.h"
 
@@ -66,12 +68,14 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 	bk_seccomp seccomp;
 	bk_spawner sp;
 	bk_cgroups cg;
+	bk_netns_pool pool;
 	bk_sandbox sb;
 	bk_error *err = NULL;
 	uint64_t *us = calloc((size_t)iterations, sizeof(*us));
 
 	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, 1001, 1001, &err) < 0 ||
-	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", &err) < 0) {
+	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", &err) < 0 ||
+	    bk_netns_pool_start(&pool, 8, &err) < 0) {
 		fprintf(stderr, "floor: set-up: %s\n", bk_error_msg(err));
 		return 1;
 	}
@@ -99,8 +103,11 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 			.cwd = "/workspace",
 			.limits = { .fsize = 1u << 30, .nofile = 1024, .nproc = 4096 },
 			.ns = &sb.ns,
+			.netns = bk_netns_pool_take(&pool),
 		};
 		int r = bk_spawn(&sp, &rq, &out, &report, &err);
+		if (rq.netns >= 0)
+			close(rq.netns);
 		/* As the executor: wait in the next exec's cgroup (it does so after answering). */
 		if (bk_cgroups_stage(&cg, 512u << 20, 256, &err) < 0) {
 			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
@@ -124,6 +131,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 	summarize("exec_floor", us, (size_t)iterations, p50);
 	bk_sandbox_stop(&sb);
 	bk_cgroups_fini(&cg);
+	bk_netns_pool_stop(&pool);
 	bk_spawner_fini(&sp);
 	bk_seccomp_free(&seccomp);
 	free(us);

@@ -69,29 +69,31 @@ struct exec_run {
 	struct output out[2];
 };
 
-/* A hand-over to the I/O thread from the link's reader thread: a run the executor answered
- * (spawned or not), or an exec that exited. */
-struct handover {
-	struct handover *next;
-	struct exec_run *run;             /* a SPAWN answer, or NULL for an exit */
-	Boxkite__Executor__Exited exited; /* an exit */
-};
-
+/* The runs are touched by two threads: the I/O thread (pipes, timers) and the executor link's
+ * reader (the executor's answers and exit events, handled right there — no hand-over, which
+ * would cost two more thread wake-ups per exec). One lock covers every run. */
 struct bk_execs {
 	bk_server *srv;
 	pthread_t thread;
 	bool thread_started;
 	int epfd, wake_fd;
-	pthread_mutex_t lock;      /* the queue and `stopping` */
-	struct handover *queue_head, *queue_tail;
+	pthread_mutex_t lock;      /* the runs, `dead`, `stopping` */
 	bool stopping;
 	struct exec_run *runs;     /* started, not finished */
-	struct exec_run *dead;     /* finished during this batch of events: freed after it */
+	struct exec_run *dead;     /* finished: freed by the I/O thread after its current batch */
 	atomic_uint_fast64_t next_id;
 	uint8_t discard[DISCARD_SIZE];
 };
 
 static struct watch wake_watch; /* the eventfd's tag */
+
+static void wake(bk_execs *ex)
+{
+	uint64_t one = 1;
+
+	if (write(ex->wake_fd, &one, sizeof(one)) < 0)
+		bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread: %s", strerror(errno));
+}
 
 /* --- the handler (an nng callback thread) ---------------------------------------------------- */
 
@@ -150,28 +152,17 @@ static void run_free(struct exec_run *run)
 	free(run);
 }
 
-static void hand_over(bk_execs *ex, struct handover *h)
-{
-	uint64_t one = 1;
+static void run_started(bk_execs *ex, struct exec_run *run);
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run);
+static void maybe_finish(bk_execs *ex, struct exec_run *run);
+static struct exec_run *run_find(bk_execs *ex, uint64_t id);
+static void unwatch_close(bk_execs *ex, int *fd);
 
-	pthread_mutex_lock(&ex->lock);
-	h->next = NULL;
-	if (ex->queue_tail)
-		ex->queue_tail->next = h;
-	else
-		ex->queue_head = h;
-	ex->queue_tail = h;
-	pthread_mutex_unlock(&ex->lock);
-	if (write(ex->wake_fd, &one, sizeof(one)) < 0)
-		bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread: %s", strerror(errno));
-}
-
-/* The executor's answer to SPAWN (reader thread): hand the run to the I/O thread. */
+/* The executor's answer to SPAWN (reader thread). */
 static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct exec_run *run = arg;
 	bk_execs *ex = run->call->srv->execs;
-	struct handover *h = calloc(1, sizeof(*h));
 
 	run->fds[0] = run->fds[1] = run->fds[2] = -1;
 	if (!reply) {
@@ -189,29 +180,33 @@ static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 		run->spawned = true;
 	}
 	bk_reply_free(reply);
-	if (!h) {
-		/* Out of memory between threads: nothing can answer this call but here. */
-		for (int i = 0; i < 3; i++)
-			bk_close(run->fds[i]);
-		bk_call_failf(run->call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
-		free(run);
-		return;
-	}
-	h->run = run;
-	hand_over(ex, h);
+	pthread_mutex_lock(&ex->lock);
+	if (run->spawned)
+		run_started(ex, run);
+	else
+		run_spawn_failed(ex, run);
+	if (ex->dead)
+		wake(ex);
+	pthread_mutex_unlock(&ex->lock);
 }
 
 void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 {
-	struct handover *h = calloc(1, sizeof(*h));
+	bk_execs *ex = srv->execs;
+	struct exec_run *run;
 
-	if (!h) {
-		bk_log(BK_LOG_ERROR, "exec %llu: exit lost: out of memory", (unsigned long long)exited->exec_id);
-		return;
+	pthread_mutex_lock(&ex->lock);
+	run = run_find(ex, exited->exec_id);
+	if (run) {
+		run->exit = *exited;
+		run->exited = true;
+		unwatch_close(ex, &run->timer_fd);
+		/* Usually its pipes are at EOF already: answered here, at once. */
+		maybe_finish(ex, run);
+		if (ex->dead)
+			wake(ex);
 	}
-	h->exited = *exited;
-	h->exited.base.descriptor = &boxkite__executor__exited__descriptor;
-	hand_over(srv->execs, h);
+	pthread_mutex_unlock(&ex->lock);
 }
 
 void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
@@ -269,12 +264,21 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 			      cfg->exec_output_max);
 		return;
 	}
-	env_storage = malloc(ORDER_STRINGS_MAX / 2);
+	/* Exactly what the request's variables need: "NAME=value\0" each. */
+	size_t env_bytes = 1;
+	for (size_t i = 0; i < rq->n_env; i++)
+		env_bytes += strlen(rq->env[i]->name) + strlen(rq->env[i]->value) + 2;
+	if (env_bytes > ORDER_STRINGS_MAX / 2) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "the environment is %zu bytes; at most %d", env_bytes,
+			      ORDER_STRINGS_MAX / 2);
+		return;
+	}
+	env_storage = malloc(env_bytes);
 	if (!env_storage) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	nenv = build_env(rq, cfg->allow_path_override, env, env_storage, ORDER_STRINGS_MAX / 2, &bad, &why);
+	nenv = build_env(rq, cfg->allow_path_override, env, env_storage, env_bytes, &bad, &why);
 	if (nenv < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
 		return;
@@ -509,37 +513,6 @@ static struct exec_run *run_find(bk_execs *ex, uint64_t id)
 	return NULL;
 }
 
-static void drain_queue(bk_execs *ex)
-{
-	struct handover *h;
-	uint64_t count;
-
-	if (read(ex->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		bk_log(BK_LOG_ERROR, "exec: wake-up read: %s", strerror(errno));
-	pthread_mutex_lock(&ex->lock);
-	h = ex->queue_head;
-	ex->queue_head = ex->queue_tail = NULL;
-	pthread_mutex_unlock(&ex->lock);
-	while (h) {
-		struct handover *next = h->next;
-		struct exec_run *run;
-
-		if (h->run) {
-			if (h->run->spawned)
-				run_started(ex, h->run);
-			else
-				run_spawn_failed(ex, h->run);
-		} else if ((run = run_find(ex, h->exited.exec_id))) {
-			run->exit = h->exited;
-			run->exited = true;
-			unwatch_close(ex, &run->timer_fd);
-			maybe_finish(ex, run);
-		}
-		free(h);
-		h = next;
-	}
-}
-
 static void on_event(bk_execs *ex, struct watch *w)
 {
 	struct exec_run *run = w->run;
@@ -574,18 +547,21 @@ static void *io_main(void *arg)
 		int n = epoll_wait(ex->epfd, evs, 64, -1);
 		bool stop;
 
+		pthread_mutex_lock(&ex->lock);
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.ptr == &wake_watch)
-				drain_queue(ex);
-			else
+			if (evs[i].data.ptr == &wake_watch) {
+				uint64_t count;
+				if (read(ex->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+					bk_log(BK_LOG_ERROR, "exec: wake-up read: %s", strerror(errno));
+			} else {
 				on_event(ex, evs[i].data.ptr);
+			}
 		}
 		while (ex->dead) {
 			struct exec_run *next = ex->dead->next;
 			run_free(ex->dead);
 			ex->dead = next;
 		}
-		pthread_mutex_lock(&ex->lock);
 		stop = ex->stopping;
 		pthread_mutex_unlock(&ex->lock);
 		if (stop)
@@ -620,16 +596,14 @@ int bk_execs_start(bk_server *srv, bk_error **err)
 void bk_execs_stop(bk_server *srv)
 {
 	bk_execs *ex = srv->execs;
-	uint64_t one = 1;
 
 	if (!ex)
 		return;
 	if (ex->thread_started) {
 		pthread_mutex_lock(&ex->lock);
 		ex->stopping = true;
+		wake(ex);
 		pthread_mutex_unlock(&ex->lock);
-		if (write(ex->wake_fd, &one, sizeof(one)) < 0)
-			bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread to stop it");
 		pthread_join(ex->thread, NULL);
 	}
 	/* Calls still open are answered: the server is going away, their commands with it. */
@@ -639,16 +613,10 @@ void bk_execs_stop(bk_server *srv)
 		bk_call_failf(run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
 		run_free(run);
 	}
-	while (ex->queue_head) {
-		struct handover *h = ex->queue_head;
-		ex->queue_head = h->next;
-		if (h->run) {
-			for (int i = 0; i < 3; i++)
-				bk_close(h->run->spawned ? h->run->fds[i] : -1);
-			bk_call_failf(h->run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
-			free(h->run);
-		}
-		free(h);
+	while (ex->dead) {
+		struct exec_run *next = ex->dead->next;
+		run_free(ex->dead);
+		ex->dead = next;
 	}
 	bk_close(ex->epfd);
 	bk_close(ex->wake_fd);

@@ -19,7 +19,7 @@
 static const char *const step_names[BK_STEP_MAX] = {
 	[BK_STEP_NONE] = "none",
 	[BK_STEP_PIDNS] = "new PID namespace",
-	[BK_STEP_LOOPBACK] = "bring up lo",
+	[BK_STEP_LOOPBACK] = "network namespace",
 	[BK_STEP_SETNS_MNT] = "setns(mnt)",
 	[BK_STEP_SETNS_IPC] = "setns(ipc)",
 	[BK_STEP_SETNS_UTS] = "setns(uts)",

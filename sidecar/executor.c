@@ -25,6 +25,7 @@
 #include "channel.h"
 #include "envpolicy.h"
 #include "files.h"
+#include "netns.h"
 #include "sandbox.h"
 #include "sbpath.h"
 #include "filter.h"
@@ -37,6 +38,8 @@ typedef Boxkite__Executor__Reply reply_t;
 #define POD_RESCAN_MS 200
 /* A local sandbox that failed to come up is retried this often. */
 #define LOCAL_RETRY_MS 1000
+/* Fresh network namespaces made ahead: enough for a burst of concurrent execs. */
+#define NETNS_POOL_DEPTH 8
 
 struct exec_entry {
 	struct exec_entry *next;
@@ -52,6 +55,7 @@ struct executor {
 	bk_seccomp seccomp;
 	bk_spawner spawner;
 	bk_cgroups cgroups;
+	bk_netns_pool netns;
 	bk_sandbox sandbox;
 	bk_fs fs;
 	struct exec_entry *execs;
@@ -226,8 +230,11 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? memory : 0,
 		},
 		.ns = &ex->sandbox.ns,
+		.netns = bk_netns_pool_take(&ex->netns),
 	};
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
+	/* The child holds the namespace now (or it was never entered): ours goes. */
+	bk_close(rq.netns);
 	if (ret != 0) {
 		/* Out of the cgroup before it is removed. */
 		cgroups_restage(ex);
@@ -308,6 +315,8 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 		exited.exit_code = info.si_status;
 	else
 		exited.signal = info.si_status;
+	/* Asked whatever the exit: the OOM killer may have taken any process of the exec's tree,
+	 * not only its first. */
 	exited.oom_killed = bk_exec_cgroup_oom_killed(&ex->cgroups, &e->cgroup);
 	exec_remove(ex, e);
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_EXITED;
@@ -558,6 +567,11 @@ static int executor_setup(struct executor *ex, int sock)
 	}
 	if (ex->cgroups.mode == BK_CGROUP_NONE)
 		log_error("no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
+	if (bk_netns_pool_start(&ex->netns, NETNS_POOL_DEPTH, &err) < 0) {
+		log_error("no netns pool (each exec makes its own): %s", bk_error_msg(err));
+		bk_error_free(err);
+		err = NULL;
+	}
 	snprintf(ex->profile, sizeof(ex->profile),
 		 "bk1:netns-fresh,pidns-nested,uid-%u,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
 		 ex->seccomp.id,
@@ -582,6 +596,7 @@ static void executor_teardown(struct executor *ex)
 	bk_fs_detach(&ex->fs);
 	bk_sandbox_stop(&ex->sandbox);
 	bk_cgroups_fini(&ex->cgroups);
+	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
 	bk_seccomp_free(&ex->seccomp);
 	bk_channel_fini(&ex->ch);
@@ -616,6 +631,7 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 	if (getppid() != front)
 		return 1;
 	ex.ch.fd = -1;
+	ex.netns.sock = -1;
 	if (executor_setup(&ex, sock) < 0) {
 		executor_teardown(&ex);
 		return 1;

@@ -30,7 +30,13 @@ struct child_ctx {
 	char pathbuf[PATH_MAX];
 };
 
-#define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_NEWNET | CLONE_PIDFD)
+#define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_PIDFD)
+
+/* A network namespace of its own: from the pool, or made by the clone itself. */
+static int netns_flag(const bk_spawn_request *rq)
+{
+	return rq->netns >= 0 ? 0 : CLONE_NEWNET;
+}
 
 static int set_rlimit(int resource, uint64_t value)
 {
@@ -100,10 +106,15 @@ static int exec_child(void *arg)
 	 *    (sidecar/cgroup.h, "Staging"), so from its first instruction it is charged to its
 	 *    own pids and memory limits. */
 
-	/* 1. The network namespace is brand new and empty: bring up lo so that servers the
-	 *    command starts on localhost work, and nothing else exists to reach. */
-	if (bk_child_loopback_up() < 0)
+	/* 1. A network namespace nothing ever ran in, with only lo, up — so that servers the
+	 *    command starts on localhost work, and nothing else exists to reach: one from the
+	 *    pool (lo already up), or the one the clone just made. */
+	if (rq->netns >= 0) {
+		if (setns(rq->netns, CLONE_NEWNET) < 0)
+			bk_child_fail(rfd, BK_STEP_LOOPBACK);
+	} else if (bk_child_loopback_up() < 0) {
 		bk_child_fail(rfd, BK_STEP_LOOPBACK);
+	}
 
 	/* 2. The sandbox's filesystem, IPC and hostname... */
 	if (setns(rq->ns->mnt, CLONE_NEWNS) < 0)
@@ -162,8 +173,8 @@ static int pidns_helper(void *arg)
 
 	if (unshare(CLONE_NEWPID) < 0)
 		bk_child_fail(c->report_w, BK_STEP_PIDNS);
-	if (clone(exec_child, (char *)sp->stack + 2 * (4096 + sp->stack_size), CLONE_EXEC_FLAGS | CLONE_PARENT | SIGCHLD,
-		  c, &c->pidfd) < 0)
+	if (clone(exec_child, (char *)sp->stack + 2 * (4096 + sp->stack_size),
+		  CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_PARENT | SIGCHLD, c, &c->pidfd) < 0)
 		bk_child_fail(c->report_w, BK_STEP_PIDNS);
 	syscall(SYS_exit, 0);
 	return 0;
@@ -261,7 +272,8 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		errno = clone_errno;
 	} else {
 		/* Pod mode: the sandbox's PID namespace is ours (shareProcessNamespace). */
-		pid = clone(exec_child, stack_top, CLONE_EXEC_FLAGS | CLONE_NEWPID | SIGCHLD, &ctx, &ctx.pidfd);
+		pid = clone(exec_child, stack_top, CLONE_EXEC_FLAGS | netns_flag(rq) | CLONE_NEWPID | SIGCHLD, &ctx,
+			    &ctx.pidfd);
 	}
 	if (pid < 0) {
 		ret = bk_error_errno(err, errno, "clone");

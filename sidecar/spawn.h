@@ -42,6 +42,7 @@ typedef struct bk_spawn_request {
 	const char *cwd;
 	bk_spawn_limits limits;
 	const bk_sandbox_ns *ns;
+	int netns;         /* a fresh network namespace from the pool (lo up), or -1: make one */
 } bk_spawn_request;
 
 typedef struct bk_spawned {

@@ -52,6 +52,7 @@ static const struct option_def option_defs[] = {
 	{ "file-max", OPT_SIZE, FIELD(file_max), "BYTES", "largest file an upload may write (default 16G)" },
 	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
 	{ "upload-idle", OPT_SECONDS, FIELD(upload_idle_ms), "SECONDS", "drop an upload untouched this long (default 900)" },
+	{ "workspace-quota", OPT_SIZE, FIELD(workspace_quota), "BYTES", "refuse uploads that would fill /workspace past BYTES" },
 };
 
 static void config_defaults(bk_config *cfg)

@@ -42,9 +42,10 @@ typedef struct bk_config {
 
 	/* Files */
 	bk_roots roots;           /* where file operations and cwd may point */
-	uint64_t file_max;        /* largest file an upload may write */
+	size_t file_max;          /* largest file an upload may write */
 	unsigned uploads_max;     /* uploads open at once */
 	int64_t upload_idle_ms;   /* an upload untouched this long is dropped */
+	size_t workspace_quota;   /* bytes uploads may fill /workspace to; 0 = no quota */
 } bk_config;
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or

@@ -25,6 +25,7 @@
 #define SHA256_LEN 32
 #define LIST_PAGE_DEFAULT 200
 #define LIST_PAGE_MAX 1000
+#define QUOTA_CACHE_MS 2000
 
 /* Each worker's scratch: a chunk, and the zstd bound of a chunk for (de)compression. */
 #define SCRATCH_SIZE (BK_FILE_CHUNK_MAX + ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX))
@@ -37,6 +38,7 @@ struct upload {
 	uint8_t sha256[SHA256_LEN];
 	uint32_t mode;
 	bool overwrite;
+	bool make_parents;
 	bool busy;          /* a chunk or the commit is being handled */
 	int fd;             /* the unnamed file */
 	EVP_MD_CTX *md;     /* SHA-256 of what arrived so far */
@@ -45,9 +47,11 @@ struct upload {
 
 struct bk_files {
 	bk_workers *workers;
-	pthread_mutex_t lock; /* uploads, nuploads */
+	pthread_mutex_t lock; /* uploads, nuploads, usage */
 	struct upload *uploads;
 	unsigned nuploads;    /* including uploads being created */
+	uint64_t usage;       /* the workspace's bytes at usage_at, plus commits since */
+	struct timespec usage_at;
 };
 
 /* --- errors ---------------------------------------------------------------------------------- */
@@ -630,11 +634,106 @@ fail:
 	free(op);
 }
 
+/* Make the upload's unnamed file. */
+static void begin_create(struct upload_op *op)
+{
+	Boxkite__Executor__CreateTemp ct = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+
+	ct.path = op->u->path;
+	ct.make_parents = op->u->make_parents;
+	ct.overwrite = op->u->overwrite;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
+	order.create_temp = &ct;
+	if (bk_link_send(op->call->srv->executor, &order, NULL, 0, begin_created, op) < 0)
+		begin_created(op, NULL, NULL, 0);
+}
+
+static bool in_workspace(const char *path)
+{
+	size_t n = strlen(BK_WORKSPACE);
+
+	return strncmp(path, BK_WORKSPACE, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The workspace quota (--workspace-quota): what its files hold, plus what open uploads will
+ * add, plus this upload, must stay within it. The walk is cached for QUOTA_CACHE_MS, and
+ * uploads committed meanwhile are added to the cached figure. It bounds what uploads write;
+ * what commands write is bounded by the volume's own size (see SECURITY.md). */
+static void quota_decide(struct upload_op *op)
+{
+	bk_files *f = op->call->srv->files;
+	uint64_t quota = op->call->srv->cfg.workspace_quota, used, pending = 0;
+
+	pthread_mutex_lock(&f->lock);
+	used = f->usage;
+	for (struct upload *u = f->uploads; u; u = u->next)
+		if (in_workspace(u->path))
+			pending += u->size;
+	pthread_mutex_unlock(&f->lock);
+	if (used + pending + op->u->size > quota) {
+		bk_call_failf(op->call, BK_RESOURCE_EXHAUSTED, 0,
+			      "%s: the workspace quota is %llu bytes; %llu are used and %llu on their way",
+			      op->u->path, (unsigned long long)quota, (unsigned long long)used,
+			      (unsigned long long)pending);
+		pthread_mutex_lock(&f->lock);
+		f->nuploads--;
+		pthread_mutex_unlock(&f->lock);
+		upload_free(op->u);
+		free(op);
+		return;
+	}
+	begin_create(op);
+}
+
+static void usage_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+{
+	struct upload_op *op = arg;
+	bk_files *f = op->call->srv->files;
+
+	(void)fds;
+	(void)nfds;
+	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
+		fail_reply(op->call, reply);
+		pthread_mutex_lock(&f->lock);
+		f->nuploads--;
+		pthread_mutex_unlock(&f->lock);
+		upload_free(op->u);
+		free(op);
+	} else {
+		pthread_mutex_lock(&f->lock);
+		f->usage = reply->done->count;
+		clock_gettime(CLOCK_MONOTONIC, &f->usage_at);
+		pthread_mutex_unlock(&f->lock);
+		quota_decide(op);
+	}
+	bk_reply_free(reply);
+}
+
+static void quota_check(struct upload_op *op)
+{
+	Boxkite__Executor__Usage usage = BOXKITE__EXECUTOR__USAGE__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_files *f = op->call->srv->files;
+	bool fresh;
+
+	pthread_mutex_lock(&f->lock);
+	fresh = f->usage_at.tv_sec && bk_elapsed_us(&f->usage_at) < QUOTA_CACHE_MS * 1000;
+	pthread_mutex_unlock(&f->lock);
+	if (fresh) {
+		quota_decide(op);
+		return;
+	}
+	usage.path = BK_WORKSPACE;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
+	order.usage = &usage;
+	if (bk_link_send(op->call->srv->executor, &order, NULL, 0, usage_replied, op) < 0)
+		usage_replied(op, NULL, NULL, 0);
+}
+
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__FileUploadBeginRequest *rq = (const Boxkite__V1__FileUploadBeginRequest *)request;
-	Boxkite__Executor__CreateTemp ct = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
-	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_files *f = call->srv->files;
 	struct upload_op *op;
 	struct upload *u;
@@ -695,16 +794,14 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 	memcpy(u->sha256, rq->sha256.data, SHA256_LEN);
 	u->mode = rq->mode ? rq->mode : 0644;
 	u->overwrite = rq->overwrite;
+	u->make_parents = rq->make_parents;
 	u->fd = -1;
 	op->call = call;
 	op->u = u;
-	ct.path = path;
-	ct.make_parents = rq->make_parents;
-	ct.overwrite = rq->overwrite;
-	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
-	order.create_temp = &ct;
-	if (bk_link_send(call->srv->executor, &order, NULL, 0, begin_created, op) < 0)
-		begin_created(op, NULL, NULL, 0);
+	if (call->srv->cfg.workspace_quota && in_workspace(path))
+		quota_check(op);
+	else
+		begin_create(op);
 }
 
 struct chunk_job {
@@ -860,6 +957,8 @@ static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
 		/* Out of the table first: a request naming it after the answer finds nothing. */
 		pthread_mutex_lock(&f->lock);
 		upload_unlink(f, u);
+		if (in_workspace(u->path))
+			f->usage += u->size;
 		pthread_mutex_unlock(&f->lock);
 		bk_call_reply(op->call, &resp.base);
 		upload_free(u);

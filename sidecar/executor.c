@@ -390,6 +390,9 @@ static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_in
 	return send_reply(ex, &reply, fds, nfds);
 }
 
+/* A quota walk gives up past this many entries. */
+#define USAGE_ENTRIES_MAX 1000000
+
 /* The largest page a List answers: it must fit one channel packet with room to spare. */
 #define LIST_PAGE_MAX 1000
 
@@ -464,6 +467,10 @@ static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nf
 	case BOXKITE__EXECUTOR__ORDER__KIND_REMOVE:
 		if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
 			return reply_fs_error(ex, o->id, "remove", &e);
+		return reply_done(ex, o->id, count, NULL, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_USAGE:
+		if (bk_fs_usage(&ex->fs, o->usage->path, USAGE_ENTRIES_MAX, &count, &e) < 0)
+			return reply_fs_error(ex, o->id, "usage", &e);
 		return reply_done(ex, o->id, count, NULL, NULL, 0);
 	case BOXKITE__EXECUTOR__ORDER__KIND_RENAME:
 		if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)

@@ -553,3 +553,54 @@ int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk
 	bk_close(db);
 	return ret;
 }
+
+static int usage_walk(int fd, int depth, uint64_t *entries, uint64_t limit, uint64_t *bytes)
+{
+	DIR *d;
+	struct dirent *de;
+	int ret = 0;
+
+	if (depth > REMOVE_DEPTH_MAX || !(d = fdopendir(fd))) {
+		bk_close(fd);
+		return 0;
+	}
+	while (ret == 0 && (de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (++*entries > limit) {
+			ret = -E2BIG;
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode)) {
+			*bytes += (uint64_t)st.st_size;
+		} else if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				ret = usage_walk(sub, depth + 1, entries, limit, bytes);
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
+int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e)
+{
+	struct place pl;
+	uint64_t entries = 0;
+	int ret, fd;
+
+	*bytes = 0;
+	if ((ret = locate(fs, path, &pl, e)) < 0)
+		return ret;
+	become_user(fs);
+	fd = openat2_fd(pl.root_fd, *pl.rel ? pl.rel : ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_CONTAINED);
+	ret = fd < 0 ? fail(e, errno, pl.norm) : usage_walk(fd, 0, &entries, limit, bytes);
+	become_self();
+	if (ret == -E2BIG)
+		return fail(e, E2BIG, pl.norm);
+	return ret;
+}

@@ -54,5 +54,8 @@ int bk_fs_commit(bk_fs *fs, int fd, const char *path, uint32_t mode, bool overwr
 int bk_fs_mkdir(bk_fs *fs, const char *path, bool parents, uint32_t mode, bk_fs_error *e);
 int bk_fs_remove(bk_fs *fs, const char *path, bool recursive, uint64_t *count, bk_fs_error *e);
 int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk_fs_error *e);
+/* Bytes of the regular files under path (not following symlinks; what 1001 cannot read is not
+ * counted). Stops at `limit` entries with -E2BIG: a tree that large is over any sane quota. */
+int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e);
 
 #endif

@@ -862,6 +862,51 @@ void   boxkite__executor__rename__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__usage__init
+                     (Boxkite__Executor__Usage         *message)
+{
+  static const Boxkite__Executor__Usage init_value = BOXKITE__EXECUTOR__USAGE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__usage__get_packed_size
+                     (const Boxkite__Executor__Usage *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__usage__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__usage__pack
+                     (const Boxkite__Executor__Usage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__usage__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__usage__pack_to_buffer
+                     (const Boxkite__Executor__Usage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__usage__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Usage *
+       boxkite__executor__usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Usage *)
+     protobuf_c_message_unpack (&boxkite__executor__usage__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__usage__free_unpacked
+                     (Boxkite__Executor__Usage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__usage__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message)
 {
@@ -2088,6 +2133,44 @@ const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor =
   (ProtobufCMessageInit) boxkite__executor__rename__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__usage__field_descriptors[1] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Usage, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__usage__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+};
+static const ProtobufCIntRange boxkite__executor__usage__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Usage",
+  "Usage",
+  "Boxkite__Executor__Usage",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Usage),
+  1,
+  boxkite__executor__usage__field_descriptors,
+  boxkite__executor__usage__field_indices_by_name,
+  1,  boxkite__executor__usage__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__usage__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__done__field_descriptors[2] =
 {
   {
@@ -2139,7 +2222,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[12] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[13] =
 {
   {
     "id",
@@ -2285,6 +2368,18 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "usage",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, usage),
+    &boxkite__executor__usage__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
@@ -2299,11 +2394,12 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   11,   /* field[11] = rename */
   2,   /* field[2] = spawn */
   4,   /* field[4] = stat */
+  12,   /* field[12] = usage */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -2313,7 +2409,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  12,
+  13,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,

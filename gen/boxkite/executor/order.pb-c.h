@@ -34,6 +34,7 @@ typedef struct Boxkite__Executor__Commit Boxkite__Executor__Commit;
 typedef struct Boxkite__Executor__Mkdir Boxkite__Executor__Mkdir;
 typedef struct Boxkite__Executor__Remove Boxkite__Executor__Remove;
 typedef struct Boxkite__Executor__Rename Boxkite__Executor__Rename;
+typedef struct Boxkite__Executor__Usage Boxkite__Executor__Usage;
 typedef struct Boxkite__Executor__Done Boxkite__Executor__Done;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
 typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
@@ -344,11 +345,24 @@ struct  Boxkite__Executor__Rename
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
+/*
+ * The bytes of the regular files under a root, for the workspace quota.
+ */
+struct  Boxkite__Executor__Usage
+{
+  ProtobufCMessage base;
+  char *path;
+};
+#define BOXKITE__EXECUTOR__USAGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__usage__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
 struct  Boxkite__Executor__Done
 {
   ProtobufCMessage base;
   /*
-   * Remove: entries removed
+   * Remove: entries removed; Usage: bytes
    */
   uint64_t count;
   /*
@@ -373,7 +387,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_COMMIT = 9,
   BOXKITE__EXECUTOR__ORDER__KIND_MKDIR = 10,
   BOXKITE__EXECUTOR__ORDER__KIND_REMOVE = 11,
-  BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12
+  BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12,
+  BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -394,6 +409,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Mkdir *mkdir;
     Boxkite__Executor__Remove *remove;
     Boxkite__Executor__Rename *rename;
+    Boxkite__Executor__Usage *usage;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -806,6 +822,25 @@ Boxkite__Executor__Rename *
 void   boxkite__executor__rename__free_unpacked
                      (Boxkite__Executor__Rename *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Usage methods */
+void   boxkite__executor__usage__init
+                     (Boxkite__Executor__Usage         *message);
+size_t boxkite__executor__usage__get_packed_size
+                     (const Boxkite__Executor__Usage   *message);
+size_t boxkite__executor__usage__pack
+                     (const Boxkite__Executor__Usage   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__usage__pack_to_buffer
+                     (const Boxkite__Executor__Usage   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Usage *
+       boxkite__executor__usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__usage__free_unpacked
+                     (Boxkite__Executor__Usage *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Done methods */
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message);
@@ -922,6 +957,9 @@ typedef void (*Boxkite__Executor__Remove_Closure)
 typedef void (*Boxkite__Executor__Rename_Closure)
                  (const Boxkite__Executor__Rename *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Usage_Closure)
+                 (const Boxkite__Executor__Usage *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Done_Closure)
                  (const Boxkite__Executor__Done *message,
                   void *closure_data);
@@ -956,6 +994,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__commit__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__mkdir__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__remove__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__done__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor;

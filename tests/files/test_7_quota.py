@@ -1,0 +1,48 @@
+"""The workspace quota (--workspace-quota): uploads that would fill /workspace past it are refused
+with RESOURCE_EXHAUSTED naming the path and leave nothing; what commands wrote counts; uploads in
+progress count; /tmp does not."""
+
+import time
+
+from fileskit import MiB, FilesTestCase, sha256
+
+QUOTA = 4 * MiB
+
+
+# boxkited keeps its measure of the workspace for 2 s (adding what uploads commit meanwhile):
+# each test starts after the previous one's files are gone and that measure is stale.
+CACHE_S = 2.1
+
+
+class QuotaTest(FilesTestCase):
+    DAEMON_ARGS = ("--workspace-quota", str(QUOTA))
+
+    def setUp(self):
+        super().setUp()
+        time.sleep(CACHE_S)
+
+    def test_uploads_fill_up_to_the_quota_and_no_further(self):
+        self.fs.upload("a.bin", b"a" * (3 * MiB))
+        e = self.assertStatus("RESOURCE_EXHAUSTED", self.fs.upload, "b.bin", b"b" * (2 * MiB),
+                              path="/workspace/b.bin")
+        self.assertIn("quota", e.message)
+        self.assertEqual(self.workspace_names(), ["a.bin"])
+        # What is left still fits.
+        self.fs.upload("c.bin", b"c" * (MiB // 2))
+        self.assertEqual(self.workspace_names(), ["a.bin", "c.bin"])
+
+    def test_files_written_by_commands_count(self):
+        self.fs.exec("head -c %d /dev/zero > /workspace/made-by-a-command" % (3 * MiB + MiB // 2))
+        self.assertStatus("RESOURCE_EXHAUSTED", self.fs.upload, "x.bin", b"x" * MiB, path="/workspace/x.bin")
+
+    def test_uploads_in_progress_count(self):
+        data = b"p" * (3 * MiB)
+        first = self.fs.begin("p.bin", len(data), sha256(data))
+        self.assertStatus("RESOURCE_EXHAUSTED", self.fs.begin, "q.bin", 2 * MiB, sha256(b"q" * (2 * MiB)),
+                          path="/workspace/q.bin")
+        self.fs.abort(first.upload_id)
+
+    def test_tmp_is_not_the_workspace(self):
+        self.fs.upload("/tmp/big.bin", b"t" * (5 * MiB))
+        self.assertEqual(self.fs.stat("/tmp/big.bin").size, 5 * MiB)
+        self.fs.remove("/tmp/big.bin")

@@ -33,6 +33,14 @@ for _ in $(seq 100); do
 done
 head -c $((mib << 20)) /dev/urandom >"$tmp/src"
 
+echo "== files: the disk itself: a local cp of the same $mib MiB (page cache, no sync)"
+start=$(date +%s.%N)
+cp "$tmp/src" "$tmp/cp-copy"
+end=$(date +%s.%N)
+cp_rate=$(echo "$mib / ($end - $start)" | bc -l)
+printf 'local cp: %.1f MiB/s\nbench: local_cp %.1f MiB/s\n' "$cp_rate" "$cp_rate"
+rm -f "$tmp/cp-copy"
+
 echo "== files: $mib MiB up and down (4 MiB chunks), beside raw nng moving the same bytes"
 "$build/bench/files_bench" ipc "ipc://$tmp/raw.sock" "ipc://$tmp/boxkited.sock" "$tmp/key" "$tmp/src" "$tmp/dst" \
 	$((mib << 20))

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "bkctl.h"
+#include "fullio.h"
 #include "json.h"
 
 #define STDIN_MAX (8u << 20) /* what one Exec request may carry (the server's limit) */
@@ -48,19 +49,6 @@ static int slurp(int fd, uint8_t **data, size_t *len)
 	}
 	*data = buf;
 	return 0;
-}
-
-static void write_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
 }
 
 static void print_result_json(const bk_exec_result *r)
@@ -189,8 +177,9 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (ctl->json) {
 		print_result_json(&res);
 	} else {
-		write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		/* Where our stdout went away (a closed pipe), there is no one to tell. */
+		(void)bk_write_full(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		(void)bk_write_full(STDERR_FILENO, res.stderr_data, res.stderr_len);
 		if (res.stdout_truncated || res.stderr_truncated)
 			fprintf(stderr, "%s: output truncated: %llu stdout and %llu stderr bytes dropped\n", ctl->prog,
 				(unsigned long long)res.stdout_dropped, (unsigned long long)res.stderr_dropped);

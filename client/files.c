@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "call.h"
+#include "fullio.h"
 #include "status.h"
 
 #define SHA256_LEN 32
@@ -298,24 +299,6 @@ int bk_upload_abort(bk_client *c, const char *upload_id, bk_status *st)
 			 &resp, st);
 }
 
-/* Read up to len bytes at off; fewer only at the end of the file. Returns the count or -errno. */
-static ssize_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* SHA-256 of the whole of fd, which must be exactly size bytes long. */
 static int hash_fd(int fd, uint64_t size, uint8_t *buf, size_t buf_len, uint8_t digest[SHA256_LEN],
 		   const char *path, bk_status *st)
@@ -326,7 +309,7 @@ static int hash_fd(int fd, uint64_t size, uint8_t *buf, size_t buf_len, uint8_t 
 
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
-	while ((n = pread_full(fd, buf, buf_len, off)) > 0) {
+	while ((n = bk_pread_full(fd, buf, buf_len, off)) > 0) {
 		if (!EVP_DigestUpdate(md, buf, (size_t)n))
 			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
 		off += (uint64_t)n;
@@ -356,7 +339,7 @@ static int upload_body(bk_client *c, int fd, const char *path, const bk_transfer
 	}
 	while (off < size) {
 		size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-		ssize_t n = pread_full(fd, buf, len, off);
+		ssize_t n = bk_pread_full(fd, buf, len, off);
 		uint64_t confirmed;
 
 		if (n < 0) {
@@ -437,22 +420,6 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 }
 
 /* --- download -------------------------------------------------------------------------------- */
-
-static int write_full(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 /* What the first answer said about the file; every later one must agree. */
 typedef struct download_ref {
@@ -553,7 +520,7 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 			return code;
 		if (!EVP_DigestUpdate(md, data, r->data_length))
 			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
-		rv = write_full(fd, data, r->data_length);
+		rv = bk_write_full(fd, data, r->data_length);
 		if (rv < 0)
 			return io_fail(st, -rv, "write the copy of", path);
 		req.offset += r->data_length;

@@ -1,5 +1,7 @@
 #include "keys.h"
 
+#include "fullio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -235,8 +237,7 @@ int bk_keyfile_create(const char *path, const char *id, bk_error **err)
 	uint8_t secret[32];
 	char line[256];
 	_cleanup_close_ int fd = -1;
-	size_t n = 0;
-	int len;
+	int len, n;
 
 	if (!bk_key_id_valid(id))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "key id '%.80s' is not 1..%d of [A-Za-z0-9._-]",
@@ -259,13 +260,9 @@ int bk_keyfile_create(const char *path, const char *id, bk_error **err)
 	/* The umask may have narrowed the mode further, never widened it; make it exactly 0600. */
 	if (fchmod(fd, 0600) < 0)
 		goto fail;
-	while (n < (size_t)len) {
-		ssize_t w = write(fd, line + n, (size_t)len - n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			goto fail;
-		n += (size_t)w;
+	if ((n = bk_write_full(fd, (const uint8_t *)line, (size_t)len)) < 0) {
+		errno = -n;
+		goto fail;
 	}
 	if (fsync(fd) < 0)
 		goto fail;

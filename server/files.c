@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
+#include "fullio.h"
 #include "link.h"
 #include "log.h"
 #include "sbpath.h"
@@ -365,24 +366,6 @@ struct download {
 	bool zstd;
 };
 
-/* Read exactly len bytes at off (short only at end of file). */
-static ssize_t pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 static int hash_file(int fd, uint64_t size, uint8_t *buf, uint8_t out[SHA256_LEN])
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -392,9 +375,9 @@ static int hash_file(int fd, uint64_t size, uint8_t *buf, uint8_t out[SHA256_LEN
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		goto out;
 	while (off < size) {
-		ssize_t n = pread_full(fd, buf, size - off < HASH_BLOCK ? size - off : HASH_BLOCK, off);
+		ssize_t n = bk_pread_full(fd, buf, size - off < HASH_BLOCK ? size - off : HASH_BLOCK, off);
 		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO; /* shorter than its size: it changed under us */
+			ret = n < 0 ? (int)n : -EIO; /* shorter than its size: it changed under us */
 			goto out;
 		}
 		EVP_DigestUpdate(md, buf, (size_t)n);
@@ -439,10 +422,10 @@ static void download_work(void *arg, void *scratch)
 	}
 	/* Never more than the size this answer states: a file growing meanwhile is read up to the
 	 * size measured above, and the client sees the change in size or mtime next time. */
-	n = pread_full(d->fd, buf, d->length < (uint64_t)st.st_size - d->offset ? d->length : (uint64_t)st.st_size - d->offset,
-		       d->offset);
+	uint64_t left = (uint64_t)st.st_size - d->offset;
+	n = bk_pread_full(d->fd, buf, d->length < left ? d->length : left, d->offset);
 	if (n < 0) {
-		bk_call_failf(d->call, file_status(errno), 0, "read: %s", strerror(errno));
+		bk_call_failf(d->call, file_status((int)-n), 0, "read: %s", strerror((int)-n));
 		goto out;
 	}
 	resp.size = (uint64_t)st.st_size;

@@ -1,6 +1,7 @@
 /* The file rpcs: stat, list, mkdir, remove, move, the upload primitives, and whole-file upload
  * and download over them with SHA-256 end to end and optional zstd on the wire. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +477,79 @@ static int download_data(const Boxkite__V1__FileDownloadResponse *r, const downl
 	}
 }
 
+/* Chunks after the first are fetched ahead by FETCHERS threads, at most WINDOW chunks ahead of
+ * the one being hashed and written: the server reads and seals the next chunks while this one is
+ * checked and written, where one request at a time would leave both sides waiting in turn. */
+#define FETCHERS 2
+#define WINDOW 4
+
+struct fetch_slot {
+	uint64_t offset;
+	bool ready;
+	int code;
+	bk_status st;
+	Boxkite__V1__FileDownloadResponse *r;
+};
+
+struct prefetch {
+	bk_client *c;
+	const char *path;
+	Boxkite__V1__Compression compression;
+	uint64_t size;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t next;     /* the next offset to fetch */
+	uint64_t consumed; /* everything below is written */
+	bool stop;
+	struct fetch_slot slot[WINDOW];
+};
+
+static struct fetch_slot *slot_of(struct prefetch *p, uint64_t offset)
+{
+	return &p->slot[(offset / CHUNK_MAX) % WINDOW];
+}
+
+static void *fetcher_main(void *arg)
+{
+	struct prefetch *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		Boxkite__V1__FileDownloadRequest req = BOXKITE__V1__FILE_DOWNLOAD_REQUEST__INIT;
+		Boxkite__V1__FileDownloadResponse *r = NULL;
+		struct fetch_slot *sl;
+		bk_status st;
+		uint64_t off;
+		int code;
+
+		while (!p->stop && p->next < p->size && p->next >= p->consumed + (uint64_t)WINDOW * CHUNK_MAX)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (p->stop || p->next >= p->size)
+			break;
+		off = p->next;
+		p->next += CHUNK_MAX;
+		pthread_mutex_unlock(&p->lock);
+
+		req.path = (char *)p->path;
+		req.offset = off;
+		req.length = CHUNK_MAX;
+		req.compression = p->compression;
+		code = file_call(p->c, "FileDownload", &req.base, &boxkite__v1__file_download_response__descriptor, &r,
+				 &st);
+
+		pthread_mutex_lock(&p->lock);
+		sl = slot_of(p, off);
+		sl->offset = off;
+		sl->code = code;
+		sl->st = st;
+		sl->r = r;
+		sl->ready = true;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
 int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_options *opts, bk_file_info *info,
 		   bk_status *st)
 {
@@ -497,15 +571,36 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 	req.length = CHUNK_MAX;
 	req.compression = o->compress ? BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD
 				      : BOXKITE__V1__COMPRESSION__COMPRESSION_NONE;
+	struct prefetch pf = { .c = c, .path = path, .compression = req.compression, .next = CHUNK_MAX };
+	pthread_t fetchers[FETCHERS];
+	int nfetchers = 0;
+
+	pthread_mutex_init(&pf.lock, NULL);
+	pthread_cond_init(&pf.cond, NULL);
+	code = BK_OK;
 	while (!eof) {
 		_cleanup_response_ Boxkite__V1__FileDownloadResponse *r = NULL;
 		const uint8_t *data = NULL;
 		int rv;
 
-		code = file_call(c, "FileDownload", &req.base, &boxkite__v1__file_download_response__descriptor, &r,
-				 st);
+		if (req.offset == 0) {
+			code = file_call(c, "FileDownload", &req.base, &boxkite__v1__file_download_response__descriptor,
+					 &r, st);
+		} else {
+			/* The fetchers' answer for this offset, in order. */
+			struct fetch_slot *sl = slot_of(&pf, req.offset);
+			pthread_mutex_lock(&pf.lock);
+			while (!(sl->ready && sl->offset == req.offset))
+				pthread_cond_wait(&pf.cond, &pf.lock);
+			sl->ready = false;
+			r = sl->r;
+			code = sl->code;
+			if (code != BK_OK && st)
+				*st = sl->st;
+			pthread_mutex_unlock(&pf.lock);
+		}
 		if (code != BK_OK)
-			return code;
+			break;
 		if (req.offset == 0) {
 			if (r->sha256.len != SHA256_LEN)
 				return bk_status_set(st, BK_DATA_LOSS, 0, true,
@@ -514,21 +609,60 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 			ref.mtime_ns = r->mtime_ns;
 			memcpy(ref.sha256, r->sha256.data, SHA256_LEN);
 			mode = r->mode;
+			pf.size = ref.size;
+			pf.consumed = 0;
+			for (; nfetchers < FETCHERS && !r->eof; nfetchers++)
+				if (pthread_create(&fetchers[nfetchers], NULL, fetcher_main, &pf) != 0)
+					break;
+			if (nfetchers == 0 && !r->eof) {
+				code = bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "cannot start a download thread");
+				break;
+			}
 		}
 		code = download_data(r, &ref, req.offset, path, &dctx, &zbuf, &data, st);
 		if (code != BK_OK)
-			return code;
-		if (!EVP_DigestUpdate(md, data, r->data_length))
-			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+			break;
+		/* The fetchers ask for whole chunks: only the last may be short. */
+		if (!r->eof && r->data_length != CHUNK_MAX) {
+			code = bk_status_set(st, BK_DATA_LOSS, 0, true, "FileDownload: a short chunk at %llu of %s",
+					     (unsigned long long)req.offset, path);
+			break;
+		}
+		if (!EVP_DigestUpdate(md, data, r->data_length)) {
+			code = bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+			break;
+		}
 		rv = bk_write_full(fd, data, r->data_length);
-		if (rv < 0)
-			return io_fail(st, -rv, "write the copy of", path);
+		if (rv < 0) {
+			code = io_fail(st, -rv, "write the copy of", path);
+			break;
+		}
 		req.offset += r->data_length;
 		eof = r->eof;
-		if (o->progress && !o->progress(o->progress_arg, req.offset, ref.size))
-			return bk_status_set(st, BK_CANCELLED, 0, false, "download of %s stopped at %llu of %llu bytes",
+		pthread_mutex_lock(&pf.lock);
+		pf.consumed = req.offset;
+		pthread_cond_broadcast(&pf.cond);
+		pthread_mutex_unlock(&pf.lock);
+		if (o->progress && !o->progress(o->progress_arg, req.offset, ref.size)) {
+			code = bk_status_set(st, BK_CANCELLED, 0, false, "download of %s stopped at %llu of %llu bytes",
 					     path, (unsigned long long)req.offset, (unsigned long long)ref.size);
+			break;
+		}
 	}
+	/* Stop the fetchers and drop what they fetched that will not be used. */
+	pthread_mutex_lock(&pf.lock);
+	pf.stop = true;
+	pthread_cond_broadcast(&pf.cond);
+	pthread_mutex_unlock(&pf.lock);
+	for (int i = 0; i < nfetchers; i++)
+		pthread_join(fetchers[i], NULL);
+	for (int i = 0; i < WINDOW; i++)
+		if (pf.slot[i].ready && pf.slot[i].r)
+			protobuf_c_message_free_unpacked(&pf.slot[i].r->base, NULL);
+	pthread_mutex_destroy(&pf.lock);
+	pthread_cond_destroy(&pf.cond);
+	if (code != BK_OK)
+		return code;
 	if (!EVP_DigestFinal_ex(md, digest, NULL))
 		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
 	if (memcmp(digest, ref.sha256, SHA256_LEN) != 0)

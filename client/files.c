@@ -325,55 +325,140 @@ static int hash_fd(int fd, uint64_t size, uint8_t *buf, size_t buf_len, uint8_t 
 	return BK_OK;
 }
 
-/* The chunks from the confirmed offset to the end, then the commit. */
-static int upload_body(bk_client *c, int fd, const char *path, const bk_transfer_options *o, uint64_t size,
-		       const bk_upload_state *up, uint8_t *buf, size_t chunk, bk_file_info *out, bk_status *st)
+/* The chunks from the confirmed offset to the end, then the commit. Chunks go out from
+ * SENDERS threads, in order of offset, so that the next chunk is read, hashed and sent while
+ * the server writes the previous one (it queues chunks that arrive in order). A chunk that
+ * overtook its predecessor on the way is refused FAILED_PRECONDITION and sent again once the
+ * predecessor is confirmed. What fits in one chunk is sent from the calling thread. */
+#define SENDERS 2
+
+struct senders {
+	bk_client *c;
+	int fd;
+	const char *path;
+	const bk_transfer_options *o;
+	const char *upload_id;
+	uint64_t size;
+	size_t chunk;
+	size_t buf_len;     /* min(chunk, what is left to send) */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t next;      /* the next offset to send */
+	uint64_t confirmed; /* the highest offset the server confirmed */
+	bool stop;
+	int code;           /* the first failure */
+	bk_status st;
+};
+
+/* Record the first failure and stop every sender. Called with the lock held. */
+static void senders_fail(struct senders *s, int code, const bk_status *st)
 {
+	if (s->code == BK_OK) {
+		s->code = code;
+		s->st = *st;
+	}
+	s->stop = true;
+	pthread_cond_broadcast(&s->cond);
+}
+
+static void *sender_main(void *arg)
+{
+	struct senders *s = arg;
 	chunk_packer packer = { 0 };
-	uint64_t off = up->confirmed_offset;
+	uint8_t *buf = malloc(s->buf_len);
+	bk_status st;
 	int code = BK_OK;
 
-	if (o->compress) {
-		code = chunk_packer_init(&packer, chunk, st);
-		if (code != BK_OK)
-			return code;
+	if (!buf || (s->o->compress && chunk_packer_init(&packer, s->buf_len, &st) != BK_OK)) {
+		pthread_mutex_lock(&s->lock);
+		senders_fail(s, BK_RESOURCE_EXHAUSTED,
+			     &(bk_status){ .code = BK_RESOURCE_EXHAUSTED, .message = "out of memory for an upload buffer" });
+		pthread_mutex_unlock(&s->lock);
+		free(buf);
+		return NULL;
 	}
-	while (off < size) {
-		size_t len = size - off < chunk ? (size_t)(size - off) : chunk;
-		ssize_t n = bk_pread_full(fd, buf, len, off);
-		uint64_t confirmed;
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop && s->next < s->size) {
+		uint64_t off = s->next, confirmed = 0;
+		size_t len = s->size - off < s->chunk ? (size_t)(s->size - off) : s->chunk;
+		ssize_t n;
 
-		if (n < 0) {
-			code = io_fail(st, (int)-n, "read the source of", path);
-			break;
+		s->next += len;
+		pthread_mutex_unlock(&s->lock);
+		n = bk_pread_full(s->fd, buf, len, off);
+		if (n < 0)
+			code = io_fail(&st, (int)-n, "read the source of", s->path);
+		else if ((size_t)n != len)
+			code = bk_status_set(&st, BK_DATA_LOSS, 0, false, "the source of %s shrank during the upload",
+					     s->path);
+		else
+			code = send_chunk(s->c, s->upload_id, off, buf, len, s->o->compress ? &packer : NULL, &confirmed,
+					  &st);
+		pthread_mutex_lock(&s->lock);
+		if (code == BK_FAILED_PRECONDITION && !s->stop) {
+			/* Overtook its predecessor: send it again once that one is confirmed. */
+			while (!s->stop && s->confirmed < off)
+				pthread_cond_wait(&s->cond, &s->lock);
+			if (s->stop)
+				break;
+			pthread_mutex_unlock(&s->lock);
+			code = send_chunk(s->c, s->upload_id, off, buf, len, s->o->compress ? &packer : NULL, &confirmed,
+					  &st);
+			pthread_mutex_lock(&s->lock);
 		}
-		if ((size_t)n != len) {
-			code = bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s shrank during the upload",
-					     path);
-			break;
-		}
-		code = send_chunk(c, up->upload_id, off, buf, len, o->compress ? &packer : NULL, &confirmed, st);
-		if (code != BK_OK)
-			break;
-		/* The server confirms at least this chunk (more if another sender resumed it too). */
-		if (confirmed < off + len || confirmed > size) {
-			code = bk_status_set(st, BK_DATA_LOSS, 0, true,
+		if (code == BK_OK && (confirmed < off + len || confirmed > s->size))
+			code = bk_status_set(&st, BK_DATA_LOSS, 0, true,
 					     "FileUploadChunk: confirmed offset %llu after a chunk at %llu+%zu of %llu",
 					     (unsigned long long)confirmed, (unsigned long long)off, len,
-					     (unsigned long long)size);
+					     (unsigned long long)s->size);
+		if (code != BK_OK) {
+			senders_fail(s, code, &st);
 			break;
 		}
-		off = confirmed;
-		if (o->progress && !o->progress(o->progress_arg, off, size)) {
-			code = bk_status_set(st, BK_CANCELLED, 0, false,
-					     "upload of %s stopped at %llu of %llu bytes (upload id %s)",
-					     path, (unsigned long long)off, (unsigned long long)size, up->upload_id);
-			break;
+		if (confirmed > s->confirmed) {
+			s->confirmed = confirmed;
+			pthread_cond_broadcast(&s->cond);
+			if (s->o->progress && !s->o->progress(s->o->progress_arg, confirmed, s->size)) {
+				bk_status_set(&st, BK_CANCELLED, 0, false, "upload of %s stopped at %llu of %llu bytes (upload id %s)",
+					      s->path, (unsigned long long)confirmed, (unsigned long long)s->size, s->upload_id);
+				senders_fail(s, BK_CANCELLED, &st);
+			}
 		}
 	}
+	pthread_mutex_unlock(&s->lock);
 	chunk_packer_done(&packer);
-	if (code != BK_OK)
-		return code;
+	free(buf);
+	return NULL;
+}
+
+static int upload_body(bk_client *c, int fd, const char *path, const bk_transfer_options *o, uint64_t size,
+		       const bk_upload_state *up, size_t chunk, bk_file_info *out, bk_status *st)
+{
+	struct senders s = { .c = c, .fd = fd, .path = path, .o = o, .upload_id = up->upload_id, .size = size,
+			     .chunk = chunk, .next = up->confirmed_offset, .confirmed = up->confirmed_offset };
+	uint64_t left = up->confirmed_offset < size ? size - up->confirmed_offset : 0;
+	pthread_t threads[SENDERS];
+	int n = 0;
+
+	s.buf_len = left < chunk ? (size_t)left : chunk;
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	if (left > chunk) {
+		for (; n < SENDERS; n++)
+			if (pthread_create(&threads[n], NULL, sender_main, &s) != 0)
+				break;
+		for (int i = 0; i < n; i++)
+			pthread_join(threads[i], NULL);
+	}
+	if (n == 0 && left > 0)
+		sender_main(&s);
+	pthread_mutex_destroy(&s.lock);
+	pthread_cond_destroy(&s.cond);
+	if (s.code != BK_OK) {
+		if (st)
+			*st = s.st;
+		return s.code;
+	}
 	return bk_upload_commit(c, up->upload_id, out, st);
 }
 
@@ -414,7 +499,7 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 	if (code != BK_OK)
 		return code;
 	chunk = up.max_chunk < CHUNK_MAX ? up.max_chunk : CHUNK_MAX;
-	code = upload_body(c, fd, path, o, (uint64_t)sb.st_size, &up, buf, chunk, out, st);
+	code = upload_body(c, fd, path, o, (uint64_t)sb.st_size, &up, chunk, out, st);
 	if (code != BK_OK && upload_id_out)
 		strcpy(upload_id_out, up.upload_id);
 	return code;

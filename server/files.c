@@ -40,7 +40,9 @@ struct upload {
 	uint32_t mode;
 	bool overwrite;
 	bool make_parents;
-	bool busy;          /* a chunk or the commit is being handled */
+	bool busy;          /* being committed, aborted, or resumed */
+	bool draining;      /* a worker is writing its queued chunks */
+	struct chunk_job *queue; /* chunks waiting to be written, by offset */
 	int fd;             /* the unnamed file */
 	EVP_MD_CTX *md;     /* SHA-256 of what arrived so far */
 	struct timespec touched;
@@ -533,7 +535,7 @@ static struct upload *upload_take(bk_call *call, const char *id)
 	for (u = f->uploads; u; u = u->next)
 		if (strcmp(u->id, id) == 0)
 			break;
-	if (u && u->busy) {
+	if (u && (u->busy || u->draining || u->queue)) {
 		pthread_mutex_unlock(&f->lock);
 		bk_call_failf(call, BK_ABORTED, 0, "upload %.40s: another request for it is in progress", id);
 		return NULL;
@@ -787,10 +789,19 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 		begin_create(op);
 }
 
+/* A chunk waiting for its turn. Chunks are written strictly in order, but a client may send the
+ * next ones before the previous is answered: they wait here, sorted by offset, at most
+ * CHUNK_QUEUE_MAX of them, and one worker at a time drains an upload's queue ("draining"). */
+#define CHUNK_QUEUE_MAX 8
+#define GAP_WAIT_MS 2000
+
 struct chunk_job {
+	struct chunk_job *next;
 	bk_call *call;
-	struct upload *u;
 	const Boxkite__V1__FileUploadChunkRequest *rq;
+	uint64_t offset, len; /* len: uncompressed */
+	struct timespec queued;
+	uint64_t confirmed;   /* when refused out of order: the upload's confirmed offset then */
 };
 
 static void chunk_answer(bk_call *call, uint64_t confirmed)
@@ -801,70 +812,167 @@ static void chunk_answer(bk_call *call, uint64_t confirmed)
 	bk_call_reply(call, &resp.base);
 }
 
-static void chunk_work(void *arg, void *scratch)
+/* Answer every queued chunk of u (taken off it under the lock by the caller) with msg. */
+static void jobs_fail(struct chunk_job *j, int status, const char *msg)
 {
-	struct chunk_job *j = arg;
-	struct upload *u = j->u;
-	bk_files *f = j->call->srv->files;
+	while (j) {
+		struct chunk_job *next = j->next;
+		bk_call_failf(j->call, status, 0, "%s", msg);
+		free(j);
+		j = next;
+	}
+}
+
+/* A chunk that is not next: say where the client must send from. */
+static void chunk_refuse_out_of_order(bk_call *call, uint64_t offset, uint64_t confirmed)
+{
+	bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "chunk at offset %llu, but %llu bytes are confirmed: send from there",
+		      (unsigned long long)offset, (unsigned long long)confirmed);
+}
+
+enum chunk_outcome { CHUNK_WRITTEN, CHUNK_REFUSED, CHUNK_WRITE_FAILED };
+
+/* Decompress, check against its own hash, write, add to the running hash. On failure *status
+ * and msg say why. Only the upload's draining worker runs this. */
+static enum chunk_outcome chunk_write(struct upload *u, const struct chunk_job *j, void *scratch, int *status,
+				      char *msg, size_t msgsz)
+{
 	const uint8_t *data = j->rq->data.data;
 	size_t len = j->rq->data.len, done = 0;
 	uint8_t sum[SHA256_LEN];
 
 	if (j->rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
-		unsigned long long want = ZSTD_getFrameContentSize(data, len);
-		size_t got;
-		if (!scratch || want == ZSTD_CONTENTSIZE_ERROR || want == ZSTD_CONTENTSIZE_UNKNOWN ||
-		    want > BK_FILE_CHUNK_MAX || ZSTD_isError(got = ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len)) ||
-		    got != want) {
-			upload_release(f, u);
-			bk_call_failf(j->call, BK_INVALID_ARGUMENT, 0,
-				      "chunk is not one zstd frame of at most %u bytes with its size", BK_FILE_CHUNK_MAX);
-			goto out;
+		size_t got = scratch ? ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len) : (size_t)-1;
+		if (!scratch || ZSTD_isError(got) || got != j->len) {
+			*status = BK_INVALID_ARGUMENT;
+			snprintf(msg, msgsz, "chunk at %llu is not one zstd frame of at most %u bytes with its size",
+				 (unsigned long long)j->offset, BK_FILE_CHUNK_MAX);
+			return CHUNK_REFUSED;
 		}
 		data = scratch;
 		len = got;
 	}
-	if (len > BK_FILE_CHUNK_MAX || u->offset + len > u->size) {
-		upload_release(f, u);
-		bk_call_failf(j->call, BK_OUT_OF_RANGE, 0, "chunk of %zu bytes at %llu goes past the %llu-byte file or the %u-byte chunk limit",
-			      len, (unsigned long long)u->offset, (unsigned long long)u->size, BK_FILE_CHUNK_MAX);
-		goto out;
-	}
 	/* Each chunk carries its own hash: a bad chunk is refused before it touches the file. */
 	if (!EVP_Digest(data, len, sum, NULL, EVP_sha256(), NULL) || CRYPTO_memcmp(sum, j->rq->sha256.data, SHA256_LEN)) {
-		upload_release(f, u);
-		bk_call_failf(j->call, BK_DATA_LOSS, 0, "chunk at %llu: its SHA-256 does not match its data",
-			      (unsigned long long)u->offset);
-		goto out;
+		*status = BK_DATA_LOSS;
+		snprintf(msg, msgsz, "chunk at %llu: its SHA-256 does not match its data", (unsigned long long)j->offset);
+		return CHUNK_REFUSED;
 	}
 	while (done < len) {
-		ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(u->offset + done));
+		ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(j->offset + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			int errnum = n < 0 ? errno : EIO;
-			/* A failed write ends the upload: nothing lands, and the space comes back. */
-			bk_call_failf(j->call, file_status(errnum), 0, "%s: %s (upload dropped, nothing written)", u->path,
-				      strerror(errnum));
-			upload_drop(f, u);
-			goto out;
+			*status = file_status(errnum);
+			snprintf(msg, msgsz, "%.300s: %s (upload dropped, nothing written)", u->path, strerror(errnum));
+			return CHUNK_WRITE_FAILED;
 		}
 		done += (size_t)n;
 	}
 	EVP_DigestUpdate(u->md, data, len);
-	u->offset += len;
-	uint64_t confirmed = u->offset;
-	upload_release(f, u);
-	chunk_answer(j->call, confirmed);
-out:
-	free(j);
+	return CHUNK_WRITTEN;
+}
+
+/* The upload's worker: write queued chunks while the next one in order is there. */
+static void upload_drain(void *arg, void *scratch)
+{
+	struct upload_op *op = arg;
+	struct upload *u = op->u;
+	bk_files *f = op->call->srv->files;
+
+	free(op);
+	for (;;) {
+		struct chunk_job *j, *rest = NULL;
+		enum chunk_outcome out;
+		uint64_t confirmed = 0;
+		char msg[512];
+		int status = BK_OK;
+
+		pthread_mutex_lock(&f->lock);
+		j = u->queue;
+		if (!j || j->offset != u->offset) {
+			u->draining = false;
+			pthread_mutex_unlock(&f->lock);
+			return;
+		}
+		u->queue = j->next;
+		pthread_mutex_unlock(&f->lock);
+
+		out = chunk_write(u, j, scratch, &status, msg, sizeof(msg));
+
+		bool more = false;
+		pthread_mutex_lock(&f->lock);
+		if (out == CHUNK_WRITTEN) {
+			u->offset += j->len;
+			confirmed = u->offset;
+			clock_gettime(CLOCK_MONOTONIC, &u->touched);
+			/* Settled before the answer goes out: a commit that follows it at once must find
+			 * the upload idle. */
+			more = u->queue && u->queue->offset == u->offset;
+			u->draining = more;
+		} else {
+			/* What was queued behind a failed chunk cannot be written either. */
+			rest = u->queue;
+			u->queue = NULL;
+			u->draining = false;
+			if (out == CHUNK_WRITE_FAILED)
+				upload_unlink(f, u); /* a failed write ends the upload: its space comes back */
+		}
+		pthread_mutex_unlock(&f->lock);
+
+		if (out == CHUNK_WRITTEN) {
+			chunk_answer(j->call, confirmed);
+			free(j);
+			if (more)
+				continue;
+			return;
+		}
+		bk_call_failf(j->call, status, 0, "%s", msg);
+		free(j);
+		jobs_fail(rest, BK_FAILED_PRECONDITION, "an earlier chunk of this upload failed: send again from the confirmed offset");
+		if (out == CHUNK_WRITE_FAILED)
+			upload_free(u);
+		return;
+	}
+}
+
+/* The uncompressed length of a chunk, or UINT64_MAX when a zstd frame does not declare it. */
+static uint64_t chunk_len(const Boxkite__V1__FileUploadChunkRequest *rq)
+{
+	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD)
+		return rq->data.len;
+	unsigned long long n = ZSTD_getFrameContentSize(rq->data.data, rq->data.len);
+	return n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ? UINT64_MAX : n;
+}
+
+static unsigned queued_chunks(const struct upload *u)
+{
+	unsigned n = 0;
+
+	for (const struct chunk_job *j = u->queue; j; j = j->next)
+		n++;
+	return n;
+}
+
+/* Where the data confirmed or queued without a gap ends. */
+static uint64_t contiguous_end(const struct upload *u)
+{
+	uint64_t end = u->offset;
+
+	for (const struct chunk_job *j = u->queue; j && j->offset == end; j = j->next)
+		end += j->len;
+	return end;
 }
 
 void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__FileUploadChunkRequest *rq = (const Boxkite__V1__FileUploadChunkRequest *)request;
-	struct chunk_job *j;
+	bk_files *f = call->srv->files;
+	struct chunk_job *j, **pp;
+	struct upload_op *op = NULL;
 	struct upload *u;
+	uint64_t len, end, confirmed;
 
 	if (!executor_ok(call))
 		return;
@@ -877,36 +985,93 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "unknown compression %d", rq->compression);
 		return;
 	}
-	if (!(u = upload_take(call, rq->upload_id)))
-		return;
-	if (rq->offset != u->offset) {
-		uint64_t confirmed = u->offset;
-		upload_release(call->srv->files, u);
-		/* A chunk already confirmed (its answer was lost) is answered again, not rewritten. */
-		unsigned long long len = rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD
-						 ? ZSTD_getFrameContentSize(rq->data.data, rq->data.len)
-						 : rq->data.len;
-		if (rq->offset < confirmed && len <= BK_FILE_CHUNK_MAX && rq->offset + len <= confirmed)
-			chunk_answer(call, confirmed);
+	len = chunk_len(rq);
+	if (len > BK_FILE_CHUNK_MAX) {
+		if (rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD)
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+				      "chunk is not one zstd frame of at most %u bytes with its size", BK_FILE_CHUNK_MAX);
 		else
-			bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
-				      "chunk at offset %llu, but %llu bytes are confirmed: send from there",
-				      (unsigned long long)rq->offset, (unsigned long long)confirmed);
+			bk_call_failf(call, BK_OUT_OF_RANGE, 0, "a chunk of %zu bytes is past the %u-byte chunk limit",
+				      rq->data.len, BK_FILE_CHUNK_MAX);
 		return;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		upload_release(call->srv->files, u);
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	j->call = call;
-	j->u = u;
-	j->rq = rq;
-	if (bk_workers_submit(call->srv->files->workers, chunk_work, j) < 0) {
-		upload_release(call->srv->files, u);
+	pthread_mutex_lock(&f->lock);
+	for (u = f->uploads; u; u = u->next)
+		if (strcmp(u->id, rq->upload_id) == 0)
+			break;
+	if (!u || u->busy) {
+		pthread_mutex_unlock(&f->lock);
 		free(j);
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		if (u)
+			bk_call_failf(call, BK_ABORTED, 0, "upload %.40s is being committed or aborted", rq->upload_id);
+		else
+			bk_call_failf(call, BK_NOT_FOUND, 0,
+				      "no upload %.40s (finished, aborted, expired, or never started)", rq->upload_id);
+		return;
+	}
+	confirmed = u->offset;
+	end = contiguous_end(u);
+	/* A chunk already confirmed (its answer was lost) is answered again, not rewritten. */
+	if (rq->offset < confirmed && rq->offset + len <= confirmed) {
+		pthread_mutex_unlock(&f->lock);
+		free(j);
+		chunk_answer(call, confirmed);
+		return;
+	}
+	if (rq->offset + len > u->size) {
+		pthread_mutex_unlock(&f->lock);
+		free(j);
+		bk_call_failf(call, BK_OUT_OF_RANGE, 0, "chunk of %llu bytes at %llu goes past the %llu-byte file",
+			      (unsigned long long)len, (unsigned long long)rq->offset, (unsigned long long)u->size);
+		return;
+	}
+	/* The next in order; or, as chunks sent one after another may overtake each other on the
+	 * way in (each is MAC-checked on its own thread before it gets here), one further ahead at
+	 * a whole-chunk boundary, which waits for the gap before it to fill — for GAP_WAIT_MS at
+	 * most (bk_files_expire). */
+	bool ahead_ok = rq->offset > end && rq->offset % BK_FILE_CHUNK_MAX == 0 &&
+			rq->offset < confirmed + (uint64_t)CHUNK_QUEUE_MAX * BK_FILE_CHUNK_MAX &&
+			(len == BK_FILE_CHUNK_MAX || rq->offset + len == u->size);
+	for (pp = &u->queue; *pp && (*pp)->offset < rq->offset; pp = &(*pp)->next)
+		;
+	if ((rq->offset != end && !ahead_ok) || (*pp && (*pp)->offset < rq->offset + len) || len == 0 ||
+	    queued_chunks(u) >= CHUNK_QUEUE_MAX) {
+		pthread_mutex_unlock(&f->lock);
+		free(j);
+		if (len == 0 && rq->offset == confirmed)
+			chunk_answer(call, confirmed);
+		else
+			chunk_refuse_out_of_order(call, rq->offset, confirmed);
+		return;
+	}
+	j->call = call;
+	j->rq = rq;
+	j->offset = rq->offset;
+	j->len = len;
+	clock_gettime(CLOCK_MONOTONIC, &j->queued);
+	j->next = *pp;
+	*pp = j;
+	clock_gettime(CLOCK_MONOTONIC, &u->touched);
+	if (!u->draining && u->queue->offset == u->offset && (op = calloc(1, sizeof(*op)))) {
+		u->draining = true;
+		op->call = call;
+		op->u = u;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (op && bk_workers_submit(f->workers, upload_drain, op) < 0) {
+		/* Shutting down: answer what is queued; the upload goes with the server. */
+		pthread_mutex_lock(&f->lock);
+		struct chunk_job *rest = u->queue;
+		u->queue = NULL;
+		u->draining = false;
+		pthread_mutex_unlock(&f->lock);
+		free(op);
+		jobs_fail(rest, BK_UNAVAILABLE, "boxkited is shutting down");
 	}
 }
 
@@ -1042,6 +1207,7 @@ void bk_files_stop(bk_server *srv)
 	while (f->uploads) {
 		struct upload *u = f->uploads;
 		f->uploads = u->next;
+		jobs_fail(u->queue, BK_UNAVAILABLE, "boxkited is shutting down");
 		upload_free(u);
 	}
 	pthread_mutex_destroy(&f->lock);
@@ -1054,16 +1220,32 @@ void bk_files_expire(bk_server *srv)
 	bk_files *f = srv->files;
 	struct timespec now;
 	struct upload *dead = NULL;
+	struct chunk_job *stale = NULL;
 
 	if (!f)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&f->lock);
+	for (struct upload *u = f->uploads; u; u = u->next) {
+		/* Chunks waiting behind a gap that did not fill: the client skipped one. */
+		uint64_t end = contiguous_end(u);
+		for (struct chunk_job **jp = &u->queue; *jp;) {
+			struct chunk_job *j = *jp;
+			if (j->offset > end && bk_elapsed_us(&j->queued) >= GAP_WAIT_MS * 1000) {
+				j->confirmed = u->offset;
+				*jp = j->next;
+				j->next = stale;
+				stale = j;
+			} else {
+				jp = &j->next;
+			}
+		}
+	}
 	for (struct upload **pp = &f->uploads; *pp;) {
 		struct upload *u = *pp;
 		int64_t idle_ms = ((int64_t)now.tv_sec - u->touched.tv_sec) * 1000 +
 				  (now.tv_nsec - u->touched.tv_nsec) / 1000000;
-		if (!u->busy && idle_ms >= srv->cfg.upload_idle_ms) {
+		if (!u->busy && !u->draining && !u->queue && idle_ms >= srv->cfg.upload_idle_ms) {
 			*pp = u->next;
 			f->nuploads--;
 			u->next = dead;
@@ -1073,6 +1255,12 @@ void bk_files_expire(bk_server *srv)
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
+	while (stale) {
+		struct chunk_job *next = stale->next;
+		chunk_refuse_out_of_order(stale->call, stale->offset, stale->confirmed);
+		free(stale);
+		stale = next;
+	}
 	while (dead) {
 		struct upload *next = dead->next;
 		bk_log(BK_LOG_INFO, "upload %s of %s expired after %lld s idle: dropped", dead->id, dead->path,

@@ -5,12 +5,12 @@
 #   integration  the real boxkited as root: privileges, sandbox, escape probes
 #   files        the real boxkited as root: uploads, downloads and file operations, attacked
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
-# `make test` runs them all, then the C tiers again under ASan+UBSan (SAN=1).
+# `make test` runs them all, then the C tiers and bkctl's copies again under ASan+UBSan (SAN=1).
 
 TEST_CFLAGS := $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIE -Itests
 PYTHON      := /usr/bin/python3
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-files test-python test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-files test-files-bkctl test-python test-san
 
 test: deps
 	$(MAKE) gen-check
@@ -18,7 +18,7 @@ test: deps
 	$(MAKE) SAN=1 test-san
 	@echo "make test: all tiers passed"
 
-test-san: all test-unit test-wire test-fuzz
+test-san: all test-unit test-wire test-fuzz test-files-bkctl
 
 include tests/unit/unit.mk
 include tests/wire/wire.mk

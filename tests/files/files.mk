@@ -14,3 +14,10 @@ FILES_ARGS ?=
 
 test-files: all
 	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) -m unittest discover -v -s . -p 'test_*.py' $(FILES_ARGS)
+
+# Under SAN=1 (make test-san): this build's bkctl, and so libboxkite's threaded transfers, against
+# the plain build's daemon (the sandbox's privilege split is not run under ASan).
+test-files-bkctl: all
+	$(MAKE) SAN= all
+	cd tests/files && BOXKITE_BUILD=$(CURDIR)/build BOXKITE_BKCTL=$(CURDIR)/$(B)/bkctl \
+		$(PYTHON) -m unittest -v test_8_bkctl

@@ -131,7 +131,8 @@ class IntegrityTest(FilesTestCase):
                               ("resumed.bin", len(data), sha256(b""))):
             self.assertStatus("INVALID_ARGUMENT", fs.begin, path, size, d, upload_id=b.upload_id)
         self.assertStatus("NOT_FOUND", fs.begin, "resumed.bin", len(data), digest, upload_id="0" * 32)
-        # A chunk ahead of the confirmed offset: refused, saying where to send from.
+        # A chunk ahead of the confirmed offset: held for the gap before it to fill (chunks
+        # sent at once may overtake each other), then refused, saying where to send from.
         e = self.assertStatus("FAILED_PRECONDITION", fs.chunk, b.upload_id, 2 * CHUNK_MAX, data[2 * CHUNK_MAX:])
         self.assertIn("%d bytes are confirmed" % CHUNK_MAX, e.message)
         # The first chunk again (its answer was lost): answered, not rewritten.
@@ -395,6 +396,36 @@ class IntegrityTest(FilesTestCase):
         self.assertGreater(n, 5)
         self.assertEqual(bad[:5], [], "%d of %d answers carried more bytes than their size and hash describe "
                                       "(size, bytes sent)" % (len(bad), n))
+
+    # --- chunks that overtake each other ---------------------------------------------------
+
+    def test_chunks_that_arrive_ahead_wait_for_the_gap(self):
+        # A client that sends chunks at once (libboxkite does, from two threads) may have a later
+        # one arrive first: it is held until those before it come, then all are confirmed in
+        # order. Chunks 3, 2 and 1 are sent before 0, each on its own connection.
+        data = random_bytes(4 * CHUNK_MAX - 3)
+        b = self.fs.begin("ahead.bin", len(data), sha256(data))
+        answers, lock = {}, threading.Lock()
+
+        def send(k):
+            try:
+                got = self.files().chunk(b.upload_id, k * CHUNK_MAX, data[k * CHUNK_MAX:(k + 1) * CHUNK_MAX])
+            except bk.CallError as e:
+                got = bk.status_name(e.code)
+            with lock:
+                answers[k] = got
+
+        early = [threading.Thread(target=send, args=(k,), daemon=True) for k in (3, 2, 1)]
+        for t in early:
+            t.start()
+            time.sleep(0.2)
+        self.assertEqual(answers, {}, "a chunk ahead of a gap was answered before the gap filled")
+        send(0)
+        for t in early:
+            t.join(30)
+        self.assertEqual(answers, {0: CHUNK_MAX, 1: 2 * CHUNK_MAX, 2: 3 * CHUNK_MAX, 3: len(data)})
+        self.fs.commit(b.upload_id)
+        self.assertEqual(file_sha256(self.host("ahead.bin")), sha256(data))
 
     # --- an upload's id once it is over ----------------------------------------------------
 

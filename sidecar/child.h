@@ -11,6 +11,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The nice value of sandboxed commands and of other background work (the netns pool): below
+ * boxkited's, so that a CPU-bound sandbox leaves Health probes and requests their CPU. */
+#define BK_SANDBOX_NICE 10
+
 enum bk_step {
 	BK_STEP_NONE = 0,
 	BK_STEP_PIDNS,

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -59,6 +60,9 @@ __attribute__((noreturn)) static void maker_main(int sock)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	prctl(PR_SET_NAME, "bk-netns", 0, 0, 0);
+	/* Refilling the pool is background work: under load the executor comes first (an empty
+	 * pool only means the exec makes its own namespace). */
+	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 	if (maker_caps() < 0)
 		_exit(1);
 	while (read(sock, &credit, 1) == 1) {

@@ -45,15 +45,17 @@ static int set_rlimit(int resource, uint64_t value)
 	return (int)syscall(SYS_prlimit64, 0, resource, &rl, NULL);
 }
 
-/* Step 6: core 0, nofile, fsize, nproc, and data/cpu when asked. */
+/* Step 6: core 0, nice and rtprio 0 (no lowering its nice value, no real-time scheduling),
+ * nofile, fsize, nproc, and data/cpu when asked. */
 static int apply_rlimits(const bk_spawn_limits *l)
 {
-	return set_rlimit(RLIMIT_CORE, 0) < 0 || set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 ||
-			       set_rlimit(RLIMIT_FSIZE, l->fsize) < 0 || set_rlimit(RLIMIT_NPROC, l->nproc) < 0 ||
-			       (l->data && set_rlimit(RLIMIT_DATA, l->data) < 0) ||
-			       (l->cpu && set_rlimit(RLIMIT_CPU, l->cpu) < 0)
-		       ? -1
-		       : 0;
+	if (set_rlimit(RLIMIT_CORE, 0) < 0 || set_rlimit(RLIMIT_NICE, 0) < 0 || set_rlimit(RLIMIT_RTPRIO, 0) < 0 ||
+	    set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 || set_rlimit(RLIMIT_FSIZE, l->fsize) < 0 ||
+	    set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
+		return -1;
+	if ((l->data && set_rlimit(RLIMIT_DATA, l->data) < 0) || (l->cpu && set_rlimit(RLIMIT_CPU, l->cpu) < 0))
+		return -1;
+	return 0;
 }
 
 /* Step 8: execve, searching PATH as execvp would — without execvp, which may allocate. */
@@ -101,6 +103,10 @@ static int exec_child(void *arg)
 	struct child_ctx *c = arg;
 	const bk_spawn_request *rq = c->rq;
 	const int rfd = c->report_w;
+
+	/* 0. Below boxkited in the CPU's eyes (child.h); raising one's nice value needs no
+	 *    privilege, and with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 
 	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
 	 *    (sidecar/cgroup.h, "Staging"), so from its first instruction it is charged to its

@@ -5,6 +5,7 @@ import concurrent.futures
 import json
 import os
 import secrets
+import subprocess
 import time
 import unittest
 
@@ -100,6 +101,34 @@ class Stdin(unittest.TestCase):
     def test_no_stdin_is_eof(self):
         rc, res, err = D.exec_json("--", "cat")
         self.assertEqual((rc, res["stdout"]), (0, ""), err)
+
+
+class Priority(unittest.TestCase):
+    def test_commands_run_at_nice_10_and_cannot_raise_their_priority(self):
+        # Sandboxed work yields the CPU to boxkited (Health probes, other requests) when both
+        # want it; the command cannot take the priority back, nor schedule itself real-time.
+        rc, res, err = D.exec_json("--shell", "nice; renice -n 0 -p $$ >/dev/null; echo renice=$?; "
+                                   "nice -n -5 nice; chrt -f 1 true; echo chrt=$?")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertEqual(res["stdout"].split(), ["10", "renice=1", "10", "chrt=1"], res)
+        self.assertEqual(res["stderr"].count("Permission denied") + res["stderr"].count("not permitted"), 3, res)
+
+    def test_nice_and_realtime_limits_are_zero_whatever_boxkited_inherited(self):
+        # A runtime may start boxkited with RLIMIT_NICE/RLIMIT_RTPRIO above 0, which would let a
+        # command lower its nice value or go real-time: the exec sets both to 0.
+        raise_limits = ["prlimit", "--nice=30", "--rtprio=50", "--"]
+        if subprocess.run(raise_limits + ["true"], stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot raise RLIMIT_NICE here (no CAP_SYS_RESOURCE), so boxkited "
+                          "cannot be started with limits to take away")
+        d = bkit.Daemon("rlimits", prefix=raise_limits).start()
+        try:
+            rc, res, err = d.exec_json("--shell", "grep -E '^Max (nice|realtime) priority' /proc/self/limits; "
+                                       "renice -n 0 -p $$ >/dev/null; echo renice=$?; chrt -f 1 true; echo chrt=$?")
+        finally:
+            d.stop()
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertEqual(res["stdout"].split(), ["Max", "nice", "priority", "0", "0",
+                                                 "Max", "realtime", "priority", "0", "0", "renice=1", "chrt=1"], res)
 
 
 class Refusals(unittest.TestCase):

@@ -145,17 +145,22 @@ static bool errno_in(int err, const int *set)
 	return false;
 }
 
-/* Print the one result line in a single write(), control characters masked so it stays one line. */
-static int report(int code, const char *verdict, const char *fmt, va_list ap)
+/* Print the one result line in a single write(), control characters masked so it stays one
+ * line, and return code (the probe's exit status). */
+static int report(int code, const char *verdict, const char *fmt, ...) PROBE_PRINTF(3, 4);
+static int report(int code, const char *verdict, const char *fmt, ...)
 {
 	char line[4096];
 	size_t len;
 	ssize_t written;
+	va_list ap;
 	int n = snprintf(line, sizeof(line), "PROBE %s %s ", probe_name, verdict);
 
 	if (n < 0 || (size_t)n >= sizeof(line) - 2)
 		n = 0;
+	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
 	len = strlen(line);
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
@@ -166,53 +171,10 @@ static int report(int code, const char *verdict, const char *fmt, va_list ap)
 	return code;
 }
 
-static int probe_denied(const char *fmt, ...) PROBE_PRINTF(1, 2);
-static int probe_denied(const char *fmt, ...)
-{
-	va_list ap;
-	int code;
-
-	va_start(ap, fmt);
-	code = report(EXIT_DENIED, "DENIED", fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-static int probe_allowed(const char *fmt, ...) PROBE_PRINTF(1, 2);
-static int probe_allowed(const char *fmt, ...)
-{
-	va_list ap;
-	int code;
-
-	va_start(ap, fmt);
-	code = report(EXIT_ALLOWED, "ALLOWED", fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-static int probe_error(const char *fmt, ...) PROBE_PRINTF(1, 2);
-static int probe_error(const char *fmt, ...)
-{
-	va_list ap;
-	int code;
-
-	va_start(ap, fmt);
-	code = report(EXIT_UNDECIDED, "ERROR", fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-static int probe_info(const char *fmt, ...) PROBE_PRINTF(1, 2);
-static int probe_info(const char *fmt, ...)
-{
-	va_list ap;
-	int code;
-
-	va_start(ap, fmt);
-	code = report(EXIT_DENIED, "INFO", fmt, ap);
-	va_end(ap);
-	return code;
-}
+#define probe_denied(...)  report(EXIT_DENIED, "DENIED", __VA_ARGS__)
+#define probe_allowed(...) report(EXIT_ALLOWED, "ALLOWED", __VA_ARGS__)
+#define probe_error(...)   report(EXIT_UNDECIDED, "ERROR", __VA_ARGS__)
+#define probe_info(...)    report(EXIT_DENIED, "INFO", __VA_ARGS__)
 
 /* A detail being built; what does not fit is cut and marked with "...". */
 struct text {

@@ -28,8 +28,8 @@ $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/gen_corpus: $(B)/tests/fuzz/%: $(B
 
 # The server logs one JSON line per call: kept in a file, shown (with the rest) on failure.
 test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/gen_corpus
-	@tmp=$$(mktemp -d) && $(B)/tests/fuzz/gen_corpus $$tmp && \
-	  stale=$$(diff -r $$tmp $(FUZZ_CORPUS) | grep -v '^Only in $(FUZZ_CORPUS)'); rm -rf $$tmp; \
+	@tmp=$$(mktemp -d) && { $(B)/tests/fuzz/gen_corpus $$tmp || { rm -rf $$tmp; echo "test-fuzz: gen_corpus failed" >&2; exit 1; }; } && \
+	  stale=$$(diff -r $$tmp $(FUZZ_CORPUS) | grep -v '^Only in $(FUZZ_CORPUS): crash-'); rm -rf $$tmp; \
 	  if [ -n "$$stale" ]; then \
 	    echo "test-fuzz: the gen-* seeds are not what gen_corpus writes; run make fuzz-corpus" >&2; \
 	    echo "$$stale" | head -5 >&2; exit 1; \

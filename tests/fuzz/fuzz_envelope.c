@@ -257,6 +257,8 @@ int main(int argc, char **argv)
 		}
 		closedir(d);
 	}
+	if (count == 0)
+		die("no inputs to replay in the corpus given");
 	printf("fuzz_envelope: replayed %u inputs\n", count);
 	return 0;
 }

@@ -68,17 +68,6 @@ void bk_key_clear(bk_key *key)
 	OPENSSL_cleanse(key, sizeof(*key));
 }
 
-static int hex_nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void bk_keyring_free(bk_keyring *ring)
 {
 	if (!ring)
@@ -109,7 +98,7 @@ static int keyline_parse(const char *line, size_t len, const char *origin, unsig
 	while (i < len && (line[i] == ' ' || line[i] == '\t'))
 		i++;
 	for (; i < len && line[i] != ' ' && line[i] != '\t'; i++, nhex++) {
-		int v = hex_nibble(line[i]);
+		int v = OPENSSL_hexchar2int((unsigned char)line[i]);
 		if (v < 0)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
 					    "%s line %u: key '%s' has a non-hex character", origin, lineno, id);
@@ -182,7 +171,8 @@ int bk_keyring_load(const char *path, bk_keyring **out, bk_error **err)
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	struct stat st;
-	size_t have = 0;
+	size_t have;
+	ssize_t n;
 	int ret;
 
 	/* O_NONBLOCK: a FIFO put in its place must not hang the reload; it is refused below. */
@@ -203,19 +193,14 @@ int bk_keyring_load(const char *path, bk_keyring **out, bk_error **err)
 	buf = malloc(KEYFILE_MAX_BYTES + 1);
 	if (!buf)
 		return bk_error_errno(err, ENOMEM, "key file %s", path);
-	for (;;) {
-		ssize_t n = read(fd, buf + have, KEYFILE_MAX_BYTES + 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return bk_error_errno(err, errno, "cannot read key file %s", path);
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		if (have > KEYFILE_MAX_BYTES)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EFBIG, "key file %s is larger than %d bytes",
-					    path, KEYFILE_MAX_BYTES);
-	}
+	/* One byte more than allowed tells a file that grew past the limit since the fstat. */
+	n = bk_pread_full(fd, (uint8_t *)buf, KEYFILE_MAX_BYTES + 1, 0);
+	if (n < 0)
+		return bk_error_errno(err, (int)-n, "cannot read key file %s", path);
+	have = (size_t)n;
+	if (have > KEYFILE_MAX_BYTES)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EFBIG, "key file %s is larger than %d bytes", path,
+				    KEYFILE_MAX_BYTES);
 	ret = bk_keyring_parse(buf, have, path, out, err);
 	OPENSSL_cleanse(buf, have);
 	return ret;

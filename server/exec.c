@@ -224,7 +224,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	const char *bad = NULL, *why = NULL;
 	size_t strings = 0;
 	struct exec_run *run;
-	int nenv, ret;
+	int nenv;
 
 	if (!srv->executor || !srv->execs) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not run commands");
@@ -308,11 +308,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	spawn.limits = &limits;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
 	order.spawn = &spawn;
-	ret = bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
-	if (ret < 0) {
-		free(run);
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor: %s", strerror(-ret));
-	}
+	bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
 }
 
 /* --- the I/O thread -------------------------------------------------------------------------- */
@@ -417,8 +413,7 @@ static void run_kill(bk_execs *ex, struct exec_run *run)
 	kill.exec_id = run->id;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
 	order.kill = &kill;
-	if (bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL) < 0)
-		bk_log(BK_LOG_ERROR, "exec %llu: cannot order the kill", (unsigned long long)run->id);
+	bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL);
 }
 
 static void run_started(bk_execs *ex, struct exec_run *run)

@@ -93,10 +93,14 @@ static const char *file_reason(int errnum)
 	}
 }
 
+/* reply is NULL (the executor is gone), an error, or not the kind of answer expected. */
 static void fail_reply(bk_call *call, const bk_reply *reply)
 {
 	if (!reply)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the executor went away");
+	else if (!reply->errnum)
+		bk_call_failf(call, BK_INTERNAL, 0, "the executor answered with a reply of another kind (%d)",
+			      (int)reply->kind_case);
 	else if (reply->errnum == EAGAIN && strcmp(reply->step, "sandbox") == 0)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: %s", reply->message);
 	else
@@ -125,14 +129,6 @@ static bool executor_ok(bk_call *call)
 		return true;
 	bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not serve files");
 	return false;
-}
-
-static void send_order(bk_call *call, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg)
-{
-	int ret = bk_link_send(call->srv->executor, order, fds, nfds, cb, arg);
-
-	if (ret < 0)
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor: %s", strerror(-ret));
 }
 
 /* A name fit for a protobuf string: itself when valid UTF-8; otherwise escaped (malloc'd,
@@ -197,7 +193,7 @@ void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
 	order.stat = &op;
-	send_order(call, &order, NULL, 0, stat_replied, call);
+	bk_link_send(call->srv->executor, &order, NULL, 0, stat_replied, call);
 }
 
 static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
@@ -280,7 +276,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
-	send_order(call, &order, NULL, 0, list_replied, call);
+	bk_link_send(call->srv->executor, &order, NULL, 0, list_replied, call);
 }
 
 /* Mkdir, Move: an empty answer; Remove: the count. */
@@ -323,7 +319,7 @@ void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
 	op.mode = rq->mode;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
 	order.mkdir = &op;
-	send_order(call, &order, NULL, 0, done_replied, call);
+	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
 }
 
 void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
@@ -339,7 +335,7 @@ void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
 	op.recursive = rq->recursive;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_REMOVE;
 	order.remove = &op;
-	send_order(call, &order, NULL, 0, done_replied, call);
+	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
 }
 
 void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
@@ -356,7 +352,7 @@ void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
 	op.overwrite = rq->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
 	order.rename = &op;
-	send_order(call, &order, NULL, 0, done_replied, call);
+	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
 }
 
 /* --- download -------------------------------------------------------------------------------- */
@@ -368,42 +364,15 @@ struct download {
 	bool zstd;
 };
 
-static int hash_file(int fd, uint64_t size, uint8_t *buf, uint8_t out[SHA256_LEN])
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	uint64_t off = 0;
-	int ret = -EIO;
-
-	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
-		goto out;
-	while (off < size) {
-		ssize_t n = bk_pread_full(fd, buf, size - off < HASH_BLOCK ? size - off : HASH_BLOCK, off);
-		if (n <= 0) {
-			ret = n < 0 ? (int)n : -EIO; /* shorter than its size: it changed under us */
-			goto out;
-		}
-		EVP_DigestUpdate(md, buf, (size_t)n);
-		off += (uint64_t)n;
-	}
-	ret = EVP_DigestFinal_ex(md, out, NULL) ? 0 : -EIO;
-out:
-	EVP_MD_CTX_free(md);
-	return ret;
-}
-
 static void download_work(void *arg, void *scratch)
 {
 	struct download *d = arg;
 	Boxkite__V1__FileDownloadResponse resp = BOXKITE__V1__FILE_DOWNLOAD_RESPONSE__INIT;
-	uint8_t *buf = scratch, *zbuf = buf ? buf + BK_FILE_CHUNK_MAX : NULL;
+	uint8_t *buf = scratch, *zbuf = buf + BK_FILE_CHUNK_MAX;
 	uint8_t hash[SHA256_LEN];
 	struct stat st;
 	ssize_t n;
 
-	if (!buf) {
-		bk_call_failf(d->call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
-		goto out;
-	}
 	if (fstat(d->fd, &st) < 0) {
 		bk_call_failf(d->call, BK_INTERNAL, 0, "fstat: %s", strerror(errno));
 		goto out;
@@ -415,9 +384,13 @@ static void download_work(void *arg, void *scratch)
 	}
 	/* The whole file's hash comes with the first chunk: the client checks what it assembled. */
 	if (d->offset == 0) {
-		int r = hash_file(d->fd, (uint64_t)st.st_size, buf, hash);
+		int r = bk_sha256_fd(d->fd, (uint64_t)st.st_size, buf, HASH_BLOCK, hash);
+		if (r == -ENODATA) {
+			bk_call_failf(d->call, BK_ABORTED, 0, "the file shrank while it was read");
+			goto out;
+		}
 		if (r < 0) {
-			bk_call_failf(d->call, BK_ABORTED, 0, "the file changed while it was read: %s", strerror(-r));
+			bk_call_failf(d->call, file_status(-r), 0, "cannot read the file: %s", strerror(-r));
 			goto out;
 		}
 		resp.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = hash };
@@ -499,10 +472,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
 	order.open_read = &op;
-	if (bk_link_send(call->srv->executor, &order, NULL, 0, download_opened, d) < 0) {
-		free(d);
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "cannot reach the executor");
-	}
+	bk_link_send(call->srv->executor, &order, NULL, 0, download_opened, d);
 }
 
 /* --- upload ---------------------------------------------------------------------------------- */
@@ -570,11 +540,11 @@ struct upload_op {
 	struct upload *u;
 };
 
-static void begin_answer(bk_call *call, const struct upload *u, uint64_t offset)
+static void begin_answer(bk_call *call, const char *upload_id, uint64_t offset)
 {
 	Boxkite__V1__FileUploadBeginResponse resp = BOXKITE__V1__FILE_UPLOAD_BEGIN_RESPONSE__INIT;
 
-	resp.upload_id = (char *)u->id;
+	resp.upload_id = (char *)upload_id;
 	resp.confirmed_offset = offset;
 	resp.max_chunk = BK_FILE_CHUNK_MAX;
 	bk_call_reply(call, &resp.base);
@@ -602,11 +572,15 @@ static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(u->id + 2 * i, 3, "%02x", rnd[i]);
 	clock_gettime(CLOCK_MONOTONIC, &u->touched);
+	char id[sizeof(u->id)];
+	memcpy(id, u->id, sizeof(id));
+	/* In the table before the answer (the client's next request must find it), so the
+	 * answer uses a copy of its id: from here on another request may drop it. */
 	pthread_mutex_lock(&f->lock);
 	u->next = f->uploads;
 	f->uploads = u;
 	pthread_mutex_unlock(&f->lock);
-	begin_answer(op->call, u, 0);
+	begin_answer(op->call, id, 0);
 	bk_reply_free(reply);
 	free(op);
 	return;
@@ -630,8 +604,7 @@ static void begin_create(struct upload_op *op)
 	ct.overwrite = op->u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
 	order.create_temp = &ct;
-	if (bk_link_send(op->call->srv->executor, &order, NULL, 0, begin_created, op) < 0)
-		begin_created(op, NULL, NULL, 0);
+	bk_link_send(op->call->srv->executor, &order, NULL, 0, begin_created, op);
 }
 
 static bool in_workspace(const char *path)
@@ -712,8 +685,7 @@ static void quota_check(struct upload_op *op)
 	usage.path = BK_WORKSPACE;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
 	order.usage = &usage;
-	if (bk_link_send(op->call->srv->executor, &order, NULL, 0, usage_replied, op) < 0)
-		usage_replied(op, NULL, NULL, 0);
+	bk_link_send(op->call->srv->executor, &order, NULL, 0, usage_replied, op);
 }
 
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
@@ -740,18 +712,19 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 		return;
 	}
 	if (rq->upload_id[0]) {
-		/* Resume: the same file, or it is not a resume. */
+		/* Resume: the same file, or it is not a resume. Released before the answer (the
+		 * client's next request must find it free), so the answer uses nothing of u: once
+		 * released, another request may drop it. */
 		if (!(u = upload_take(call, rq->upload_id)))
 			return;
-		if (strcmp(u->path, path) || u->size != rq->size || memcmp(u->sha256, rq->sha256.data, SHA256_LEN)) {
-			upload_release(f, u);
-			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
-				      "upload %s is of another file (path, size or hash differ)", u->id);
-			return;
-		}
+		bool same = !strcmp(u->path, path) && u->size == rq->size && !memcmp(u->sha256, rq->sha256.data, SHA256_LEN);
 		uint64_t offset = u->offset;
 		upload_release(f, u);
-		begin_answer(call, u, offset);
+		if (same)
+			begin_answer(call, rq->upload_id, offset);
+		else
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+				      "upload %s is of another file (path, size or hash differ)", rq->upload_id);
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -838,12 +811,13 @@ static enum chunk_outcome chunk_write(struct upload *u, const struct chunk_job *
 				      char *msg, size_t msgsz)
 {
 	const uint8_t *data = j->rq->data.data;
-	size_t len = j->rq->data.len, done = 0;
+	size_t len = j->rq->data.len;
+	int ret;
 	uint8_t sum[SHA256_LEN];
 
 	if (j->rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
-		size_t got = scratch ? ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len) : (size_t)-1;
-		if (!scratch || ZSTD_isError(got) || got != j->len) {
+		size_t got = ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len);
+		if (ZSTD_isError(got) || got != j->len) {
 			*status = BK_INVALID_ARGUMENT;
 			snprintf(msg, msgsz, "chunk at %llu is not one zstd frame of at most %u bytes with its size",
 				 (unsigned long long)j->offset, BK_FILE_CHUNK_MAX);
@@ -858,17 +832,10 @@ static enum chunk_outcome chunk_write(struct upload *u, const struct chunk_job *
 		snprintf(msg, msgsz, "chunk at %llu: its SHA-256 does not match its data", (unsigned long long)j->offset);
 		return CHUNK_REFUSED;
 	}
-	while (done < len) {
-		ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(j->offset + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int errnum = n < 0 ? errno : EIO;
-			*status = file_status(errnum);
-			snprintf(msg, msgsz, "%.300s: %s (upload dropped, nothing written)", u->path, strerror(errnum));
-			return CHUNK_WRITE_FAILED;
-		}
-		done += (size_t)n;
+	if ((ret = bk_pwrite_full(u->fd, data, len, j->offset)) < 0) {
+		*status = file_status(-ret);
+		snprintf(msg, msgsz, "%.300s: %s (upload dropped, nothing written)", u->path, strerror(-ret));
+		return CHUNK_WRITE_FAILED;
 	}
 	EVP_DigestUpdate(u->md, data, len);
 	return CHUNK_WRITTEN;
@@ -1130,9 +1097,13 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	if (!executor_ok(call) || !(u = upload_take(call, rq->upload_id)))
 		return;
 	if (u->offset != u->size) {
+		/* Released before the answer (the client's next chunk must find it free), which
+		 * therefore is written before: once released, another request may drop u. */
+		char msg[4200];
+		snprintf(msg, sizeof(msg), "%s: %llu of %llu bytes received", u->path, (unsigned long long)u->offset,
+			 (unsigned long long)u->size);
 		upload_release(f, u);
-		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "%s: %llu of %llu bytes received", u->path,
-			      (unsigned long long)u->offset, (unsigned long long)u->size);
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "%s", msg);
 		return;
 	}
 	/* Finish a copy of the running hash: the upload's own context stays usable. */
@@ -1162,8 +1133,7 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	c.overwrite = u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
 	order.commit = &c;
-	if (bk_link_send(call->srv->executor, &order, &u->fd, 1, commit_done, op) < 0)
-		commit_done(op, NULL, NULL, 0);
+	bk_link_send(call->srv->executor, &order, &u->fd, 1, commit_done, op);
 }
 
 void bk_handle_upload_abort(bk_call *call, const ProtobufCMessage *request)

@@ -48,6 +48,18 @@ int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return bk_error_errno(err, errno, "socketpair");
+	/* A SEQPACKET packet can be no larger than its sender's send buffer (~208 KiB by default,
+	 * net.core.wmem_max): make room for BK_CHANNEL_MAX_MSG both ways. FORCE needs CAP_NET_ADMIN,
+	 * which we still hold; the kernel doubles the value for its bookkeeping. */
+	for (int i = 0; i < 2; i++) {
+		int size = (int)BK_CHANNEL_MAX_MSG + 65536;
+		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0) {
+			int saved = errno;
+			bk_close(sv[0]);
+			bk_close(sv[1]);
+			return bk_error_errno(err, saved, "size the executor channel's buffers");
+		}
+	}
 	link = calloc(1, sizeof(*link));
 	if (!link || bk_channel_init(&link->ch, sv[0]) < 0) {
 		free(link);
@@ -71,11 +83,6 @@ int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err)
 	bk_close(sv[1]);
 	*out = link;
 	return 0;
-}
-
-pid_t bk_link_executor_pid(const bk_link *link)
-{
-	return link->pid;
 }
 
 static struct pending *take_pending(bk_link *link, uint64_t id)
@@ -144,6 +151,9 @@ static void *reader_main(void *arg)
 		}
 	}
 	fail_all_pending(link);
+	/* The channel is closed: tell the events' owner the executor is gone. */
+	if (link->event_cb)
+		link->event_cb(link->event_arg, NULL, NULL, 0);
 	return NULL;
 }
 
@@ -157,30 +167,37 @@ int bk_link_start(bk_link *link, bk_error **err)
 	return 0;
 }
 
-int bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg)
+void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg)
 {
 	struct pending *p = calloc(1, sizeof(*p));
-	int ret;
+	bool registered = false;
+	int ret = -ENOMEM;
 
-	if (!p)
-		return -ENOMEM;
-	p->cb = cb;
-	p->arg = arg;
-	pthread_mutex_lock(&link->lock);
-	if (link->closed) {
+	if (p) {
+		p->cb = cb;
+		p->arg = arg;
+		pthread_mutex_lock(&link->lock);
+		ret = -EPIPE;
+		if (!link->closed) {
+			p->id = order->id = link->next_id++;
+			/* Register before sending: the reply may arrive before bk_channel_send() returns. */
+			p->next = link->pending;
+			link->pending = p;
+			registered = true;
+			ret = bk_channel_send(link->ch.fd, &order->base, fds, nfds);
+		}
 		pthread_mutex_unlock(&link->lock);
+		if (ret == 0)
+			return;
+		/* Not sent. If the reader, seeing the executor gone meanwhile, already failed it, its
+		 * callback has run: it must not run twice. */
+		if (registered && !take_pending(link, order->id))
+			return;
 		free(p);
-		return -EPIPE;
 	}
-	p->id = order->id = link->next_id++;
-	/* Register before sending: the reply may arrive before bk_channel_send() returns. */
-	p->next = link->pending;
-	link->pending = p;
-	ret = bk_channel_send(link->ch.fd, &order->base, fds, nfds);
-	pthread_mutex_unlock(&link->lock);
-	if (ret < 0 && take_pending(link, order->id))
-		free(p);
-	return ret;
+	if (ret != -EPIPE)
+		bk_log(BK_LOG_ERROR, "cannot send an order to the executor: %s", strerror(-ret));
+	cb(arg, NULL, NULL, 0);
 }
 
 struct sync_call {
@@ -218,10 +235,7 @@ int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, siz
 		.fds = fds,
 		.maxfds = nfds ? *nfds : 0,
 	};
-	int ret = bk_link_send(link, order, NULL, 0, sync_done, &sc);
-
-	if (ret < 0)
-		return bk_error_errno(err, -ret, "cannot send an order to the executor");
+	bk_link_send(link, order, NULL, 0, sync_done, &sc);
 	pthread_mutex_lock(&sc.lock);
 	while (!sc.done)
 		pthread_cond_wait(&sc.cond, &sc.lock);

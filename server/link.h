@@ -28,7 +28,7 @@ static inline void bk_reply_free(bk_reply *reply)
 }
 
 /* Events (replies with id 0) go to this callback on the reader thread, with the same ownership
- * rules. Set it before bk_link_start(). */
+ * rules; a NULL event, last, when the channel has closed. Set it before bk_link_start(). */
 void bk_link_on_event(bk_link *link, bk_reply_fn cb, void *arg);
 
 /* Fork the executor (before any thread exists) and start the reader thread later with
@@ -36,13 +36,13 @@ void bk_link_on_event(bk_link *link, bk_reply_fn cb, void *arg);
 int bk_link_spawn(const bk_config *cfg, bk_link **out, bk_error **err);
 int bk_link_start(bk_link *link, bk_error **err);
 
-/* Send an order; cb runs on the reader thread when the reply arrives. order->id is assigned. */
-int bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg);
+/* Send an order; cb runs exactly once: on the reader thread when the reply arrives, or with a
+ * NULL reply when the order cannot be sent or the executor goes away (then possibly on this
+ * thread, before bk_link_send returns). order->id is assigned. */
+void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, bk_reply_fn cb, void *arg);
 
 /* Send an order and wait for its reply (free with bk_reply_free). */
 int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, size_t *nfds, bk_error **err);
-
-pid_t bk_link_executor_pid(const bk_link *link);
 
 /* Close the channel (the executor shuts down), fail what is pending, reap the executor. */
 void bk_link_free(bk_link *link);

@@ -116,6 +116,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < cfg.nlisten; i++)
 		bk_log(BK_LOG_INFO, "listening on %s", cfg.listen[i]);
 	serve_until_signal(&srv, &set);
+	if (atomic_load(&srv.executor_lost))
+		ret = -1;
 out:
 	/* Order matters: the executor goes first (its teardown kills every command, and their
 	 * exits come back as events), then the exec thread answers what is left, then the

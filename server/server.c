@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,8 +31,18 @@ void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *f
 
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
-	if (!event)
+	if (!event) {
+		/* The executor is gone, and with it every command and the sandbox: a sidecar that can
+		 * only answer UNAVAILABLE while Health says ready must not go on. Stop (main takes the
+		 * signal) and exit non-zero, so that whatever supervises boxkited restarts it. */
+		if (!atomic_load(&srv->stopping)) {
+			bk_log(BK_LOG_ERROR, "the executor is gone: shutting down");
+			atomic_store(&srv->sandbox_ready, false);
+			atomic_store(&srv->executor_lost, true);
+			kill(getpid(), SIGTERM);
+		}
 		return;
+	}
 	switch (event->kind_case) {
 	case BOXKITE__EXECUTOR__REPLY__KIND_PONG:
 		bk_server_set_sandbox_state(srv, event->pong);

@@ -65,6 +65,7 @@ struct bk_server {
 	struct bk_execs *execs;
 	struct bk_files *files;
 	atomic_bool stopping;    /* shutting down: new calls are refused */
+	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
 };
 

@@ -11,20 +11,26 @@ struct job {
 	void *arg;
 };
 
+struct worker {
+	struct bk_workers *pool;
+	void *scratch;
+	pthread_t thread;
+	bool started;
+};
+
 struct bk_workers {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct job *head, *tail;
 	bool stopping;
-	size_t scratch_size;
 	unsigned n;
-	pthread_t threads[];
+	struct worker workers[];
 };
 
 static void *worker_main(void *arg)
 {
-	bk_workers *w = arg;
-	void *scratch = malloc(w->scratch_size ? w->scratch_size : 1);
+	struct worker *me = arg;
+	bk_workers *w = me->pool;
 
 	for (;;) {
 		struct job *j;
@@ -39,31 +45,35 @@ static void *worker_main(void *arg)
 				w->tail = NULL;
 		}
 		pthread_mutex_unlock(&w->lock);
-		if (!j) {
-			free(scratch);
+		if (!j)
 			return NULL; /* stopping, and nothing left */
-		}
-		j->fn(j->arg, scratch);
+		j->fn(j->arg, me->scratch);
 		free(j);
 	}
 }
 
 int bk_workers_start(bk_workers **out, unsigned threads, size_t scratch_size, bk_error **err)
 {
-	bk_workers *w = calloc(1, sizeof(*w) + threads * sizeof(pthread_t));
+	bk_workers *w = calloc(1, sizeof(*w) + threads * sizeof(struct worker));
 	int rv;
 
 	if (!w)
 		return bk_error_errno(err, ENOMEM, "workers");
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	w->scratch_size = scratch_size;
-	for (; w->n < threads; w->n++) {
-		rv = pthread_create(&w->threads[w->n], NULL, worker_main, w);
-		if (rv) {
+	w->n = threads;
+	for (unsigned i = 0; i < threads; i++) {
+		struct worker *me = &w->workers[i];
+		me->pool = w;
+		if (!(me->scratch = malloc(scratch_size ? scratch_size : 1))) {
+			bk_workers_stop(w);
+			return bk_error_errno(err, ENOMEM, "worker scratch memory");
+		}
+		if ((rv = pthread_create(&me->thread, NULL, worker_main, me))) {
 			bk_workers_stop(w);
 			return bk_error_errno(err, rv, "worker thread");
 		}
+		me->started = true;
 	}
 	*out = w;
 	return 0;
@@ -102,8 +112,11 @@ void bk_workers_stop(bk_workers *w)
 	w->stopping = true;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
-	for (unsigned i = 0; i < w->n; i++)
-		pthread_join(w->threads[i], NULL);
+	for (unsigned i = 0; i < w->n; i++) {
+		if (w->workers[i].started)
+			pthread_join(w->workers[i].thread, NULL);
+		free(w->workers[i].scratch);
+	}
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w);

@@ -324,6 +324,15 @@ static int narrow_caps(int keep)
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
+/* Remove an exec's cgroup. It may still be busy for a moment: the executor waited in it for
+ * the clone and leaves it only when the mover has moved it on, which can come after a short
+ * command is already gone. Retried for up to half a second; off the latency path. */
+static void remove_when_empty(const char *dir)
+{
+	for (int tries = 0; rmdir(dir) < 0 && errno == EBUSY && tries < 250; tries++)
+		usleep(2000);
+}
+
 /* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
  * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
 __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack)
@@ -349,7 +358,7 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 		for (int i = 0; i < m.n && i < 2; i++) {
 			m.dir[i][sizeof(m.dir[i]) - 1] = '\0';
 			if (m.op == HELPER_REMOVE)
-				rmdir(m.dir[i]);
+				remove_when_empty(m.dir[i]);
 			else if (result == 0)
 				result = -write_file(m.dir[i], "cgroup.procs", pid);
 		}
@@ -375,7 +384,6 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 	_exit(0);
 }
 
-/* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
 /* Close every descriptor but 0-2 and the two given (b may be -1). */
 static void close_all_but(int a, int b)
 {
@@ -396,6 +404,7 @@ static void close_all_but(int a, int b)
 	syscall(SYS_close_range, hi + 1, ~0U, 0);
 }
 
+/* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
 static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int *ack)
 {
 	int r[2], a[2] = { -1, -1 };

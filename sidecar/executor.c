@@ -86,10 +86,15 @@ static void log_error(const char *fmt, ...)
 	dprintf(STDERR_FILENO, "{\"level\":\"error\",\"component\":\"executor\",\"msg\":\"%s\"}\n", msg);
 }
 
+static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message);
+
+/* A reply too big for one packet fails its order, not the channel. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
 {
 	int ret = bk_channel_send(ex->ch.fd, &reply->base, fds, nfds);
 
+	if (ret == -EMSGSIZE && reply->id)
+		return reply_error(ex, reply->id, EMSGSIZE, "reply", "the answer is larger than the executor's channel takes");
 	if (ret < 0)
 		log_error("cannot send to the front: %s", strerror(-ret));
 	return ret;
@@ -393,7 +398,7 @@ static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_in
 /* A quota walk gives up past this many entries. */
 #define USAGE_ENTRIES_MAX 1000000
 
-/* The largest page a List answers: it must fit one channel packet with room to spare. */
+/* The most entries a List answers (bk_fs_list also bounds a page's bytes). */
 #define LIST_PAGE_MAX 1000
 
 static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nfds)
@@ -415,13 +420,12 @@ static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nf
 		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 		Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
 		_cleanup_free_ bk_fs_info **ptrs = NULL;
-		_cleanup_free_ void *block = NULL;
-		bk_fs_info *entries;
+		_cleanup_free_ bk_fs_info *entries = NULL;
 		size_t n;
 		bool more;
 		uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
 
-		if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &block, &e) < 0)
+		if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &e) < 0)
 			return reply_fs_error(ex, o->id, "list", &e);
 		ptrs = calloc(n + 1, sizeof(*ptrs));
 		if (!ptrs)

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,19 +178,23 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* What one List page may hold of names and symlink targets. With the entries' other fields
+ * (~50 bytes each, at most LIST_PAGE_MAX of them) the answer stays far below one channel packet
+ * (BK_CHANNEL_MAX_MSG) however long the names and targets the sandbox made. */
+#define LIST_PAGE_BYTES (256u << 10)
+
 int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, bk_fs_info **entries, size_t *n,
-	       bool *more, void **block, bk_fs_error *e)
+	       bool *more, bk_fs_error *e)
 {
 	struct place pl;
 	_cleanup_free_ char **names = NULL;
-	size_t count = 0, cap = 0, first = 0, take;
+	size_t count = 0, cap = 0, take, i, used = 0;
 	DIR *d = NULL;
 	struct dirent *de;
-	char *strings;
+	char *pool;
 	int ret, fd;
 
 	*entries = NULL;
-	*block = NULL;
 	*n = 0;
 	*more = false;
 	if ((ret = locate(fs, path, &pl, e)) < 0)
@@ -202,7 +207,8 @@ int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, b
 		goto out;
 	}
 	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    (after && after[0] && strcmp(de->d_name, after) <= 0))
 			continue;
 		if (count == cap) {
 			char **nn = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
@@ -219,38 +225,38 @@ int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, b
 		count++;
 	}
 	qsort(names, count, sizeof(*names), name_cmp);
-	while (after && after[0] && first < count && strcmp(names[first], after) <= 0)
-		first++;
-	take = count - first < limit ? count - first : limit;
-	*more = first + take < count;
-	/* One block: the entries, then for each its name and symlink target. */
-	*block = calloc(1, take * (sizeof(bk_fs_info) + 256 + 4096) + 1);
-	if (!*block) {
+	take = count < limit ? count : limit;
+	/* One block: the entries, then their names and symlink targets — LIST_PAGE_BYTES of them,
+	 * and room for one more entry of the longest name and target. */
+	*entries = malloc(take * sizeof(bk_fs_info) + LIST_PAGE_BYTES + NAME_MAX + 1 + PATH_MAX);
+	if (!*entries) {
 		ret = fail(e, ENOMEM, pl.norm);
 		goto out;
 	}
-	*entries = *block;
-	strings = (char *)*block + take * sizeof(bk_fs_info);
-	for (size_t i = 0; i < take; i++) {
+	pool = (char *)(*entries + take);
+	for (i = 0; i < take && used < LIST_PAGE_BYTES; i++) {
 		bk_fs_info *info = &(*entries)[*n];
+		size_t len = strlen(names[i]) + 1;
+
 		boxkite__executor__file_info__init(info);
-		snprintf(strings, 256, "%s", names[first + i]);
-		info->name = strings;
+		memcpy(pool + used, names[i], len);
+		info->name = pool + used;
 		/* An entry removed since readdir is simply not listed. */
-		if (stat_entry(dirfd(d), names[first + i], info, strings + 256, 4096) == 0)
+		if (stat_entry(dirfd(d), names[i], info, pool + used + len, PATH_MAX) == 0) {
+			used += len + strlen(info->symlink_target) + 1;
 			(*n)++;
-		strings += 256 + 4096;
+		}
 	}
+	*more = i < count;
 	ret = 0;
 out:
 	become_self();
 	if (d)
 		closedir(d);
-	for (size_t i = 0; i < count; i++)
-		free(names[i]);
+	for (size_t k = 0; k < count; k++)
+		free(names[k]);
 	if (ret < 0) {
-		free(*block);
-		*block = NULL;
+		free(*entries);
 		*entries = NULL;
 		*n = 0;
 	}

@@ -41,10 +41,11 @@ void bk_fs_detach(bk_fs *fs);
 
 /* info->name and ->symlink_target point into `names` (at least 2 x 4096 bytes). */
 int bk_fs_stat(bk_fs *fs, const char *path, bk_fs_info *info, char *names, bk_fs_error *e);
-/* Entries of a directory sorted by name, after `after`, at most `limit`; *entries and their
- * strings are one malloc'd block (free it). */
+/* Entries of a directory sorted by name, after `after`: at most `limit`, and fewer when their
+ * names and symlink targets fill a page's bytes (*more says whether any are left). *entries and
+ * their strings are one malloc'd block (free it). */
 int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, bk_fs_info **entries, size_t *n,
-	       bool *more, void **block, bk_fs_error *e);
+	       bool *more, bk_fs_error *e);
 /* A regular file opened for reading; its descriptor. */
 int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e);
 /* An unnamed file in the directory of `path`, read-write; its descriptor. */

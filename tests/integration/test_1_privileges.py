@@ -7,6 +7,8 @@ test fail until someone decides, in this file too, that the new capability is ne
 """
 import os
 import re
+import signal
+import subprocess
 import unittest
 
 import bkit
@@ -98,3 +100,23 @@ class FrontAndExecutorPrivileges(unittest.TestCase):
         self.assertIsNotNone(m, "cannot find keep[] in drop_capabilities() of sidecar/executor.c")
         body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
         self.assertEqual(set(re.findall(r"CAP_[A-Z_]+", body)), EXECUTOR_CAPS)
+
+
+class FrontWithoutExecutor(unittest.TestCase):
+    def test_front_stops_failing_when_its_executor_dies(self):
+        # Without its executor the front can only answer UNAVAILABLE while Health would still say
+        # ready: it must stop, with a failure status a supervisor restarts on, and leave nothing.
+        d = bkit.Daemon("executor-dies").start()
+        try:
+            front, executor = d.front_pid(), d.executor_pid()
+            family = [front] + bkit.proc_descendants(front)
+            os.kill(executor, signal.SIGKILL)
+            try:
+                status = d.proc.wait(timeout=15)  # a hang guard
+            except subprocess.TimeoutExpired:
+                self.fail("the front still serves 15 s after its executor was killed")
+        finally:
+            d.stop()
+        self.assertNotEqual(status, 0, "a front that lost its executor exited 0")
+        self.assertIn("the executor is gone", d.log_text())
+        bkit.wait_for(lambda: not any(bkit.proc_alive(p) for p in family), 5, what="boxkited's processes to be gone")

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bkctl.h"
+#include "cleanup.h"
 #include "json.h"
 
 static const char probe_script[] =
@@ -19,6 +20,14 @@ static const char probe_script[] =
 	"echo '@@limits'; cat_ /proc/self/limits\n"
 	"echo '@@mounts'; cat_ /proc/self/mountinfo\n";
 
+/* The probe's sections, as its "@@name" lines name them. */
+enum section { S_STATUS, S_PID, S_PIDS, S_NETDEV, S_ROUTE, S_ROUTE6, S_CGROUP, S_LIMITS, S_MOUNTS, N_SECTIONS };
+static const char *const section_names[N_SECTIONS] = {
+	[S_STATUS] = "status", [S_PID] = "pid",       [S_PIDS] = "pids",     [S_NETDEV] = "netdev",
+	[S_ROUTE] = "route",   [S_ROUTE6] = "route6", [S_CGROUP] = "cgroup", [S_LIMITS] = "limits",
+	[S_MOUNTS] = "mounts",
+};
+
 enum verdict { OK, WARN, FAIL };
 
 struct report {
@@ -27,19 +36,26 @@ struct report {
 	int fails, warns;
 };
 
-/* The lines of section `name` of the probe output ("@@name" up to the next "@@"). */
-static char *section(const char *out, const char *name)
+/* Split the probe's output in place: a line "@@name" ends the section before it and starts
+ * section name. sec[i] gets section i's lines (the first of that name), "" when there is none. */
+static void split_sections(char *out, const char *sec[N_SECTIONS])
 {
-	char marker[32];
-	const char *start, *end;
-
-	snprintf(marker, sizeof(marker), "@@%s\n", name);
-	start = strstr(out, marker);
-	if (!start)
-		return strdup("");
-	start += strlen(marker);
-	end = strstr(start, "\n@@");
-	return strndup(start, end ? (size_t)(end - start + 1) : strlen(start));
+	for (int i = 0; i < N_SECTIONS; i++)
+		sec[i] = NULL;
+	for (char *line = out, *nl; line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (line[0] != '@' || line[1] != '@')
+			continue;
+		line[0] = '\0';
+		if (nl)
+			*nl = '\0';
+		for (int i = 0; i < N_SECTIONS; i++)
+			if (!sec[i] && strcmp(line + 2, section_names[i]) == 0)
+				sec[i] = nl ? nl + 1 : "";
+	}
+	for (int i = 0; i < N_SECTIONS; i++)
+		if (!sec[i])
+			sec[i] = "";
 }
 
 /* The value after "Key:" in /proc/self/status text, whitespace-trimmed. */
@@ -235,7 +251,8 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_exec_result res;
 	bk_status st;
 	bk_client *c;
-	char *out, *status, *pid, *pids, *netdev, *route, *route6, *cgroup, *limits, *mounts;
+	_cleanup_free_ char *out = NULL;
+	const char *sec[N_SECTIONS];
 	int opt, help = 0, code;
 
 	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", NULL, &help)) != -1)
@@ -257,15 +274,12 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_STATUS;
 	}
 	out = strndup((const char *)res.stdout_data, res.stdout_len);
-	status = section(out, "status");
-	pid = section(out, "pid");
-	pids = section(out, "pids");
-	netdev = section(out, "netdev");
-	route = section(out, "route");
-	route6 = section(out, "route6");
-	cgroup = section(out, "cgroup");
-	limits = section(out, "limits");
-	mounts = section(out, "mounts");
+	if (!out) {
+		fprintf(stderr, "%s: out of memory\n", ctl->prog);
+		bk_exec_result_free(&res);
+		return BKCTL_EXIT_STATUS;
+	}
+	split_sections(out, sec);
 
 	if (r.json) {
 		bk_json_begin_object(&r.j, NULL);
@@ -275,13 +289,13 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		printf("boxkite doctor: the isolation a command in the sandbox runs with\n"
 		       "  profile        %s\n", res.isolation_profile);
 	}
-	check_identity(&r, status);
-	check_caps(&r, status);
-	check_network(&r, netdev, route, route6);
-	check_pidns(&r, pid, pids);
-	check_cgroup(&r, cgroup, res.isolation_profile);
-	check_limits(&r, limits);
-	check_mounts(&r, mounts);
+	check_identity(&r, sec[S_STATUS]);
+	check_caps(&r, sec[S_STATUS]);
+	check_network(&r, sec[S_NETDEV], sec[S_ROUTE], sec[S_ROUTE6]);
+	check_pidns(&r, sec[S_PID], sec[S_PIDS]);
+	check_cgroup(&r, sec[S_CGROUP], res.isolation_profile);
+	check_limits(&r, sec[S_LIMITS]);
+	check_mounts(&r, sec[S_MOUNTS]);
 	if (r.json) {
 		bk_json_end_array(&r.j);
 		bk_json_int(&r.j, "failed", r.fails);
@@ -290,16 +304,6 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	} else {
 		printf("%s: %d failed, %d warning(s)\n", r.fails ? "NOT ISOLATED" : "isolated", r.fails, r.warns);
 	}
-	free(out);
-	free(status);
-	free(pid);
-	free(pids);
-	free(netdev);
-	free(route);
-	free(route6);
-	free(cgroup);
-	free(limits);
-	free(mounts);
 	bk_exec_result_free(&res);
 	return r.fails ? BKCTL_EXIT_STATUS : BKCTL_EXIT_OK;
 }

@@ -1,4 +1,4 @@
-/* bkctl exec and bkctl doctor. */
+/* bkctl exec: run one command in the sandbox, and end with its exit status. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -6,50 +6,11 @@
 #include <unistd.h>
 
 #include "bkctl.h"
+#include "cleanup.h"
 #include "fullio.h"
 #include "json.h"
 
 #define STDIN_MAX (8u << 20) /* what one Exec request may carry (the server's limit) */
-
-/* Read all of fd (at most STDIN_MAX bytes). */
-static int slurp(int fd, uint8_t **data, size_t *len)
-{
-	size_t cap = 65536;
-	uint8_t *buf = malloc(cap);
-
-	*len = 0;
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n;
-		if (*len == cap) {
-			if (cap >= STDIN_MAX) {
-				free(buf);
-				return -EFBIG;
-			}
-			cap *= 2;
-			uint8_t *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-		}
-		n = read(fd, buf + *len, cap - *len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			free(buf);
-			return -e;
-		}
-		if (n == 0)
-			break;
-		*len += (size_t)n;
-	}
-	*data = buf;
-	return 0;
-}
 
 static void print_result_json(const bk_exec_result *r)
 {
@@ -95,17 +56,18 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		{ "env", required_argument, NULL, 'e' },     { "stdin", required_argument, NULL, 'i' },
 		{ "shell", required_argument, NULL, 's' },   { 0 },
 	};
+	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	_cleanup_free_ uint8_t *in = NULL;
 	bk_exec_request rq = { 0 };
 	bk_exec_result res;
-	bk_env_var *env = NULL;
-	uint8_t *in = NULL;
 	bk_status st;
 	bk_client *c;
 	int opt, help = 0, code;
 
-	env = calloc((size_t)argc, sizeof(*env));
-	if (!env)
+	if (!env) {
+		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_EXEC_FAILED;
+	}
 	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "t:C:e:i:s:", longopts, &help)) != -1) {
 		char *end, *eq;
 		double secs;
@@ -131,14 +93,18 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			env[rq.n_env++] = (bk_env_var){ .name = optarg, .value = eq + 1 };
 			break;
 		case 'i': {
-			int fd = strcmp(optarg, "-") ? open(optarg, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-			int r = fd < 0 ? -errno : slurp(fd, &in, &rq.stdin_len);
+			int fd, r;
+
+			/* As with any option given twice, the last --stdin counts. */
+			free(in);
+			in = NULL;
+			fd = strcmp(optarg, "-") ? open(optarg, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+			r = fd < 0 ? -errno : bk_read_all(fd, STDIN_MAX, &in, &rq.stdin_len);
 			if (fd > STDIN_FILENO)
 				close(fd);
 			if (r < 0) {
 				fprintf(stderr, "%s: --stdin %s: %s\n", ctl->prog, optarg,
 					r == -EFBIG ? "larger than 8 MiB" : strerror(-r));
-				free(env);
 				return BKCTL_EXIT_EXEC_FAILED;
 			}
 			rq.stdin_data = in;
@@ -151,10 +117,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (help) {
-		free(env);
+	if (help)
 		return BKCTL_EXIT_OK;
-	}
 	if ((optind < argc) == (rq.shell != NULL)) {
 		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
 		goto usage;
@@ -163,15 +127,10 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
 	c = bkctl_connect(ctl, &code);
-	if (!c) {
-		free(env);
-		free(in);
+	if (!c)
 		return BKCTL_EXIT_EXEC_FAILED;
-	}
 	code = bk_exec(c, &rq, &res, &st);
 	bk_client_close(c);
-	free(env);
-	free(in);
 	if (code != BK_OK)
 		return exec_fail(ctl, &st);
 	if (ctl->json) {
@@ -195,8 +154,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_exec_result_free(&res);
 	return code;
 usage:
-	free(env);
-	free(in);
+	/* A bad command line is one more way for the command not to run (bkctl(1)). */
 	bkctl_usage(stderr, cmd);
-	return BKCTL_EXIT_USAGE;
+	return BKCTL_EXIT_EXEC_FAILED;
 }

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,9 +13,10 @@
 #include <unistd.h>
 
 #include "bkctl.h"
+#include "call.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
-#include "status.h"
 
 #define CP_JOBS_DEFAULT 8
 #define CP_JOBS_MAX 64
@@ -326,35 +326,6 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 
 /* --- shared by the commands ------------------------------------------------------------------ */
 
-/* The status a failed local operation on path reports. */
-static bk_status local_status(int errnum, const char *path)
-{
-	bk_status st = { .code = bk_status_from_errno(errnum) };
-
-	snprintf(st.message, sizeof(st.message), "%s: %s", path, strerror(errnum));
-	return st;
-}
-
-static bk_status status_of(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bk_status status_of(int code, const char *fmt, ...)
-{
-	bk_status st = { .code = code };
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(st.message, sizeof(st.message), fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Parse the command's options (shortopts/longopts, each handled by on_opt); false on a usage
  * error or after --help, with *exit_code set. */
 typedef bool (*option_fn)(bkctl *ctl, void *arg, int opt, const char *optarg_);
@@ -490,7 +461,8 @@ typedef struct cp_run {
 	pthread_mutex_t lock;
 	size_t next, files_done;
 	uint64_t bytes_done;
-	double start, last_draw;
+	struct timespec start;  /* CLOCK_MONOTONIC */
+	double last_draw;       /* seconds after start */
 	bkctl_cp_summary sum;
 } cp_run;
 
@@ -527,13 +499,12 @@ static void cp_skip(cp_run *r, const char *path, const char *reason)
 static void cp_draw(cp_run *r, bool force)
 {
 	char line[160];
-	double now = now_seconds();
+	double seconds = (double)bk_elapsed_us(&r->start) / 1e6;
 
-	if (!r->bar || (!force && now - r->last_draw < PROGRESS_INTERVAL))
+	if (!r->bar || (!force && seconds - r->last_draw < PROGRESS_INTERVAL))
 		return;
-	r->last_draw = now;
-	bkctl_progress_line(line, sizeof(line), r->bytes_done, r->total_bytes, now - r->start, r->files_done,
-			    r->n_files);
+	r->last_draw = seconds;
+	bkctl_progress_line(line, sizeof(line), r->bytes_done, r->total_bytes, seconds, r->files_done, r->n_files);
 	fprintf(stderr, "\r\033[K%s", line);
 }
 
@@ -600,7 +571,7 @@ static bool cp_upload(cp_run *r, cp_file *f)
 	int code;
 
 	if (fd < 0) {
-		st = local_status(errno, f->src);
+		bk_status_errno(&st, errno, "%s", f->src);
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
 	code = bk_upload_fd(r->client, fd, f->dst, &o, NULL, id, &st);
@@ -631,7 +602,7 @@ static bool cp_download(cp_run *r, cp_file *f)
 	struct stat sb;
 
 	if (r->no_clobber && lstat(f->dst, &sb) == 0) {
-		st = local_status(EEXIST, f->dst);
+		bk_status_errno(&st, EEXIST, "%s", f->dst);
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
 	snprintf(dir, sizeof(dir), "%s", f->dst);
@@ -648,14 +619,14 @@ static bool cp_download(cp_run *r, cp_file *f)
 	if (fd < 0 && errno == ENOENT) {
 		int rv = mkdir_p(dir, 0777);
 		if (rv < 0) {
-			st = local_status(-rv, dir);
+			bk_status_errno(&st, -rv, "%s", dir);
 			return cp_failed(r, f->src, &st, NULL, NULL);
 		}
 		strcpy(tmp + strlen(tmp) - 6, "XXXXXX");
 		fd = mkostemp(tmp, O_CLOEXEC);
 	}
 	if (fd < 0) {
-		st = local_status(errno, f->dst);
+		bk_status_errno(&st, errno, "%s", f->dst);
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
 	if (bk_download_fd(r->client, f->src, fd, &o, &info, &st) == BK_OK) {
@@ -664,7 +635,7 @@ static bool cp_download(cp_run *r, cp_file *f)
 			f->size = info.size;
 			return true;
 		}
-		st = local_status(errno, f->dst);
+		bk_status_errno(&st, errno, "%s", f->dst);
 	}
 	unlink(tmp);
 	return cp_failed(r, f->src, &st, NULL, NULL);
@@ -720,8 +691,9 @@ static void cp_transfer(cp_run *r)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	if (cp_interrupted && r->next < r->n_files) {
-		bk_status st = status_of(BK_CANCELLED, "interrupted: %zu files not copied, from %s on",
-					 r->n_files - r->next, r->files[r->next].src);
+		bk_status st;
+		bk_status_set(&st, BK_CANCELLED, 0, false, "interrupted: %zu files not copied, from %s on",
+			      r->n_files - r->next, r->files[r->next].src);
 		cp_clear_bar(r);
 		bkctl_failures_add(r->ctl, &r->sum.failures, r->files[r->next].src, &st, NULL, NULL);
 	}
@@ -739,13 +711,11 @@ static void cp_make_dirs(cp_run *r)
 		if (r->direction == BKCTL_CP_UPLOAD) {
 			/* There is no chmod rpc: a kept mode gets u+rwx, for the files to go in. */
 			rv = bk_file_mkdir(r->client, d->path, true, keep ? (d->mode & 0777) | 0700 : 0, &st);
-			if (rv == BK_ALREADY_EXISTS)
-				rv = BK_OK;
 		} else {
 			/* Locally the kept mode is set once the files are in (cp_keep_dir_modes). */
 			rv = mkdir_p(d->path, keep ? 0700 : 0777);
 			if (rv < 0)
-				st = local_status(-rv, d->path);
+				bk_status_errno(&st, -rv, "%s", d->path);
 		}
 		if (rv == 0)
 			r->sum.directories++;
@@ -761,7 +731,8 @@ static void cp_keep_dir_modes(cp_run *r)
 		const cp_dir *d = &r->dirs[i];
 
 		if (d->from_source && chmod(d->path, d->mode & 0777) < 0) {
-			bk_status st = local_status(errno, d->path);
+			bk_status st;
+			bk_status_errno(&st, errno, "%s", d->path);
 			bkctl_failures_add(r->ctl, &r->sum.failures, d->path, &st, NULL, NULL);
 		}
 	}
@@ -778,7 +749,8 @@ static void plan_local_tree(cp_run *r, const char *src, char *dst, uint32_t mode
 	cp_add_dir(r, dst, mode, true);
 	n = scandir(src, &names, NULL, alphasort);
 	if (n < 0) {
-		bk_status st = local_status(errno, src);
+		bk_status st;
+		bk_status_errno(&st, errno, "%s", src);
 		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
 		return;
 	}
@@ -804,7 +776,8 @@ static void plan_local(cp_run *r, const char *src, char *dst)
 	struct stat sb;
 
 	if ((r->recursive ? lstat(src, &sb) : stat(src, &sb)) < 0) {
-		bk_status st = local_status(errno, src);
+		bk_status st;
+		bk_status_errno(&st, errno, "%s", src);
 		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
 		free(dst);
 	} else if (S_ISREG(sb.st_mode)) {
@@ -812,7 +785,8 @@ static void plan_local(cp_run *r, const char *src, char *dst)
 	} else if (S_ISDIR(sb.st_mode) && r->recursive) {
 		plan_local_tree(r, src, dst, sb.st_mode & 07777);
 	} else if (S_ISDIR(sb.st_mode)) {
-		bk_status st = status_of(BK_INVALID_ARGUMENT, "%s is a directory (copy it with -r)", src);
+		bk_status st;
+		bk_status_set(&st, BK_INVALID_ARGUMENT, 0, false, "%s is a directory (copy it with -r)", src);
 		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
 		free(dst);
 	} else {
@@ -823,56 +797,61 @@ static void plan_local(cp_run *r, const char *src, char *dst)
 
 static void plan_remote(cp_run *r, const bk_file_info *info, const char *src, char *dst);
 
-/* A subdirectory met while paging through a directory, walked once the paging is done. */
-typedef struct remote_subdir {
+/* A sandbox directory still to walk, and where its copy goes. */
+typedef struct remote_dir {
 	char *src, *dst;
 	uint32_t mode;
-} remote_subdir;
+} remote_dir;
 
-/* A sandbox directory tree into the local directory dst (taken). */
+/* A sandbox directory tree into the local directory dst (taken). Walked from a work list, not
+ * by recursion: the sandbox decides how deep the tree is, and it must not decide how deep our
+ * stack goes. Breadth first, so each directory is planned before what it holds. */
 static void plan_remote_tree(cp_run *r, const char *src, char *dst, uint32_t mode)
 {
-	char token[4096] = "", next[4096];
-	remote_subdir *subdirs = NULL;
-	size_t n_subdirs = 0;
-	bk_status st;
+	remote_dir *todo = grow(NULL, 0, sizeof(*todo));
+	size_t n_todo = 0;
 
-	cp_add_dir(r, dst, mode, true);
-	do {
-		_cleanup_free_ bk_file_info *v = NULL;
-		size_t n;
+	todo[n_todo++] = (remote_dir){ .src = xstrdup(src), .dst = dst, .mode = mode };
+	for (size_t k = 0; k < n_todo; k++) {
+		remote_dir d = todo[k]; /* a copy: adding to todo may move it */
+		char token[4096] = "", next[4096];
+		bk_status st;
 
-		if (bk_file_list(r->client, src, 0, token, &v, &n, next, &st) != BK_OK) {
-			bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
-			break;
-		}
-		for (size_t i = 0; i < n; i++) {
-			char *from, *to;
+		cp_add_dir(r, d.dst, d.mode, true);
+		do {
+			_cleanup_free_ bk_file_info *v = NULL;
+			size_t n;
 
-			if (!safe_entry_name(v[i].path)) {
-				st = status_of(BK_DATA_LOSS, "the server listed an entry \"%s\" in %s", v[i].path, src);
-				bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
-				continue;
+			if (bk_file_list(r->client, d.src, 0, token, &v, &n, next, &st) != BK_OK) {
+				bkctl_failures_add(r->ctl, &r->sum.failures, d.src, &st, NULL, NULL);
+				break;
 			}
-			from = bkctl_path_join(src, v[i].path);
-			to = bkctl_path_join(dst, v[i].path);
-			if (!from || !to)
-				die_oom();
-			if (v[i].type == BK_FILE_DIRECTORY && r->recursive) {
-				subdirs = grow(subdirs, n_subdirs, sizeof(*subdirs));
-				subdirs[n_subdirs++] = (remote_subdir){ .src = from, .dst = to, .mode = v[i].mode };
-				continue;
+			for (size_t i = 0; i < n; i++) {
+				char *from, *to;
+
+				if (!safe_entry_name(v[i].path)) {
+					bk_status_set(&st, BK_DATA_LOSS, 0, false, "the server listed an entry \"%s\" in %s",
+						      v[i].path, d.src);
+					bkctl_failures_add(r->ctl, &r->sum.failures, d.src, &st, NULL, NULL);
+					continue;
+				}
+				from = bkctl_path_join(d.src, v[i].path);
+				to = bkctl_path_join(d.dst, v[i].path);
+				if (!from || !to)
+					die_oom();
+				if (v[i].type == BK_FILE_DIRECTORY) {
+					todo = grow(todo, n_todo, sizeof(*todo));
+					todo[n_todo++] = (remote_dir){ .src = from, .dst = to, .mode = v[i].mode };
+					continue;
+				}
+				plan_remote(r, &v[i], from, to);
+				free(from);
 			}
-			plan_remote(r, &v[i], from, to);
-			free(from);
-		}
-		strcpy(token, next);
-	} while (token[0]);
-	for (size_t i = 0; i < n_subdirs; i++) {
-		plan_remote_tree(r, subdirs[i].src, subdirs[i].dst, subdirs[i].mode);
-		free(subdirs[i].src);
+			strcpy(token, next);
+		} while (token[0]);
+		free(d.src);
 	}
-	free(subdirs);
+	free(todo);
 }
 
 /* Sandbox path src, described by info, to local path dst (taken). */
@@ -889,7 +868,7 @@ static void plan_remote(cp_run *r, const bk_file_info *info, const char *src, ch
 			plan_remote_tree(r, src, dst, info->mode);
 			return;
 		}
-		st = status_of(BK_INVALID_ARGUMENT, "%s is a directory (copy it with -r)", src);
+		bk_status_set(&st, BK_INVALID_ARGUMENT, 0, false, "%s is a directory (copy it with -r)", src);
 		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
 		break;
 	case BK_FILE_SYMLINK:
@@ -927,8 +906,7 @@ static int cp_dst_kind(cp_run *r, const char *path, bool *exists, bool *is_dir, 
 	if (stat(path, &sb) < 0) {
 		if (errno == ENOENT)
 			return BK_OK;
-		*st = local_status(errno, path);
-		return st->code;
+		return bk_status_errno(st, errno, "%s", path);
 	}
 	*exists = true;
 	*is_dir = S_ISDIR(sb.st_mode);
@@ -945,10 +923,8 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 
 	if (code != BK_OK)
 		return code;
-	if (must_be_dir && exists && !is_dir) {
-		*st = status_of(BK_INVALID_ARGUMENT, "%s is not a directory", dst);
-		return st->code;
-	}
+	if (must_be_dir && exists && !is_dir)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "%s is not a directory", dst);
 	if (must_be_dir && !exists) {
 		cp_add_dir(r, xstrdup(dst), 0, false);
 		is_dir = true;
@@ -1062,7 +1038,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	r.client = bkctl_connect(ctl, &code);
 	if (!r.client)
 		return code;
-	r.start = now_seconds();
+	clock_gettime(CLOCK_MONOTONIC, &r.start);
 	code = cp_plan(&r, args, n, &st);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
@@ -1072,7 +1048,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	cp_transfer(&r);
 	if (r.direction == BKCTL_CP_DOWNLOAD && r.keep_mode)
 		cp_keep_dir_modes(&r);
-	r.sum.seconds = now_seconds() - r.start;
+	r.sum.seconds = (double)bk_elapsed_us(&r.start) / 1e6;
 	cp_clear_bar(&r);
 	if (ctl->json)
 		bkctl_cp_summary_json(stdout, &r.sum);

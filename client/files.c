@@ -13,7 +13,6 @@
 
 #include "call.h"
 #include "fullio.h"
-#include "status.h"
 
 #define SHA256_LEN 32
 /* The most data one chunk carries either way: the server's 4 MiB, and our buffers' size even if
@@ -41,12 +40,6 @@ static int file_call(bk_client *c, const char *method, const ProtobufCMessage *r
 	bool verified;
 
 	return bk_client_call(c, method, req, desc, (ProtobufCMessage **)resp, 0, &verified, st);
-}
-
-/* A local read or write on the caller's fd failed. */
-static int io_fail(bk_status *st, int errnum, const char *what, const char *path)
-{
-	return bk_status_set(st, bk_status_from_errno(errnum), 0, false, "%s %s: %s", what, path, strerror(errnum));
 }
 
 static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const char *method, bk_status *st)
@@ -227,21 +220,24 @@ static int chunk_packer_init(chunk_packer *p, size_t max_chunk, bk_status *st)
 	return BK_OK;
 }
 
-/* Send one chunk; packer NULL: uncompressed. */
+/* Send one chunk; packer NULL: uncompressed; sha256 NULL: computed here. */
 static int send_chunk(bk_client *c, const char *upload_id, uint64_t offset, const void *data, size_t len,
-		      chunk_packer *packer, uint64_t *confirmed, bk_status *st)
+		      chunk_packer *packer, const uint8_t *sha256, uint64_t *confirmed, bk_status *st)
 {
 	Boxkite__V1__FileUploadChunkRequest req = BOXKITE__V1__FILE_UPLOAD_CHUNK_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__FileUploadChunkResponse *resp = NULL;
 	uint8_t digest[SHA256_LEN];
 	int code;
 
-	if (!EVP_Digest(data, len, digest, NULL, EVP_sha256(), NULL))
-		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	if (!sha256) {
+		if (!EVP_Digest(data, len, digest, NULL, EVP_sha256(), NULL))
+			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+		sha256 = digest;
+	}
 	req.upload_id = (char *)upload_id;
 	req.offset = offset;
 	req.data = (ProtobufCBinaryData){ .len = len, .data = (uint8_t *)data };
-	req.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = digest };
+	req.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = (uint8_t *)sha256 };
 	if (packer && len > 0) {
 		size_t z = ZSTD_compressCCtx(packer->cctx, packer->buf, len - 1 < packer->cap ? len - 1 : packer->cap,
 					     data, len, ZSTD_LEVEL);
@@ -270,7 +266,7 @@ int bk_upload_chunk(bk_client *c, const char *upload_id, uint64_t offset, const 
 		if (code != BK_OK)
 			return code;
 	}
-	code = send_chunk(c, upload_id, offset, data, len, compress && len > 0 ? &packer : NULL, confirmed, st);
+	code = send_chunk(c, upload_id, offset, data, len, compress && len > 0 ? &packer : NULL, NULL, confirmed, st);
 	chunk_packer_done(&packer);
 	return code;
 }
@@ -300,31 +296,6 @@ int bk_upload_abort(bk_client *c, const char *upload_id, bk_status *st)
 			 &resp, st);
 }
 
-/* SHA-256 of the whole of fd, which must be exactly size bytes long. */
-static int hash_fd(int fd, uint64_t size, uint8_t *buf, size_t buf_len, uint8_t digest[SHA256_LEN],
-		   const char *path, bk_status *st)
-{
-	_cleanup_(md_ctx_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
-	uint64_t off = 0;
-	ssize_t n;
-
-	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
-		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
-	while ((n = bk_pread_full(fd, buf, buf_len, off)) > 0) {
-		if (!EVP_DigestUpdate(md, buf, (size_t)n))
-			return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
-		off += (uint64_t)n;
-	}
-	if (n < 0)
-		return io_fail(st, (int)-n, "read the source of", path);
-	if (off != size)
-		return bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s changed size while being read",
-				     path);
-	if (!EVP_DigestFinal_ex(md, digest, NULL))
-		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
-	return BK_OK;
-}
-
 /* The chunks from the confirmed offset to the end, then the commit. Chunks go out from
  * SENDERS threads, in order of offset, so that the next chunk is read, hashed and sent while
  * the server writes the previous one (it queues chunks that arrive in order). A chunk that
@@ -341,6 +312,10 @@ struct senders {
 	uint64_t size;
 	size_t chunk;
 	size_t buf_len;     /* min(chunk, what is left to send) */
+	/* A file of one chunk goes out from the bytes read to hash it (whole) with that hash, which
+	 * is the chunk's too. NULL: the senders read and hash each chunk. */
+	const uint8_t *whole;
+	const uint8_t *sha256;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t next;      /* the next offset to send */
@@ -365,11 +340,12 @@ static void *sender_main(void *arg)
 {
 	struct senders *s = arg;
 	chunk_packer packer = { 0 };
-	uint8_t *buf = malloc(s->buf_len);
+	uint8_t *buf = s->whole ? NULL : malloc(s->buf_len);
+	const uint8_t *data = s->whole ? s->whole : buf;
 	bk_status st;
 	int code = BK_OK;
 
-	if (!buf || (s->o->compress && chunk_packer_init(&packer, s->buf_len, &st) != BK_OK)) {
+	if (!data || (s->o->compress && chunk_packer_init(&packer, s->buf_len, &st) != BK_OK)) {
 		pthread_mutex_lock(&s->lock);
 		senders_fail(s, BK_RESOURCE_EXHAUSTED,
 			     &(bk_status){ .code = BK_RESOURCE_EXHAUSTED, .message = "out of memory for an upload buffer" });
@@ -385,15 +361,15 @@ static void *sender_main(void *arg)
 
 		s->next += len;
 		pthread_mutex_unlock(&s->lock);
-		n = bk_pread_full(s->fd, buf, len, off);
+		n = s->whole ? (ssize_t)len : bk_pread_full(s->fd, buf, len, off);
 		if (n < 0)
-			code = io_fail(&st, (int)-n, "read the source of", s->path);
+			code = bk_status_errno(&st, (int)-n, "read the source of %s", s->path);
 		else if ((size_t)n != len)
 			code = bk_status_set(&st, BK_DATA_LOSS, 0, false, "the source of %s shrank during the upload",
 					     s->path);
 		else
-			code = send_chunk(s->c, s->upload_id, off, buf, len, s->o->compress ? &packer : NULL, &confirmed,
-					  &st);
+			code = send_chunk(s->c, s->upload_id, off, data, len, s->o->compress ? &packer : NULL, s->sha256,
+					  &confirmed, &st);
 		pthread_mutex_lock(&s->lock);
 		if (code == BK_FAILED_PRECONDITION && !s->stop) {
 			/* Overtook its predecessor: send it again once that one is confirmed. */
@@ -402,8 +378,8 @@ static void *sender_main(void *arg)
 			if (s->stop)
 				break;
 			pthread_mutex_unlock(&s->lock);
-			code = send_chunk(s->c, s->upload_id, off, buf, len, s->o->compress ? &packer : NULL, &confirmed,
-					  &st);
+			code = send_chunk(s->c, s->upload_id, off, data, len, s->o->compress ? &packer : NULL, s->sha256,
+					  &confirmed, &st);
 			pthread_mutex_lock(&s->lock);
 		}
 		if (code == BK_OK && (confirmed < off + len || confirmed > s->size))
@@ -431,35 +407,33 @@ static void *sender_main(void *arg)
 	return NULL;
 }
 
-static int upload_body(bk_client *c, int fd, const char *path, const bk_transfer_options *o, uint64_t size,
-		       const bk_upload_state *up, size_t chunk, bk_file_info *out, bk_status *st)
+/* Send what s describes from s->next on, then commit. */
+static int upload_body(struct senders *s, bk_file_info *out, bk_status *st)
 {
-	struct senders s = { .c = c, .fd = fd, .path = path, .o = o, .upload_id = up->upload_id, .size = size,
-			     .chunk = chunk, .next = up->confirmed_offset, .confirmed = up->confirmed_offset };
-	uint64_t left = up->confirmed_offset < size ? size - up->confirmed_offset : 0;
+	uint64_t left = s->next < s->size ? s->size - s->next : 0;
 	pthread_t threads[SENDERS];
 	int n = 0;
 
-	s.buf_len = left < chunk ? (size_t)left : chunk;
-	pthread_mutex_init(&s.lock, NULL);
-	pthread_cond_init(&s.cond, NULL);
-	if (left > chunk) {
+	s->buf_len = left < s->chunk ? (size_t)left : s->chunk;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	if (left > s->chunk) {
 		for (; n < SENDERS; n++)
-			if (pthread_create(&threads[n], NULL, sender_main, &s) != 0)
+			if (pthread_create(&threads[n], NULL, sender_main, s) != 0)
 				break;
 		for (int i = 0; i < n; i++)
 			pthread_join(threads[i], NULL);
 	}
 	if (n == 0 && left > 0)
-		sender_main(&s);
-	pthread_mutex_destroy(&s.lock);
-	pthread_cond_destroy(&s.cond);
-	if (s.code != BK_OK) {
+		sender_main(s);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	if (s->code != BK_OK) {
 		if (st)
-			*st = s.st;
-		return s.code;
+			*st = s->st;
+		return s->code;
 	}
-	return bk_upload_commit(c, up->upload_id, out, st);
+	return bk_upload_commit(s->c, s->upload_id, out, st);
 }
 
 int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_options *opts, bk_file_info *out,
@@ -467,29 +441,36 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 {
 	static const bk_transfer_options defaults = { 0 };
 	const bk_transfer_options *o = opts ? opts : &defaults;
+	struct senders s = { .c = c, .fd = fd, .path = path, .o = o };
 	uint8_t digest[SHA256_LEN];
 	_cleanup_free_ uint8_t *buf = NULL;
 	bk_upload_state up;
 	struct stat sb;
-	size_t chunk;
+	size_t buf_len;
 	int code;
 
 	if (upload_id_out)
 		upload_id_out[0] = '\0';
 	if (fstat(fd, &sb) < 0)
-		return io_fail(st, errno, "stat the source of", path);
+		return bk_status_errno(st, errno, "stat the source of %s", path);
 	if (!S_ISREG(sb.st_mode))
 		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "the source of %s is not a regular file", path);
-	buf = malloc(CHUNK_MAX);
+	s.size = (uint64_t)sb.st_size;
+	/* Hashed through a buffer of at most one chunk; at least a byte, as malloc(0) may be NULL. */
+	buf_len = s.size == 0 ? 1 : s.size < CHUNK_MAX ? (size_t)s.size : CHUNK_MAX;
+	buf = malloc(buf_len);
 	if (!buf)
-		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for a %u-byte buffer",
-				     CHUNK_MAX);
-	code = hash_fd(fd, (uint64_t)sb.st_size, buf, CHUNK_MAX, digest, path, st);
-	if (code != BK_OK)
-		return code;
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for a %zu-byte buffer", buf_len);
+	code = bk_sha256_fd(fd, s.size, buf, buf_len, digest);
+	if (code == -ENODATA)
+		return bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s changed size while being read", path);
+	if (code == -ENOMEM)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "SHA-256 failed in libcrypto (out of memory)");
+	if (code < 0)
+		return bk_status_errno(st, -code, "read the source of %s", path);
 	code = bk_upload_start(c,
 			       &(bk_upload_begin){ .path = path,
-						   .size = (uint64_t)sb.st_size,
+						   .size = s.size,
 						   .sha256 = digest,
 						   .mode = o->mode,
 						   .overwrite = o->overwrite,
@@ -498,8 +479,19 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 			       &up, st);
 	if (code != BK_OK)
 		return code;
-	chunk = up.max_chunk < CHUNK_MAX ? up.max_chunk : CHUNK_MAX;
-	code = upload_body(c, fd, path, o, (uint64_t)sb.st_size, &up, chunk, out, st);
+	s.upload_id = up.upload_id;
+	s.chunk = up.max_chunk < CHUNK_MAX ? up.max_chunk : CHUNK_MAX;
+	s.next = s.confirmed = up.confirmed_offset;
+	/* A file of one chunk is all in buf now; a larger one (or the rest of a resumed upload) is
+	 * read again by the senders, into buffers of their own. */
+	if (s.size <= s.chunk && up.confirmed_offset == 0) {
+		s.whole = buf;
+		s.sha256 = digest;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	code = upload_body(&s, out, st);
 	if (code != BK_OK && upload_id_out)
 		strcpy(upload_id_out, up.upload_id);
 	return code;
@@ -515,7 +507,9 @@ typedef struct download_ref {
 } download_ref;
 
 /* The uncompressed bytes of one answer at offset off: checked against ref and the request,
- * decompressed into *zbuf (allocated on first use, CHUNK_MAX bytes) when zstd. */
+ * decompressed into *zbuf (allocated on first use, CHUNK_MAX bytes) when zstd. Every answer but
+ * the last is a whole chunk (the fetchers count on it), and eof marks exactly the one that
+ * reaches the end: one that reached it unmarked would leave the reader waiting for more. */
 static int download_data(const Boxkite__V1__FileDownloadResponse *r, const download_ref *ref, uint64_t off,
 			 const char *path, ZSTD_DCtx **dctx, uint8_t **zbuf, const uint8_t **data, bk_status *st)
 {
@@ -525,7 +519,7 @@ static int download_data(const Boxkite__V1__FileDownloadResponse *r, const downl
 	if (r->size != ref->size || r->mtime_ns != ref->mtime_ns)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s changed during the download", path);
 	if (r->offset != off || r->data_length > CHUNK_MAX || r->data_length > ref->size - off ||
-	    (!r->eof && r->data_length == 0) || (r->eof && off + r->data_length != ref->size))
+	    (bool)r->eof != (off + r->data_length == ref->size) || (!r->eof && r->data_length != CHUNK_MAX))
 		return bk_status_set(st, BK_DATA_LOSS, 0, true,
 				     "FileDownload: implausible answer for %s (%llu bytes at %llu, eof %d, size %llu, "
 				     "asked at %llu)",
@@ -707,19 +701,13 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 		code = download_data(r, &ref, req.offset, path, &dctx, &zbuf, &data, st);
 		if (code != BK_OK)
 			break;
-		/* The fetchers ask for whole chunks: only the last may be short. */
-		if (!r->eof && r->data_length != CHUNK_MAX) {
-			code = bk_status_set(st, BK_DATA_LOSS, 0, true, "FileDownload: a short chunk at %llu of %s",
-					     (unsigned long long)req.offset, path);
-			break;
-		}
 		if (!EVP_DigestUpdate(md, data, r->data_length)) {
 			code = bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
 			break;
 		}
 		rv = bk_write_full(fd, data, r->data_length);
 		if (rv < 0) {
-			code = io_fail(st, -rv, "write the copy of", path);
+			code = bk_status_errno(st, -rv, "write the copy of %s", path);
 			break;
 		}
 		req.offset += r->data_length;

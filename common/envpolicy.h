@@ -1,7 +1,8 @@
 /* Which environment variables a request may set for a sandboxed command. The command gets a
  * fixed safe base (server/exec.c) plus request variables that pass this check; a denied name is
- * an error naming it, never a silent drop. Checked by the front (to answer clearly) and again by
- * the executor (which trusts no order). */
+ * an error naming it, never a silent drop. The front applies the deny list; the executor checks
+ * only that each name is well-formed (bk_env_name_valid), since which variables may be set is
+ * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
 #ifndef BK_ENVPOLICY_H
 #define BK_ENVPOLICY_H
 

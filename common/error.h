@@ -16,7 +16,6 @@
 
 typedef struct bk_error {
 	int status; /* enum bk_code */
-	int detail; /* the envelope StatusDetail for wire rejections, else 0 */
 	int errnum; /* errno that caused it, 0 if none */
 	char *msg;
 } bk_error;
@@ -35,6 +34,5 @@ int bk_error_prefix(bk_error **err, int ret, const char *fmt, ...) BK_PRINTF(3, 
 const char *bk_error_msg(const bk_error *e);
 
 void bk_error_free(bk_error *e);
-BK_DEFINE_PTR_CLEANUP(bk_error_freep, bk_error, bk_error_free)
 
 #endif

@@ -98,7 +98,7 @@ void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
 
 void bk_call_fail(bk_call *call, bk_error *err)
 {
-	call_end(call, err ? err->status : BK_INTERNAL, err ? err->detail : 0, bk_error_msg(err), NULL,
+	call_end(call, err ? err->status : BK_INTERNAL, BK_DETAIL_NONE, bk_error_msg(err), NULL,
 		 call->key != NULL);
 	bk_error_free(err);
 }

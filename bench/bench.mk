@@ -7,9 +7,13 @@
 #                      REQ/REP echo, over ipc:// and tcp://127.0.0.1.
 #   exec               bench/exec_bench.c, driven by bench/exec.sh: the isolated-spawn floor (the
 #                      executor's own code, no RPC) beside the exec round trip of `true`; execs/s
-#                      with 8 concurrent clients and the health latency meanwhile.
+#                      with 8 concurrent clients beside one client's rate (1e6 / the round trip's
+#                      p50), and the health latency meanwhile beside that of the same daemon with
+#                      no exec running.
 #   files              bench/files_bench.c, driven by bench/files.sh: 256 MiB up and down through
-#                      boxkited beside raw nng, ipc and tcp; 1,000 x 4 KiB with bkctl cp -r.
+#                      boxkited beside raw nng, ipc and tcp; 1,000 x 4 KiB with bkctl cp -r
+#                      beside a local cp -r.
+# Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
 .PHONY: bench

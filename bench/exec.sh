@@ -1,7 +1,8 @@
 #!/bin/bash
 # The exec benchmark (`make bench`): the isolated-spawn floor measured in-process with the
-# executor's own code, then a real boxkited: the exec round trip of `true`, and execs/s with
-# CLIENTS concurrent clients with the health latency meanwhile.
+# executor's own code, then a real boxkited: the exec round trip of `true` (against the floor),
+# and execs/s with CLIENTS concurrent clients (against one client's rate, from the round trip)
+# with the health latency meanwhile (against that of the same daemon with no exec running).
 #
 # Usage: bench/exec.sh BUILD_DIR [ITERATIONS] [CLIENTS] [SECONDS]
 set -euo pipefail
@@ -24,19 +25,43 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# bench_value FILE NAME: the value of the line `bench: NAME VALUE us` in FILE; fails loudly
+# without one (a baseline that is not there must not just drop the ratio).
+bench_value() {
+	local v
+	v=$(sed -n "s/^bench: $2 \([0-9.]*\) us\$/\1/p" "$1")
+	if ! [[ "$v" =~ ^[0-9]+(\.[0-9]*)?$ ]] || [ "$(echo "$v > 0" | bc)" != 1 ]; then
+		echo "exec benchmark: no positive figure for $2 in the output above" >&2
+		exit 1
+	fi
+	echo "$v"
+}
+
 echo "== exec: isolated-spawn floor (no RPC) vs round trip through boxkited, command: true"
-floor_out=$("$build/bench/exec_bench" floor "$tmp/floor-ws" "$build/boxkite-init" "$n" "$warmup")
-echo "$floor_out"
-floor_p50=$(echo "$floor_out" | sed -n 's/^bench: exec_floor_p50 \([0-9.]*\) us$/\1/p')
+"$build/bench/exec_bench" floor "$tmp/floor-ws" "$build/boxkite-init" "$n" "$warmup" | tee "$tmp/floor.out"
+floor_p50=$(bench_value "$tmp/floor.out" exec_floor_p50)
 
 "$build/bkctl" keygen "$tmp/key" >/dev/null
 "$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" \
 	2>"$tmp/boxkited.log" &
 pid=$!
-for _ in $(seq 100); do
-	BOXKITE_URL="ipc://$tmp/boxkited.sock" "$build/bkctl" health >/dev/null 2>&1 && break
+# Until it answers Health with its sandbox ready (at most 10 s), or it exits.
+up=
+for _ in $(seq 200); do
+	if BOXKITE_URL="ipc://$tmp/boxkited.sock" BOXKITE_KEY_FILE="$tmp/key" "$build/bkctl" -o json health \
+		2>/dev/null | grep -q '"sandbox_ready": *true'; then
+		up=1
+		break
+	fi
+	kill -0 "$pid" 2>/dev/null || break
 	sleep 0.05
 done
-"$build/bench/exec_bench" rpc "ipc://$tmp/boxkited.sock" "$tmp/key" "$n" "$warmup" "$floor_p50"
-echo "== exec: $clients concurrent clients for ${seconds}s, health latency meanwhile"
-"$build/bench/exec_bench" load "ipc://$tmp/boxkited.sock" "$tmp/key" "$clients" "$seconds"
+if [ -z "$up" ]; then
+	echo "exec benchmark: boxkited did not come up with its sandbox ready; its log:" >&2
+	cat "$tmp/boxkited.log" >&2
+	exit 1
+fi
+"$build/bench/exec_bench" rpc "ipc://$tmp/boxkited.sock" "$tmp/key" "$n" "$warmup" "$floor_p50" | tee "$tmp/rpc.out"
+rtt_p50=$(bench_value "$tmp/rpc.out" exec_rtt_p50)
+echo "== exec: $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
+"$build/bench/exec_bench" load "ipc://$tmp/boxkited.sock" "$tmp/key" "$clients" "$seconds" "$rtt_p50"

@@ -6,10 +6,14 @@
  *           next cgroup, output pipes to EOF, wait, OOM check, cgroup removal — with no RPC, no
  *           front, no channel;
  *   rpc     the same `true` through libboxkite against a running boxkited: the round trip;
- *   load    C clients (threads, one bk_client each) running execs of `true` back to back for
- *           S seconds, and one more thread calling Health meanwhile: execs/s, health latency.
+ *   load    first one thread calling Health for HEALTH_IDLE_SECONDS with no exec running (the
+ *           baseline), then C clients (threads, one bk_client each) running execs of `true` back
+ *           to back for S seconds with the same thread calling Health meanwhile, on the same
+ *           daemon: execs/s, against one client's rate (1e6 / exec_rtt_p50, when given), and the
+ *           health latency, against the baseline.
  *
- * Prints medians and p99 and the `bench:` lines of bench/bench.mk. Run by bench/exec.sh. */
+ * Prints medians and p99 (nearest rank, bench/stats.h) and the `bench:` lines of bench/bench.mk.
+ * Run by bench/exec.sh. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,25 +31,25 @@
 #include "netns.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "stats.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* Seconds of Health calls with no exec running, before the load: its baseline. */
+#define HEALTH_IDLE_SECONDS 2
 
-	return x < y ? -1 : x > y;
-}
-
-static void summarize(const char *name, uint64_t *us, size_t n, double *p50_out)
+/* Sort n > 0 samples, print their p50 and p99 and the bench lines NAME_p50, NAME_p99. */
+static void summarize(const char *name, double *us, size_t n, double *p50_out, double *p99_out)
 {
 	double p50, p99;
 
-	qsort(us, n, sizeof(*us), cmp_u64);
-	p50 = (double)us[n / 2];
-	p99 = (double)us[n * 99 / 100];
+	bench_sort(us, n);
+	p50 = bench_percentile(us, n, 50);
+	p99 = bench_percentile(us, n, 99);
 	printf("%-28s p50 %8.1f us   p99 %8.1f us   (n=%zu)\n", name, p50, p99, n);
 	printf("bench: %s_p50 %.1f us\nbench: %s_p99 %.1f us\n", name, p50, name, p99);
 	if (p50_out)
 		*p50_out = p50;
+	if (p99_out)
+		*p99_out = p99;
 }
 
 static void drain(int fd)
@@ -71,7 +75,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 	bk_netns_pool pool;
 	bk_sandbox sb;
 	bk_error *err = NULL;
-	uint64_t *us = calloc((size_t)iterations, sizeof(*us));
+	double *us = calloc((size_t)iterations, sizeof(*us));
 
 	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, 1001, 1001, &err) < 0 ||
 	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", &err) < 0 ||
@@ -126,9 +130,9 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		bk_exec_cgroup_oom_killed(&cg, &ecg);
 		bk_exec_cgroup_destroy(&cg, &ecg);
 		if (i >= 0)
-			us[i] = bk_elapsed_us(&t0);
+			us[i] = (double)bk_elapsed_us(&t0);
 	}
-	summarize("exec_floor", us, (size_t)iterations, p50);
+	summarize("exec_floor", us, (size_t)iterations, p50, NULL);
 	bk_sandbox_stop(&sb);
 	bk_cgroups_fini(&cg);
 	bk_netns_pool_stop(&pool);
@@ -173,7 +177,7 @@ static int exec_true(bk_client *c)
 static int run_rpc(int iterations, int warmup, double floor_p50)
 {
 	bk_client *c = connect_or_die();
-	uint64_t *us = calloc((size_t)iterations, sizeof(*us));
+	double *us = calloc((size_t)iterations, sizeof(*us));
 	double p50;
 
 	for (int i = -warmup; i < iterations; i++) {
@@ -182,9 +186,9 @@ static int run_rpc(int iterations, int warmup, double floor_p50)
 		if (exec_true(c) < 0)
 			return 1;
 		if (i >= 0)
-			us[i] = bk_elapsed_us(&t0);
+			us[i] = (double)bk_elapsed_us(&t0);
 	}
-	summarize("exec_rtt", us, (size_t)iterations, &p50);
+	summarize("exec_rtt", us, (size_t)iterations, &p50, NULL);
 	if (floor_p50 > 0) {
 		printf("exec round trip / isolated-spawn floor: %.2fx (target <= 1.3x)\n", p50 / floor_p50);
 		printf("bench: exec_rtt_p50.ratio %.2f x\n", p50 / floor_p50);
@@ -212,59 +216,110 @@ static void *load_exec_thread(void *arg)
 	return NULL;
 }
 
-struct health_samples {
-	uint64_t *us;
+/* Health called one request at a time, 2 ms apart, while running is set: one sample per call. */
+struct health_sampler {
+	atomic_bool running;
+	double *us;
 	size_t n, cap;
+	pthread_t thread;
 };
 
-static void *load_health_thread(void *arg)
+static void *health_sampler_thread(void *arg)
 {
-	struct health_samples *hs = arg;
+	struct health_sampler *hs = arg;
 	bk_client *c = connect_or_die();
 	bk_health_info h;
 	bk_status st;
 
-	while (atomic_load(&load_running) && hs->n < hs->cap) {
+	while (atomic_load(&hs->running) && hs->n < hs->cap) {
 		struct timespec t0;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (bk_health(c, &h, &st) != BK_OK) {
 			atomic_fetch_add(&load_errors, 1);
 			continue;
 		}
-		hs->us[hs->n++] = bk_elapsed_us(&t0);
+		hs->us[hs->n++] = (double)bk_elapsed_us(&t0);
 		usleep(2000);
 	}
 	bk_client_close(c);
 	return NULL;
 }
 
-static int run_load(int clients, int seconds)
+static void health_sampler_start(struct health_sampler *hs)
 {
-	pthread_t threads[64], health;
-	struct health_samples hs = { .cap = 1000000 };
-	struct timespec t0;
-	double elapsed, rate;
+	hs->cap = 1000000;
+	hs->n = 0;
+	hs->us = calloc(hs->cap, sizeof(*hs->us));
+	if (!hs->us) {
+		fprintf(stderr, "load: out of memory\n");
+		exit(1);
+	}
+	atomic_store(&hs->running, true);
+	pthread_create(&hs->thread, NULL, health_sampler_thread, hs);
+}
 
-	hs.us = calloc(hs.cap, sizeof(*hs.us));
+static void health_sampler_stop(struct health_sampler *hs)
+{
+	atomic_store(&hs->running, false);
+	pthread_join(hs->thread, NULL);
+}
+
+/* exec_rtt_p50: the one-client round trip of this run (run_rpc), 0 if not known. */
+static int run_load(int clients, int seconds, double exec_rtt_p50)
+{
+	pthread_t threads[64];
+	struct health_sampler idle = { 0 }, busy = { 0 };
+	struct timespec t0;
+	double elapsed, rate, idle_p50, idle_p99, busy_p50, busy_p99;
+	int ret;
+
+	if (clients < 1 || clients > (int)(sizeof(threads) / sizeof(threads[0])) || seconds < 1) {
+		fprintf(stderr, "load: 1 to 64 clients, at least 1 second\n");
+		return 2;
+	}
+	/* The baseline: the same sampler against the same daemon, no exec running. */
+	health_sampler_start(&idle);
+	sleep(HEALTH_IDLE_SECONDS);
+	health_sampler_stop(&idle);
+
 	atomic_store(&load_running, true);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < clients; i++)
 		pthread_create(&threads[i], NULL, load_exec_thread, NULL);
-	pthread_create(&health, NULL, load_health_thread, &hs);
+	health_sampler_start(&busy);
 	sleep((unsigned)seconds);
 	atomic_store(&load_running, false);
 	for (int i = 0; i < clients; i++)
 		pthread_join(threads[i], NULL);
-	pthread_join(health, NULL);
+	health_sampler_stop(&busy);
 	elapsed = (double)bk_elapsed_us(&t0) / 1e6;
 	rate = (double)atomic_load(&load_execs) / elapsed;
 	printf("%d clients, %.1f s: %ld execs, %.0f execs/s (target >= 900), %ld errors\n", clients, elapsed,
 	       atomic_load(&load_execs), rate, atomic_load(&load_errors));
 	printf("bench: exec_throughput_%dc %.0f execs/s\n", clients, rate);
-	if (hs.n)
-		summarize("health_rtt_under_exec_load", hs.us, hs.n, NULL);
-	free(hs.us);
-	return atomic_load(&load_errors) ? 1 : 0;
+	if (exec_rtt_p50 > 0) {
+		double one = 1e6 / exec_rtt_p50;
+		printf("%d clients / one client back to back (1e6 / exec_rtt_p50 = %.0f execs/s): %.2fx\n", clients, one,
+		       rate / one);
+		printf("bench: exec_throughput_%dc.ratio %.2f x\n", clients, rate / one);
+	}
+	ret = atomic_load(&load_errors) ? 1 : 0;
+	if (idle.n == 0 || busy.n == 0) {
+		fprintf(stderr, "load: no Health answer %s\n", idle.n ? "under load" : "with no exec running");
+		ret = 1;
+	} else {
+		printf("health latency, %d s with no exec running, then during the %d s of load:\n", HEALTH_IDLE_SECONDS,
+		       seconds);
+		summarize("health_rtt_idle", idle.us, idle.n, &idle_p50, &idle_p99);
+		summarize("health_rtt_under_exec_load", busy.us, busy.n, &busy_p50, &busy_p99);
+		printf("health under exec load / with none: p50 %.2fx, p99 %.2fx\n", busy_p50 / idle_p50,
+		       busy_p99 / idle_p99);
+		printf("bench: health_rtt_under_exec_load_p50.ratio %.2f x\n", busy_p50 / idle_p50);
+		printf("bench: health_rtt_under_exec_load_p99.ratio %.2f x\n", busy_p99 / idle_p99);
+	}
+	free(idle.us);
+	free(busy.us);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -278,13 +333,13 @@ int main(int argc, char **argv)
 		key_file = argv[3];
 		return run_rpc(atoi(argv[4]), atoi(argv[5]), atof(argv[6]));
 	}
-	if (argc == 6 && strcmp(argv[1], "load") == 0) {
+	if ((argc == 6 || argc == 7) && strcmp(argv[1], "load") == 0) {
 		url = argv[2];
 		key_file = argv[3];
-		return run_load(atoi(argv[4]), atoi(argv[5]));
+		return run_load(atoi(argv[4]), atoi(argv[5]), argc == 7 ? atof(argv[6]) : 0);
 	}
 	fprintf(stderr, "usage: exec_bench floor WORKSPACE INIT N WARMUP\n"
 			"       exec_bench rpc URL KEYFILE N WARMUP FLOOR_P50_US\n"
-			"       exec_bench load URL KEYFILE CLIENTS SECONDS\n");
+			"       exec_bench load URL KEYFILE CLIENTS SECONDS [EXEC_RTT_P50_US]\n");
 	return 2;
 }

@@ -25,6 +25,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "boxkite/boxkite.h"
+#include "stats.h"
 
 /* The raw probes' payload each way: more than a keyed Health request or its answer (each under
  * 100 B in boxkited's log, bytes_in and bytes_out), so the baseline moves no fewer bytes than the
@@ -246,21 +247,6 @@ static void probe_close(struct probe *p)
 	free(p->us);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile (pct of 100) of n > 0 sorted samples. */
-static double percentile(const double *sorted, size_t n, unsigned pct)
-{
-	size_t rank = (n * pct + 99) / 100;
-
-	return sorted[rank ? rank - 1 : 0];
-}
-
 /* --- one transport --------------------------------------------------------------------------- */
 
 /* The first NRAW probes are plain nng round trips; the fastest of them by p50 is the floor the
@@ -275,9 +261,9 @@ static void report(const char *transport, struct probe probes[NPROBES])
 	size_t base = 0;
 
 	for (size_t i = 0; i < nprobes; i++) {
-		qsort(probes[i].us, probes[i].n, sizeof(double), cmp_double);
-		p50[i] = percentile(probes[i].us, probes[i].n, 50);
-		p99[i] = percentile(probes[i].us, probes[i].n, 99);
+		bench_sort(probes[i].us, probes[i].n);
+		p50[i] = bench_percentile(probes[i].us, probes[i].n, 50);
+		p99[i] = bench_percentile(probes[i].us, probes[i].n, 99);
 		if (i < NRAW && p50[i] < p50[base])
 			base = i;
 	}

@@ -7,7 +7,8 @@
 #
 # bk-seccomp-shim is a fixture of the self-test only: it runs a program under a small seccomp
 # filter so that the probes whose only defence in a sandbox is seccomp show their DENIED path too.
-# The self-test needs root; without it, it says SKIPPED and fails nothing.
+# The self-test needs root; without it, it says SKIP (counted in make test's last line) and fails
+# nothing.
 
 ESCAPE_CFLAGS := $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CPPFLAGS) $(CFLAGS)) $(WARN)
 

@@ -5,19 +5,19 @@
 # and the file operations; each result checked on the host side of the workspace as well.
 #
 # It needs root, util-linux's mount, /usr/bin/python3 with python3-protobuf, libzstd.so.1 and
-# the gen/python code; a test that cannot run here says SKIP and why. It removes everything it
-# starts or mounts, also when a test fails.
+# the gen/python code; a test that cannot run here says SKIP and why (tests/integration/run.py
+# runs it: see tests/tests.mk). It removes everything it starts or mounts, also when a test fails.
 #   FILES_ARGS="-k NAME"  runs only the matching tests
 #   FILES_BIG_MIB=64      makes the 1 GiB round trip a 64 MiB one (a quicker run while working)
 
 FILES_ARGS ?=
 
 test-files: all
-	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) -m unittest discover -v -s . -p 'test_*.py' $(FILES_ARGS)
+	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier files --dir . $(FILES_ARGS)
 
 # Under SAN=1 (make test-san): this build's bkctl, and so libboxkite's threaded transfers, against
 # the plain build's daemon (the sandbox's privilege split is not run under ASan).
 test-files-bkctl: all
 	$(MAKE) SAN= all
 	cd tests/files && BOXKITE_BUILD=$(CURDIR)/build BOXKITE_BKCTL=$(CURDIR)/$(B)/bkctl \
-		$(PYTHON) -m unittest -v test_8_bkctl
+		$(TEST_RUN) --tier files-bkctl --dir . test_8_bkctl

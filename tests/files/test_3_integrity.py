@@ -60,17 +60,13 @@ class IntegrityTest(FilesTestCase):
     # --- a big round trip ------------------------------------------------------------------
 
     def test_1gib_round_trip(self):
-        t0 = time.monotonic()
         data = random_bytes(BIG)
         digest = sha256(data)
-        t1 = time.monotonic()
         info = self.fs.upload("big.bin", data, mode=0o600)
-        t2 = time.monotonic()
         self.assertEqual((info.size, info.uid, info.gid, info.mode), (BIG, UID, UID, 0o600))
         st = os.stat(self.host("big.bin"))
         self.assertEqual((st.st_size, st.st_uid, st.st_gid, st.st_mode), (BIG, UID, UID, 0o100600))
         self.assertEqual(file_sha256(self.host("big.bin")), digest, "the file on the host differs")
-        t3 = time.monotonic()
         view, where = memoryview(data), [0]
 
         def compare(piece):
@@ -80,11 +76,7 @@ class IntegrityTest(FilesTestCase):
             where[0] += len(piece)
 
         _, server_digest, first = self.fs.download("big.bin", sink=compare)
-        t4 = time.monotonic()
         self.assertEqual((where[0], first.size, server_digest), (BIG, BIG, digest))
-        mib = BIG / MiB
-        print("\n    %d MiB: generated+hashed %.1f s, upload %.1f s (%.0f MiB/s), download %.1f s (%.0f MiB/s)"
-              % (mib, t1 - t0, t2 - t1, mib / (t2 - t1), t4 - t3, mib / (t4 - t3)))
 
     # --- hashes ----------------------------------------------------------------------------
 
@@ -208,7 +200,6 @@ class IntegrityTest(FilesTestCase):
                 e = self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=frame, digest=digest)
                 self.assertIn("zstd frame of at most %d bytes" % CHUNK_MAX, e.message)
         # A bomb: a small frame of a huge content, refused from its header alone.
-        t = time.monotonic()
         bomb = zstd().compress(bytes(256 * MiB), level=1)
         self.assertLess(len(bomb), 64 * 1024)
         self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=bomb, digest=sha256(b""))
@@ -222,7 +213,6 @@ class IntegrityTest(FilesTestCase):
         self.assertEqual(fs.chunk(uid, CHUNK_MAX, data[CHUNK_MAX:], compress=True), len(data))
         fs.commit(uid)
         self.assertEqual(self.read("frames.txt"), data)
-        self.assertLess(time.monotonic() - t, 30)
 
     # --- a client killed mid-upload --------------------------------------------------------
 
@@ -494,15 +484,13 @@ class IdleUploadTest(FilesTestCase):
         r = self.fs.begin("abandoned.bin", len(data), sha256(data), upload_id=b.upload_id)
         touched = time.monotonic()
         self.assertEqual(r.confirmed_offset, CHUNK_MAX)
-        # Then left alone: dropped once idle 2 s (the daemon looks each second). Watching its
-        # descriptors does not touch the upload.
-        while self.temp_fds() and time.monotonic() < touched + 10:
+        # Then left alone: dropped once idle 2 s (the daemon looks each second), not before.
+        # Watching its descriptors does not touch the upload. 30 s is a hang guard.
+        while self.temp_fds() and time.monotonic() < touched + 30:
             time.sleep(0.05)
         idle = time.monotonic() - touched
-        print("\n    dropped after %.2f s idle (--upload-idle 2)" % idle)
-        self.assertEqual(self.temp_fds(), [])
-        self.assertGreaterEqual(idle, 1.9)
-        self.assertLess(idle, 3.6)
+        self.assertEqual(self.temp_fds(), [], "still there after %.1f s idle" % idle)
+        self.assertGreaterEqual(idle, 1.9, "dropped after %.2f s idle (--upload-idle 2)" % idle)
         for fn, args in ((self.fs.chunk, (b.upload_id, CHUNK_MAX, data[CHUNK_MAX:])),
                          (self.fs.commit, (b.upload_id,)), (self.fs.abort, (b.upload_id,)),
                          (self.fs.begin, ("abandoned.bin", len(data), sha256(data), 0, False, False, b.upload_id))):

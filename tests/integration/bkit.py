@@ -26,7 +26,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "tests" / "python"))
+import boxkited_process  # noqa: E402  (its process helpers only: standard library, no client)
+
 BUILD = Path(os.environ.get("BOXKITE_BUILD", REPO / "build")).resolve()
 BOXKITED = BUILD / "boxkited"
 BKCTL = BUILD / "bkctl"
@@ -52,7 +54,6 @@ EXIT_TIMEOUT = 124
 EXIT_FAILED = 125
 
 _libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
 CLONE_NEWNET = 0x40000000
 
 # --- cleanup ----------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def _child_setup(netns=None, cgroup=None):
     procs = cgroup.procs_files() if cgroup else []
 
     def setup():
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        boxkited_process.die_with_parent(signal.SIGKILL)
         for f in procs:
             fd = os.open(f, os.O_WRONLY)
             os.write(fd, b"0")
@@ -165,10 +166,7 @@ def temp_dir(tag):
     return d
 
 
-def free_tcp_port(host="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+free_tcp_port = boxkited_process.free_tcp_port
 
 
 def wait_for(pred, timeout, interval=0.05, what="condition"):
@@ -261,13 +259,7 @@ def proc_children(pid):
     return out
 
 
-def proc_descendants(pid):
-    todo, out = [pid], []
-    while todo:
-        for c in proc_children(todo.pop()):
-            out.append(c)
-            todo.append(c)
-    return out
+proc_descendants = boxkited_process.descendants  # pids below pid, parents before children
 
 
 def find_processes(uid=None, argv=None):

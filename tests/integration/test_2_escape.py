@@ -272,7 +272,8 @@ class ResourceBombs(bkit.ProbeAssertions, unittest.TestCase):
             self.assertIs(r.result.get("oom_killed"), True, r.describe())
             self.assertFalse(r.result.get("timed_out"), r.describe())
             touched = [int(x) for x in re.findall(r"memory-bomb: (\d+) MiB touched", r.result.get("stderr", ""))]
-            self.assertLess(max(touched or [0]), EXEC_MEMORY_MIB, r.describe())
+            self.assertTrue(touched, "no progress line: " + r.describe())
+            self.assertLess(max(touched), EXEC_MEMORY_MIB, r.describe())
 
     def test_fsize_bomb_stopped(self):
         self.assertDenied(D, "fsize-bomb", reason=f"EFBIG-at-{EXEC_FSIZE}-bytes")

@@ -40,35 +40,45 @@ class Health(unittest.TestCase):
     def test_local_sandbox_is_remade_after_its_init_dies(self):
         old = D.local_init_pid()
         os.kill(old, signal.SIGKILL)
-        t0 = time.monotonic()
         bkit.wait_for(lambda: D.health().get("sandbox_ready") is True and bkit.proc_children(D.executor_pid())
                       and D.local_init_pid() != old, 5, what="a new local sandbox")
-        self.assertLess(time.monotonic() - t0, 3.0)
         rc, res, err = D.exec_json("--", "id", "-u")
         self.assertEqual((rc, res["stdout"]), (0, "1001\n"), f"{res} {err}")
 
 
 class Shutdown(unittest.TestCase):
-    """SIGTERM stops boxkited cleanly: its processes, its sandbox and every cgroup directory its
-    executor made beneath its own cgroup are gone."""
+    """SIGTERM stops boxkited cleanly: it exits 0 by itself, its processes and its sandbox are
+    gone, and so is every cgroup directory its executor made beneath its own cgroup. One daemon,
+    stopped once in setUpClass; on a machine without per-exec cgroups only the cgroup test is
+    skipped."""
 
-    def test_sigterm_leaves_nothing_behind(self):
-        d = bkit.Daemon("shutdown").start()
+    @classmethod
+    def setUpClass(cls):
+        d = cls.d = bkit.Daemon("shutdown").start()
         rc, res, err = d.exec_json("--", "true")
-        self.assertEqual(rc, 0, f"{res} {err}")
-        if "cgroup-none" in res["isolation_profile"]:
-            self.skipTest("no per-exec cgroups on this machine: nothing to check there")
-        pids = [d.front_pid(), d.executor_pid(), d.local_init_pid()]
-        made = list(d.cgroup_dirs)
-        self.assertTrue(made, "the executor made no boxkite-<pid> cgroup directory")
+        if rc != 0:
+            raise AssertionError(f"exec of true before the shutdown: {rc} {res} {err}")
+        cls.profile = res["isolation_profile"]
+        cls.pids = [d.front_pid(), d.executor_pid(), d.local_init_pid()]
+        cls.made = list(d.cgroup_dirs)
         t0 = time.monotonic()
         d.stop()
+        cls.stop_secs = time.monotonic() - t0
+
+    def test_sigterm_exits_and_leaves_no_process(self):
+        d = self.d
         problems = []
         if d.proc.returncode != 0 or d.stop_escalated:
             problems.append(f"boxkited did not exit by itself within {bkit.STOP_WAIT} s of SIGTERM "
-                            f"(status {d.proc.returncode}, after {time.monotonic() - t0:.1f} s)")
-        problems += [f"pid {pid} survived the shutdown" for pid in pids if bkit.proc_alive(pid)]
-        if d.leaked_cgroups:
-            problems.append(f"cgroup directories left behind (the test removed them): {d.leaked_cgroups}")
+                            f"(status {d.proc.returncode}, after {self.stop_secs:.1f} s)")
+        problems += [f"pid {pid} survived the shutdown" for pid in self.pids if bkit.proc_alive(pid)]
         if problems:
             self.fail("\n".join(problems) + "\nlog:\n" + d.log_text()[-1500:])
+
+    def test_sigterm_leaves_no_cgroup_directory(self):
+        if "cgroup-none" in self.profile:
+            self.skipTest(f"no per-exec cgroups on this machine (isolation profile {self.profile}): "
+                          "nothing to leak; the exit and process checks run all the same")
+        self.assertTrue(self.made, "the executor made no boxkite-<pid> cgroup directory")
+        self.assertEqual(self.d.leaked_cgroups, [], "cgroup directories left behind (the test removed them)\nlog:\n"
+                         + self.d.log_text()[-1500:])

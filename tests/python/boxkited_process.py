@@ -1,20 +1,31 @@
 """Run a real build/boxkited for a test: a key file from `bkctl keygen`, a free 127.0.0.1 TCP
-port, the sandbox's workspace and the daemon's log in a temp dir; stopped with SIGTERM."""
+port, the sandbox's workspace and the daemon's log in a temp dir; stopped with SIGTERM.
 
+Also the process helpers the other Python tiers share (tests/files/fileskit.py and
+tests/integration/bkit.py import this module): free_tcp_port(), die_with_parent() and
+descendants(). Standard library only at import time (the client, and so python3-protobuf, is
+imported when a daemon is first waited for), so that bkit can use it without the client.
+"""
+
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 import unittest
 
-from boxkite_client import REPO_ROOT, SPRequester
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # BOXKITE_BUILD names the build directory (python.mk passes $(B)); build/ by default.
 BUILD_DIR = os.environ.get("BOXKITE_BUILD", os.path.join(REPO_ROOT, "build"))
 BOXKITED = os.path.join(BUILD_DIR, "boxkited")
 BKCTL = os.path.join(BUILD_DIR, "bkctl")
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def missing_binaries():
@@ -25,23 +36,61 @@ def missing_binaries():
     return None
 
 
-def free_tcp_port():
+def free_tcp_port(host="127.0.0.1"):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
+def die_with_parent(sig=signal.SIGTERM):
+    """In a child between fork and exec (a preexec_fn, or called from one): receive sig when the
+    thread that started it exits, so that nothing outlives a killed test run."""
+    _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def descendants(pid):
+    """Pids of every live process below pid (children, theirs, ...), parents before children."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, seen, i = [], {pid}, 0
+    todo = [pid]
+    while i < len(todo):
+        for c in sorted(children.get(todo[i], ())):
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+                todo.append(c)
+        i += 1
+    return out
+
+
 class Boxkited:
-    """with Boxkited() as d: d.port, d.key_file, d.log() ..."""
+    """with Boxkited() as d: d.port, d.key_file, d.log() ...
+
+    args: extra flags (e.g. ["--root", "/usr:ro"]); workspace: a host directory to serve as
+    /workspace (default <temp dir>/workspace). The daemon gets SIGTERM when the thread that
+    started it exits (PR_SET_PDEATHSIG). A subclass waits for more in _after_ready()."""
 
     START_TIMEOUT_S = 10.0
 
-    def __init__(self):
+    def __init__(self, args=(), workspace=None):
         self.dir = tempfile.mkdtemp(prefix="boxkite-pytest-")
         self.key_file = os.path.join(self.dir, "key")
         self.log_path = os.path.join(self.dir, "boxkited.log")
+        self.args = [str(a) for a in args]
+        self.workspace = workspace or os.path.join(self.dir, "workspace")
         self.proc = None
         self.port = None
+        self.died_early, self.hung, self.leftover = False, False, []
+        self.last_log = ""
 
     def __enter__(self):
         try:
@@ -62,9 +111,10 @@ class Boxkited:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
                     [BOXKITED, "--listen", "tcp://127.0.0.1:%d" % self.port, "--key-file", self.key_file,
-                     "--workspace", os.path.join(self.dir, "workspace")],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                     "--workspace", self.workspace] + self.args,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             if self._wait_ready():
+                self._after_ready()
                 return
             if "address in use" not in self.log().lower():
                 break
@@ -76,6 +126,8 @@ class Boxkited:
 
     def _wait_ready(self):
         """True once an SP connection succeeds; False if the daemon exited or never answered."""
+        from boxkite_client import SPRequester
+
         deadline = time.monotonic() + self.START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -89,6 +141,9 @@ class Boxkited:
         self.proc.wait()
         return False
 
+    def _after_ready(self):
+        """Called once the daemon accepts connections; raise if what else it needs never comes."""
+
     def log(self):
         try:
             with open(self.log_path, "r", errors="replace") as f:
@@ -96,20 +151,42 @@ class Boxkited:
         except FileNotFoundError:
             return ""
 
-    def stop(self):
-        """SIGTERM, then SIGKILL after 10 s; returns the exit status (None if never started)."""
+    def stop(self, term_wait=10.0):
+        """SIGTERM; SIGKILL after term_wait s. Then whatever it started and left behind is killed
+        too: nothing outlives a test. Returns the exit status (None if never started); sets
+        died_early (it had exited before we asked), hung (SIGTERM was not enough), leftover (pids
+        that outlived it) and last_log (its log, read after it stopped)."""
         status = None
         if self.proc is not None:
-            if self.proc.poll() is None:
+            self.died_early, self.hung, self.leftover = False, False, []
+            pids = descendants(self.proc.pid)
+            if self.proc.poll() is not None:
+                self.died_early = True
+            else:
                 self.proc.terminate()
                 try:
-                    self.proc.wait(10)
+                    self.proc.wait(term_wait)
                 except subprocess.TimeoutExpired:
+                    self.hung = True
                     self.proc.kill()
                     self.proc.wait()
             status = self.proc.returncode
+            # The executor and its helpers die with the front (PR_SET_PDEATHSIG): a hang guard
+            # for that, then SIGKILL for what is still there.
+            deadline = time.monotonic() + 3
+            left = [p for p in pids if os.path.exists("/proc/%d" % p)]
+            while left and time.monotonic() < deadline:
+                time.sleep(0.05)
+                left = [p for p in left if os.path.exists("/proc/%d" % p)]
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.leftover = sorted(left)
             self.proc = None
         if self.dir is not None:
+            self.last_log = self.log()
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
         return status

@@ -21,7 +21,10 @@ def skip_reason():
     return boxkited_process.missing_binaries()
 
 
-@unittest.skipIf(skip_reason(), "SKIP: %s" % skip_reason())
+SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
 class ExecTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -13,6 +13,14 @@ static inline int64_t bk_clock_realtime_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static inline int64_t bk_clock_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Microseconds since `since` (CLOCK_MONOTONIC). */
 static inline uint64_t bk_elapsed_us(const struct timespec *since)
 {

@@ -166,19 +166,30 @@ int bk_keyring_parse(const char *text, size_t len, const char *origin, bk_keyrin
 	return 0;
 }
 
+int bk_keyring_open(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	return fd < 0 ? -errno : fd;
+}
+
 int bk_keyring_load(const char *path, bk_keyring **out, bk_error **err)
 {
-	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int fd = bk_keyring_open(path);
+
+	if (fd < 0)
+		return bk_error_errno(err, -fd, "cannot open key file %s", path);
+	return bk_keyring_load_fd(fd, path, out, err);
+}
+
+int bk_keyring_load_fd(int fd, const char *path, bk_keyring **out, bk_error **err)
+{
 	_cleanup_free_ char *buf = NULL;
 	struct stat st;
 	size_t have;
 	ssize_t n;
 	int ret;
 
-	/* O_NONBLOCK: a FIFO put in its place must not hang the reload; it is refused below. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return bk_error_errno(err, errno, "cannot open key file %s", path);
 	if (fstat(fd, &st) < 0)
 		return bk_error_errno(err, errno, "cannot stat key file %s", path);
 	if (!S_ISREG(st.st_mode))

@@ -39,7 +39,13 @@ void bk_key_clear(bk_key *key);
 /* Parse key-file text. `origin` names the source in error messages ("keys.txt line 3: ..."). */
 int bk_keyring_parse(const char *text, size_t len, const char *origin, bk_keyring **out, bk_error **err);
 
-/* Read and parse a key file, refusing one that group or others may read or write. */
+/* Open a key file for bk_keyring_load_fd: a descriptor, or -errno. O_NONBLOCK, so that a FIFO
+ * put in its place cannot hang the caller (it is refused on loading). */
+int bk_keyring_open(const char *path);
+/* Read and parse the key file open on fd (`path` names it in messages), refusing one that
+ * group or others may read or write. */
+int bk_keyring_load_fd(int fd, const char *path, bk_keyring **out, bk_error **err);
+/* Both. */
 int bk_keyring_load(const char *path, bk_keyring **out, bk_error **err);
 
 const bk_key *bk_keyring_find(const bk_keyring *ring, const char *id);

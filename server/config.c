@@ -37,6 +37,7 @@ static const struct option_def option_defs[] = {
 	{ "init", OPT_STRING, FIELD(init_path), "PATH", "local: the boxkite-init binary (default: next to boxkited)" },
 	{ "init-name", OPT_STRING, FIELD(init_name), "NAME", "pod: process name of the sandbox's init (default boxkite-init)" },
 	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
+	{ "front-uid", OPT_UINT, FIELD(front_uid), "UID", "the user and group the network-facing process runs as (default 65532)" },
 	{ "tmp-size", OPT_SIZE, FIELD(tmp_size), "BYTES", "local: size of the sandbox's /tmp (default 512M)" },
 	{ "exec-timeout", OPT_SECONDS, FIELD(exec_timeout_ms), "SECONDS", "default exec timeout (default 30)" },
 	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 600)" },
@@ -64,6 +65,7 @@ static void config_defaults(bk_config *cfg)
 	cfg->replay_capacity = 1u << 20;
 	cfg->replay_answer_cap = 64u << 20;
 	cfg->sandbox_uid = 1001;
+	cfg->front_uid = 65532;
 	cfg->tmp_size = 512u << 20;
 	cfg->exec_timeout_ms = 30000;
 	cfg->exec_timeout_max_ms = 600000;
@@ -226,6 +228,10 @@ static int config_file_load(bk_config *cfg, const char *path, bk_error **err)
 /* Defaults that depend on other settings, and settings that contradict each other. */
 static int config_finish(bk_config *cfg, bk_error **err)
 {
+	/* Root would own every root-owned file; the sandbox's uid could signal and trace it. */
+	if (cfg->front_uid == 0 || cfg->front_uid == cfg->sandbox_uid)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--front-uid %u: neither 0 nor the sandbox's uid",
+				    cfg->front_uid);
 	if (!cfg->workspace && !(cfg->workspace = strdup("/var/lib/boxkite/workspace")))
 		return bk_error_errno(err, ENOMEM, "config");
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))

@@ -29,6 +29,7 @@ typedef struct bk_config {
 	char *init_path;          /* local mode: boxkite-init binary */
 	char *init_name;          /* pod mode: name of the sandbox's init process */
 	unsigned sandbox_uid;     /* the sandbox user (and group) */
+	unsigned front_uid;       /* the front's user (and group) once it listens */
 	size_t tmp_size;          /* local mode: size of /tmp */
 
 	/* Exec defaults and caps */

@@ -112,7 +112,7 @@ static void ipc_dir_make(const char *url)
 		bk_log(BK_LOG_INFO, "made directory %s for the ipc socket", dir);
 }
 
-int bk_front_start(bk_server *srv, bk_error **err)
+int bk_front_listen(bk_server *srv, bk_error **err)
 {
 	struct front *f = calloc(1, sizeof(*f));
 	int rv;
@@ -145,9 +145,15 @@ int bk_front_start(bk_server *srv, bk_error **err)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,
 					    "cannot listen on %s: %s", srv->cfg.listen[i], nng_strerror(rv));
 	}
+	return 0;
+}
+
+void bk_front_serve(bk_server *srv)
+{
+	struct front *f = srv->front;
+
 	for (unsigned i = 0; i < f->nslots; i++)
 		slot_recv(&f->slots[i]);
-	return 0;
 }
 
 void bk_front_stop(bk_server *srv)

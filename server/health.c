@@ -11,6 +11,6 @@ void bk_handle_health(bk_call *call, const ProtobufCMessage *request)
 	resp.mode = (char *)srv->mode;
 	resp.sandbox_ready = srv->sandbox_ready;
 	resp.auth_configured = bk_keystore_configured(srv->keystore);
-	resp.uptime_ms = (uint64_t)(bk_clock_realtime_ms() - srv->started_ms);
+	resp.uptime_ms = (uint64_t)(bk_clock_monotonic_ms() - srv->started_ms);
 	bk_call_reply(call, &resp.base);
 }

@@ -15,6 +15,8 @@ struct bk_keyring_ref {
 struct bk_keystore {
 	pthread_mutex_t lock;
 	char *path;
+	bk_key_file_opener open; /* NULL: bk_keyring_open */
+	void *open_arg;
 	bk_keyring_ref *current;
 	struct stat loaded; /* identity of the file last loaded */
 };
@@ -43,17 +45,22 @@ int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 {
 	bk_keyring_ref *ref, *old;
 	bk_keyring *ring = NULL;
+	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int ret;
 
 	if (!ks->path)
 		return 0;
-	/* stat() follows the symlinks Kubernetes uses for Secret volumes (..data swaps). */
-	if (stat(ks->path, &st) < 0)
+	/* Opening follows the symlinks Kubernetes uses for Secret volumes (..data swaps); what is
+	 * compared is what was opened. */
+	fd = ks->open ? ks->open(ks->open_arg, ks->path) : bk_keyring_open(ks->path);
+	if (fd < 0)
+		return bk_error_errno(err, -fd, "cannot open key file %s", ks->path);
+	if (fstat(fd, &st) < 0)
 		return bk_error_errno(err, errno, "cannot stat key file %s", ks->path);
 	if (!force && ks->current && same_file_state(&st, &ks->loaded))
 		return 0;
-	ret = bk_keyring_load(ks->path, &ring, err);
+	ret = bk_keyring_load_fd(fd, ks->path, &ring, err);
 	if (ret < 0)
 		return ret;
 	ref = calloc(1, sizeof(*ref));
@@ -94,6 +101,12 @@ int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
 	}
 	*out = ks;
 	return 0;
+}
+
+void bk_keystore_set_opener(bk_keystore *ks, bk_key_file_opener open, void *arg)
+{
+	ks->open = open;
+	ks->open_arg = arg;
 }
 
 void bk_keystore_free(bk_keystore *ks)

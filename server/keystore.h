@@ -15,6 +15,11 @@ typedef struct bk_keyring_ref bk_keyring_ref;
 int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err);
 void bk_keystore_free(bk_keystore *ks);
 
+/* How later reloads open the key file: open(arg, path) returns a descriptor or -errno. boxkited's
+ * front, which runs as a user that may not read the file, has the executor open it. */
+typedef int (*bk_key_file_opener)(void *arg, const char *path);
+void bk_keystore_set_opener(bk_keystore *ks, bk_key_file_opener open, void *arg);
+
 /* Re-read the file if it changed since the last load (or always, with force). Returns 1 when a
  * new keyring was installed, 0 when nothing changed, <0 with *err when the file is bad. */
 int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err);

@@ -1,4 +1,4 @@
-/* boxkited: fork the privileged executor, drop every privilege, serve. */
+/* boxkited: fork the privileged executor, give up every privilege, serve. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +37,31 @@ static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
 			ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s",
 					   reply->message);
 	}
+	bk_reply_free(reply);
+	return ret;
+}
+
+/* The key file, for reloads: the front runs as a user that may not open it; the executor does. */
+static int key_file_via_executor(void *arg, const char *path)
+{
+	Boxkite__Executor__OpenKeyFile open_key = BOXKITE__EXECUTOR__OPEN_KEY_FILE__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_reply *reply = NULL;
+	bk_error *err = NULL;
+	int fd = -1;
+	size_t nfds = 1;
+	int ret;
+
+	(void)path; /* the executor opens the path it was configured with, the same */
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
+	order.open_key_file = &open_key;
+	if (bk_link_call(arg, &order, &reply, &fd, &nfds, &err) < 0) {
+		bk_error_free(err);
+		return -EPIPE;
+	}
+	ret = reply->errnum ? -reply->errnum : nfds == 1 ? fd : -EPROTO;
+	if (ret < 0 && nfds == 1)
+		close(fd);
 	bk_reply_free(reply);
 	return ret;
 }
@@ -93,13 +118,16 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* The keys are read as root, the executor forked, and then, before any thread, the front
+	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
 	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
-	    (ret = bk_drop_all_privileges(&err)) < 0) {
+	    (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
 	srv.executor = link;
 	bk_link_on_event(link, bk_server_executor_event, &srv);
+	bk_keystore_set_opener(srv.keystore, key_file_via_executor, link);
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_hello(&srv, link, &err)) < 0) {
@@ -108,11 +136,11 @@ int main(int argc, char **argv)
 	}
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
-	ret = bk_front_start(&srv, &err);
-	if (ret < 0) {
+	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
+	bk_front_serve(&srv);
 	for (size_t i = 0; i < cfg.nlisten; i++)
 		bk_log(BK_LOG_INFO, "listening on %s", cfg.listen[i]);
 	serve_until_signal(&srv, &set);

@@ -1,16 +1,29 @@
-/* The front gives up every privilege once the executor is forked: capability sets (effective,
- * permitted, inheritable, ambient) emptied, the bounding set emptied so no exec can bring
- * anything back, securebits locked so uid 0 means nothing special to the kernel, and
- * no_new_privs. A parser bug in the front then yields an unprivileged process. */
+/* The front parses network input, so it holds nothing a parser bug could use: no capability
+ * and no file-owning identity. Two steps, because an ipc:// socket is made in a directory only
+ * root may write (and a tcp:// port below 1024 needs CAP_NET_BIND_SERVICE), and because nng's
+ * threads exist once a listener does:
+ *
+ * bk_privileges_narrow(), before any thread: the bounding set emptied so no exec can bring
+ * anything back, the ambient and inheritable sets cleared, securebits locked so that uid 0 gets
+ * no capabilities on exec and leaving uid 0 clears them (the "setuid fixup", locked on),
+ * no_new_privs; in the permitted and effective sets only CAP_SETUID, CAP_SETGID and
+ * CAP_NET_BIND_SERVICE. Threads started afterwards inherit exactly that.
+ *
+ * bk_privileges_drop_to(), once the listeners exist: no supplementary groups, gid and uid the
+ * front's own (--front-uid). glibc makes every thread switch, and the kernel empties each
+ * thread's capabilities as it leaves uid 0. A root-owned file is then someone else's file. */
 #include "privdrop.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
-int bk_drop_all_privileges(bk_error **err)
+int bk_privileges_narrow(bk_error **err)
 {
+	static const cap_value_t keep[] = { CAP_SETUID, CAP_SETGID, CAP_NET_BIND_SERVICE };
 	cap_t caps = cap_get_proc();
 	cap_flag_value_t setpcap = CAP_CLEAR;
 	int ret = 0;
@@ -21,10 +34,8 @@ int bk_drop_all_privileges(bk_error **err)
 	cap_free(caps);
 
 	if (setpcap == CAP_SET) {
-		/* Lock uid 0 out of capability rules: no caps on exec, none kept across setuid. */
-		unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-				SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-				SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+		unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+				SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 		if (cap_set_secbits(bits) < 0)
 			return bk_error_errno(err, errno, "cannot lock securebits");
 		for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++)
@@ -36,10 +47,30 @@ int bk_drop_all_privileges(bk_error **err)
 	caps = cap_init();
 	if (!caps)
 		return bk_error_errno(err, errno, "cap_init");
-	if (cap_set_proc(caps) < 0)
-		ret = bk_error_errno(err, errno, "cannot clear capability sets");
+	if (cap_set_flag(caps, CAP_PERMITTED, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
+	    cap_set_flag(caps, CAP_EFFECTIVE, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 || cap_set_proc(caps) < 0)
+		ret = bk_error_errno(err, errno, "cannot narrow the capability sets");
 	cap_free(caps);
 	if (ret == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		ret = bk_error_errno(err, errno, "cannot set no_new_privs");
 	return ret;
+}
+
+int bk_privileges_drop_to(uid_t id, bk_error **err)
+{
+	cap_t caps;
+	cap_t none;
+	int same;
+
+	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+		return bk_error_errno(err, errno, "cannot become uid/gid %u", (unsigned)id);
+	/* The kernel cleared them; make sure, rather than serve with any left. */
+	caps = cap_get_proc();
+	none = cap_init();
+	same = caps && none ? cap_compare(caps, none) : -1;
+	cap_free(caps);
+	cap_free(none);
+	if (same != 0)
+		return bk_error_set(err, BK_INTERNAL, EPERM, "capabilities left after becoming uid %u", (unsigned)id);
+	return 0;
 }

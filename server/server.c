@@ -14,7 +14,7 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	int ret;
 
 	srv->cfg = *cfg;
-	srv->started_ms = bk_clock_realtime_ms();
+	srv->started_ms = bk_clock_monotonic_ms();
 	srv->mode = "none";
 	ret = bk_keystore_open(cfg->key_file, &srv->keystore, err);
 	if (ret < 0)

@@ -56,7 +56,7 @@ struct bk_server {
 	bk_replay *replay;
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
-	int64_t started_ms;
+	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
@@ -91,8 +91,11 @@ void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...) 
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name);
 
-/* Start listening and serving; stop closes everything and waits for calls in flight. */
-int bk_front_start(bk_server *srv, bk_error **err);
+/* Make the socket and its listeners (boxkited does this before giving up root: an ipc://
+ * socket's directory may be root's), then start serving; stop closes everything and waits for
+ * calls in flight. */
+int bk_front_listen(bk_server *srv, bk_error **err);
+void bk_front_serve(bk_server *srv);
 void bk_front_stop(bk_server *srv);
 
 #endif

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +22,11 @@
 #include "boxkite/executor/order.pb-c.h"
 #include "cgroup.h"
 #include "channel.h"
+#include "clock.h"
 #include "envpolicy.h"
 #include "files.h"
+#include "keys.h"
+#include "log.h"
 #include "netns.h"
 #include "sandbox.h"
 #include "sbpath.h"
@@ -62,29 +64,8 @@ struct executor {
 	char profile[160];
 };
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* epoll tags that are not exec entries */
 static char tag_channel, tag_sandbox;
-
-static void log_error(const char *fmt, ...) BK_PRINTF(1, 2);
-static void log_error(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* The front logs JSON; the executor's rare messages go to the same stderr, marked. */
-	dprintf(STDERR_FILENO, "{\"level\":\"error\",\"component\":\"executor\",\"msg\":\"%s\"}\n", msg);
-}
 
 static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message);
 
@@ -96,7 +77,7 @@ static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_
 	if (ret == -EMSGSIZE && reply->id)
 		return reply_error(ex, reply->id, EMSGSIZE, "reply", "the answer is larger than the executor's channel takes");
 	if (ret < 0)
-		log_error("cannot send to the front: %s", strerror(-ret));
+		bk_log(BK_LOG_ERROR, "executor: cannot send to the front: %s", strerror(-ret));
 	return ret;
 }
 
@@ -144,7 +125,7 @@ static void cgroups_restage(struct executor *ex)
 	bk_error *err = NULL;
 
 	if (bk_cgroups_stage(&ex->cgroups, ex->cfg->exec_memory, ex->cfg->exec_pids, &err) < 0)
-		log_error("staging the next exec cgroup: %s", bk_error_msg(err));
+		bk_log(BK_LOG_ERROR, "executor: staging the next exec cgroup: %s", bk_error_msg(err));
 	bk_error_free(err);
 }
 
@@ -344,7 +325,7 @@ static void sandbox_acquire(struct executor *ex)
 
 	/* A local sandbox's init is our child: it must not start in an exec's cgroup. */
 	if (!ex->cfg->pod && bk_cgroups_unstage(&ex->cgroups, &err) < 0) {
-		log_error("sandbox: %s", bk_error_msg(err));
+		bk_log(BK_LOG_ERROR, "executor: sandbox: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return;
 	}
@@ -354,7 +335,7 @@ static void sandbox_acquire(struct executor *ex)
 		bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
 	}
 	else if (err)
-		log_error("sandbox: %s", bk_error_msg(err));
+		bk_log(BK_LOG_ERROR, "executor: sandbox: %s", bk_error_msg(err));
 	bk_error_free(err);
 	cgroups_restage(ex);
 	if (was != ex->sandbox.ready)
@@ -487,6 +468,25 @@ static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nf
 
 /* --- orders ---------------------------------------------------------------------------------- */
 
+/* The key file, opened for the front (which may not: it runs as its own user). The path is
+ * boxkited's own configuration, never the front's word. */
+static int order_key_file(struct executor *ex, uint64_t id)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+	_cleanup_close_ int fd = -1;
+
+	if (!ex->cfg->key_file)
+		return reply_error(ex, id, ENOENT, "key file", "boxkited has no --key-file");
+	fd = bk_keyring_open(ex->cfg->key_file);
+	if (fd < 0)
+		return reply_error(ex, id, -fd, "open", ex->cfg->key_file);
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
+	reply.opened = &opened;
+	return send_reply(ex, &reply, &fd, 1);
+}
+
 /* Serve one order. Unknown kinds are refused: the executor does only what it knows. Only Commit
  * comes with a descriptor. */
 static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfds)
@@ -498,6 +498,8 @@ static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfd
 		return order_spawn(ex, order->id, order->spawn);
 	case BOXKITE__EXECUTOR__ORDER__KIND_KILL:
 		return order_kill(ex, order->id, order->kill);
+	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE:
+		return order_key_file(ex, order->id);
 	default:
 		return order_file(ex, order, fds, nfds);
 	}
@@ -561,7 +563,7 @@ static int executor_setup(struct executor *ex, int sock)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	if (setgroups(0, NULL) < 0)
-		log_error("setgroups: %s", strerror(errno));
+		bk_log(BK_LOG_ERROR, "executor: setgroups: %s", strerror(errno));
 	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
 	 * spelled out; the front's umask 077 must not narrow them. */
 	umask(0);
@@ -572,14 +574,14 @@ static int executor_setup(struct executor *ex, int sock)
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
 	    (ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0 ||
 	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", &err)) < 0) {
-		log_error("set-up: %s", bk_error_msg(err));
+		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;
 	}
 	if (ex->cgroups.mode == BK_CGROUP_NONE)
-		log_error("no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
+		bk_log(BK_LOG_ERROR, "executor: no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
 	if (bk_netns_pool_start(&ex->netns, NETNS_POOL_DEPTH, &err) < 0) {
-		log_error("no netns pool (each exec makes its own): %s", bk_error_msg(err));
+		bk_log(BK_LOG_ERROR, "executor: no netns pool (each exec makes its own): %s", bk_error_msg(err));
 		bk_error_free(err);
 		err = NULL;
 	}
@@ -592,7 +594,7 @@ static int executor_setup(struct executor *ex, int sock)
 	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
 	sandbox_acquire(ex);
 	if (drop_capabilities() < 0)
-		log_error("cannot narrow the executor's capabilities: %s", strerror(errno));
+		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
 	return 0;
 }
 
@@ -650,7 +652,7 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 	int64_t retry_at = 0; /* when to look for (or rebuild) a sandbox that is not ready */
 	for (;;) {
 		struct epoll_event evs[16];
-		int64_t now = monotonic_ms();
+		int64_t now = bk_clock_monotonic_ms();
 		int timeout = ex.sandbox.ready ? -1 : retry_at > now ? (int)(retry_at - now) : 0;
 		int n = epoll_wait(ex.epfd, evs, 16, timeout);
 
@@ -660,9 +662,9 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 		}
 		/* On a deadline, not on idleness: orders arriving all the time (a client retrying its
 		 * exec) must not keep a lost sandbox from being found again. */
-		if (!ex.sandbox.ready && monotonic_ms() >= retry_at) {
+		if (!ex.sandbox.ready && bk_clock_monotonic_ms() >= retry_at) {
 			sandbox_acquire(&ex);
-			retry_at = monotonic_ms() + (ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS);
+			retry_at = bk_clock_monotonic_ms() + (ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS);
 		}
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;

@@ -47,9 +47,14 @@ def setUpModule():
     bkit.require_build()
 
 
+FRONT_UID = 65532  # boxkited's default --front-uid
+
+
 def check_front(test, daemon):
     """The front, every one of its threads (capabilities are per thread, and nng's threads may
-    have been started before the drop): every capability set empty, no_new_privs."""
+    have been started before the drop): every capability set empty, no_new_privs, and the
+    front's own uid and gid with no supplementary group, so that it owns no root-owned file
+    (uid 0 without capabilities may still write /etc/passwd or /proc/sys as the owner)."""
     front = daemon.front_pid()
     tids = sorted(int(t) for t in os.listdir(f"/proc/{front}/task"))
     test.assertGreater(len(tids), 1, "the front is multi-threaded (nng): its threads are checked too")
@@ -61,6 +66,9 @@ def check_front(test, daemon):
             test.assertEqual(bkit.cap_mask(st, field), 0,
                              f"front thread {tid} ({st['Name']}) {field} holds {names(bkit.cap_mask(st, field))}")
         test.assertEqual(st["NoNewPrivs"], "1", f"front thread {tid} ({st['Name']}) has no no_new_privs")
+        for field in ("Uid", "Gid"):
+            test.assertEqual(st[field].split(), [str(FRONT_UID)] * 4, f"front thread {tid} ({st['Name']}) {field}")
+        test.assertEqual(st["Groups"].split(), [], f"front thread {tid} ({st['Name']}) supplementary groups")
 
 
 def check_executor(test, daemon):
@@ -120,3 +128,13 @@ class FrontWithoutExecutor(unittest.TestCase):
         self.assertNotEqual(status, 0, "a front that lost its executor exited 0")
         self.assertIn("the executor is gone", d.log_text())
         bkit.wait_for(lambda: not any(bkit.proc_alive(p) for p in family), 5, what="boxkited's processes to be gone")
+
+
+class FrontUid(unittest.TestCase):
+    def test_root_and_the_sandbox_uid_are_refused_for_the_front(self):
+        for uid in ("0", "1001"):
+            with self.subTest(uid):
+                r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--front-uid", uid],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--front-uid", r.stderr)

@@ -83,8 +83,9 @@ int wire_start(wire **out, bool keyed, const char *const *extra)
 	if (bk_server_init(&w->srv, &w->cfg, &err) < 0)
 		return start_fail(w, "bk_server_init", err);
 	wire_method(w, "Exec")->handler = counting_exec;
-	if (bk_front_start(&w->srv, &err) < 0)
-		return start_fail(w, "bk_front_start", err);
+	if (bk_front_listen(&w->srv, &err) < 0)
+		return start_fail(w, "bk_front_listen", err);
+	bk_front_serve(&w->srv);
 
 	if ((rv = nng_req0_open(&w->req)) != 0) {
 		fprintf(stderr, "wire fixture: nng_req0_open: %s\n", nng_strerror(rv));

@@ -592,6 +592,51 @@ void   boxkite__executor__open_read__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__open_read__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__open_key_file__init
+                     (Boxkite__Executor__OpenKeyFile         *message)
+{
+  static const Boxkite__Executor__OpenKeyFile init_value = BOXKITE__EXECUTOR__OPEN_KEY_FILE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__open_key_file__get_packed_size
+                     (const Boxkite__Executor__OpenKeyFile *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_key_file__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__open_key_file__pack
+                     (const Boxkite__Executor__OpenKeyFile *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_key_file__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__open_key_file__pack_to_buffer
+                     (const Boxkite__Executor__OpenKeyFile *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__open_key_file__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__OpenKeyFile *
+       boxkite__executor__open_key_file__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__OpenKeyFile *)
+     protobuf_c_message_unpack (&boxkite__executor__open_key_file__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__open_key_file__free_unpacked
+                     (Boxkite__Executor__OpenKeyFile *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__open_key_file__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__opened__init
                      (Boxkite__Executor__Opened         *message)
 {
@@ -1788,6 +1833,24 @@ const ProtobufCMessageDescriptor boxkite__executor__open_read__descriptor =
   (ProtobufCMessageInit) boxkite__executor__open_read__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define boxkite__executor__open_key_file__field_descriptors NULL
+#define boxkite__executor__open_key_file__field_indices_by_name NULL
+#define boxkite__executor__open_key_file__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__open_key_file__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.OpenKeyFile",
+  "OpenKeyFile",
+  "Boxkite__Executor__OpenKeyFile",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__OpenKeyFile),
+  0,
+  boxkite__executor__open_key_file__field_descriptors,
+  boxkite__executor__open_key_file__field_indices_by_name,
+  0,  boxkite__executor__open_key_file__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__open_key_file__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__opened__field_descriptors[1] =
 {
   {
@@ -2222,7 +2285,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[13] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[14] =
 {
   {
     "id",
@@ -2380,6 +2443,18 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "open_key_file",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, open_key_file),
+    &boxkite__executor__open_key_file__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
@@ -2388,6 +2463,7 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   3,   /* field[3] = kill */
   5,   /* field[5] = list */
   9,   /* field[9] = mkdir */
+  13,   /* field[13] = open_key_file */
   6,   /* field[6] = open_read */
   1,   /* field[1] = ping */
   10,   /* field[10] = remove */
@@ -2399,7 +2475,7 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -2409,7 +2485,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  13,
+  14,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,

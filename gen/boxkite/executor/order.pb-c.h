@@ -28,6 +28,7 @@ typedef struct Boxkite__Executor__Stat Boxkite__Executor__Stat;
 typedef struct Boxkite__Executor__List Boxkite__Executor__List;
 typedef struct Boxkite__Executor__Listed Boxkite__Executor__Listed;
 typedef struct Boxkite__Executor__OpenRead Boxkite__Executor__OpenRead;
+typedef struct Boxkite__Executor__OpenKeyFile Boxkite__Executor__OpenKeyFile;
 typedef struct Boxkite__Executor__Opened Boxkite__Executor__Opened;
 typedef struct Boxkite__Executor__CreateTemp Boxkite__Executor__CreateTemp;
 typedef struct Boxkite__Executor__Commit Boxkite__Executor__Commit;
@@ -263,6 +264,19 @@ struct  Boxkite__Executor__OpenRead
     , (char *)protobuf_c_empty_string }
 
 
+/*
+ * Open the key file boxkited was started with (--key-file) for the front, which runs as a user
+ * that may not: it checks and reads it through the descriptor. Replies Opened.
+ */
+struct  Boxkite__Executor__OpenKeyFile
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__OPEN_KEY_FILE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__open_key_file__descriptor) \
+     }
+
+
 struct  Boxkite__Executor__Opened
 {
   ProtobufCMessage base;
@@ -388,7 +402,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_MKDIR = 10,
   BOXKITE__EXECUTOR__ORDER__KIND_REMOVE = 11,
   BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12,
-  BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13
+  BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13,
+  BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -410,6 +425,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Remove *remove;
     Boxkite__Executor__Rename *rename;
     Boxkite__Executor__Usage *usage;
+    Boxkite__Executor__OpenKeyFile *open_key_file;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -708,6 +724,25 @@ Boxkite__Executor__OpenRead *
 void   boxkite__executor__open_read__free_unpacked
                      (Boxkite__Executor__OpenRead *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__OpenKeyFile methods */
+void   boxkite__executor__open_key_file__init
+                     (Boxkite__Executor__OpenKeyFile         *message);
+size_t boxkite__executor__open_key_file__get_packed_size
+                     (const Boxkite__Executor__OpenKeyFile   *message);
+size_t boxkite__executor__open_key_file__pack
+                     (const Boxkite__Executor__OpenKeyFile   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__open_key_file__pack_to_buffer
+                     (const Boxkite__Executor__OpenKeyFile   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__OpenKeyFile *
+       boxkite__executor__open_key_file__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__open_key_file__free_unpacked
+                     (Boxkite__Executor__OpenKeyFile *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Opened methods */
 void   boxkite__executor__opened__init
                      (Boxkite__Executor__Opened         *message);
@@ -939,6 +974,9 @@ typedef void (*Boxkite__Executor__Listed_Closure)
 typedef void (*Boxkite__Executor__OpenRead_Closure)
                  (const Boxkite__Executor__OpenRead *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__OpenKeyFile_Closure)
+                 (const Boxkite__Executor__OpenKeyFile *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Opened_Closure)
                  (const Boxkite__Executor__Opened *message,
                   void *closure_data);
@@ -988,6 +1026,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__list__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__listed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__open_read__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__open_key_file__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__opened__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__create_temp__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__commit__descriptor;

@@ -41,6 +41,7 @@ struct upload {
 	bool overwrite;
 	bool make_parents;
 	bool busy;          /* being committed, aborted, or resumed */
+	bool reserved;      /* admitted by the quota, its size in bk_files.reserved until in the table */
 	bool draining;      /* a worker is writing its queued chunks */
 	struct chunk_job *queue; /* chunks waiting to be written, by offset */
 	int fd;             /* the unnamed file */
@@ -50,9 +51,10 @@ struct upload {
 
 struct bk_files {
 	bk_workers *workers;
-	pthread_mutex_t lock; /* uploads, nuploads, usage */
+	pthread_mutex_t lock; /* uploads, nuploads, reserved, usage */
 	struct upload *uploads;
 	unsigned nuploads;    /* including uploads being created */
+	uint64_t reserved;    /* bytes of uploads admitted by the quota and being created */
 	uint64_t usage;       /* the workspace's bytes at usage_at, plus commits since */
 	struct timespec usage_at;
 };
@@ -550,6 +552,14 @@ static void begin_answer(bk_call *call, const char *upload_id, uint64_t offset)
 	bk_call_reply(call, &resp.base);
 }
 
+/* Once in the table (or failed) an upload counts there, not as reserved. Called with the lock held. */
+static void quota_unreserve(bk_files *f, struct upload *u)
+{
+	if (u->reserved)
+		f->reserved -= u->size;
+	u->reserved = false;
+}
+
 static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
@@ -579,6 +589,7 @@ static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	pthread_mutex_lock(&f->lock);
 	u->next = f->uploads;
 	f->uploads = u;
+	quota_unreserve(f, u);
 	pthread_mutex_unlock(&f->lock);
 	begin_answer(op->call, id, 0);
 	bk_reply_free(reply);
@@ -587,6 +598,7 @@ static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
 fail:
 	pthread_mutex_lock(&f->lock);
 	f->nuploads--;
+	quota_unreserve(f, u);
 	pthread_mutex_unlock(&f->lock);
 	upload_free(u);
 	bk_reply_free(reply);
@@ -615,28 +627,36 @@ static bool in_workspace(const char *path)
 }
 
 /* The workspace quota (--workspace-quota): what its files hold, plus what open uploads will
- * add, plus this upload, must stay within it. The walk is cached for QUOTA_CACHE_MS, and
- * uploads committed meanwhile are added to the cached figure. It bounds what uploads write;
- * what commands write is bounded by the volume's own size (see SECURITY.md). */
+ * add (those in the table and those admitted and being created), plus this upload, must stay
+ * within it; admitting it reserves its size at once, under the same lock, so that Begins at
+ * the same time cannot each pass alone. The walk is cached for QUOTA_CACHE_MS, and uploads
+ * committed meanwhile are added to the cached figure. It bounds what uploads write; what
+ * commands write is bounded by the volume's own size (see SECURITY.md). */
 static void quota_decide(struct upload_op *op)
 {
 	bk_files *f = op->call->srv->files;
-	uint64_t quota = op->call->srv->cfg.workspace_quota, used, pending = 0;
+	uint64_t quota = op->call->srv->cfg.workspace_quota, used, pending;
+	bool admit;
 
 	pthread_mutex_lock(&f->lock);
 	used = f->usage;
+	pending = f->reserved;
 	for (struct upload *u = f->uploads; u; u = u->next)
 		if (in_workspace(u->path))
 			pending += u->size;
+	admit = used + pending + op->u->size <= quota;
+	if (admit) {
+		f->reserved += op->u->size;
+		op->u->reserved = true;
+	} else {
+		f->nuploads--;
+	}
 	pthread_mutex_unlock(&f->lock);
-	if (used + pending + op->u->size > quota) {
+	if (!admit) {
 		bk_call_failf(op->call, BK_RESOURCE_EXHAUSTED, 0,
 			      "%s: the workspace quota is %llu bytes; %llu are used and %llu on their way",
 			      op->u->path, (unsigned long long)quota, (unsigned long long)used,
 			      (unsigned long long)pending);
-		pthread_mutex_lock(&f->lock);
-		f->nuploads--;
-		pthread_mutex_unlock(&f->lock);
 		upload_free(op->u);
 		free(op);
 		return;

@@ -248,9 +248,9 @@ int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, siz
 	return 0;
 }
 
-void bk_link_free(bk_link *link)
+void bk_link_close(bk_link *link)
 {
-	if (!link)
+	if (!link || link->pid == 0) /* pid 0: closed already */
 		return;
 	/* Closing our end makes the executor's next receive see EOF; it cleans up and exits. */
 	shutdown(link->ch.fd, SHUT_RDWR);
@@ -258,11 +258,20 @@ void bk_link_free(bk_link *link)
 		pthread_join(link->reader, NULL);
 	else
 		fail_all_pending(link);
-	bk_channel_fini(&link->ch);
+	link->reader_started = false;
 	if (link->pid > 0) {
 		while (waitpid(link->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
+	link->pid = 0;
+}
+
+void bk_link_free(bk_link *link)
+{
+	if (!link)
+		return;
+	bk_link_close(link);
+	bk_channel_fini(&link->ch);
 	pthread_mutex_destroy(&link->lock);
 	free(link);
 }

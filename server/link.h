@@ -44,7 +44,10 @@ void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, b
 /* Send an order and wait for its reply (free with bk_reply_free). */
 int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, size_t *nfds, bk_error **err);
 
-/* Close the channel (the executor shuts down), fail what is pending, reap the executor. */
+/* Close the channel (the executor shuts down), fail what is pending, reap the executor. Orders
+ * sent afterwards fail at once (their callback gets NULL): the link stays valid until freed. */
+void bk_link_close(bk_link *link);
+/* Close if not yet closed, and free. */
 void bk_link_free(bk_link *link);
 
 #endif

@@ -151,10 +151,11 @@ out:
 	 * exits come back as events), then the exec thread answers what is left, then the
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
-	bk_link_free(link);
+	bk_link_close(link);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
+	bk_link_free(link); /* last: until the front has stopped, a handler may still send an order */
 	bk_server_fini(&srv);
 	bk_error_free(err);
 	bk_config_free(&cfg);

@@ -2,9 +2,10 @@
 with RESOURCE_EXHAUSTED naming the path and leave nothing; what commands wrote counts; uploads in
 progress count; /tmp does not."""
 
+import threading
 import time
 
-from fileskit import MiB, FilesTestCase, sha256
+from fileskit import MiB, FilesTestCase, bk, sha256
 
 QUOTA = 4 * MiB
 
@@ -41,6 +42,34 @@ class QuotaTest(FilesTestCase):
         self.assertStatus("RESOURCE_EXHAUSTED", self.fs.begin, "q.bin", 2 * MiB, sha256(b"q" * (2 * MiB)),
                           path="/workspace/q.bin")
         self.fs.abort(first.upload_id)
+
+    def test_begins_at_the_same_time_cannot_pass_the_quota_together(self):
+        # Eight Begins of 1.5 MiB at once, each within the 4 MiB quota alone: two fit, and no
+        # more may be admitted, however the eight interleave.
+        size = 3 * MiB // 2
+        warm = self.fs.begin("warm.bin", 1, sha256(b"w"))  # the usage measure is fresh for all eight
+        self.addCleanup(self.fs.abort, warm.upload_id)
+        start, answers, lock = threading.Barrier(8), [], threading.Lock()
+
+        def begin(i):
+            fs = self.files()
+            start.wait()
+            try:
+                got = fs.begin("c%d.bin" % i, size, sha256(b"c" * size)).upload_id
+            except bk.CallError as e:
+                got = bk.status_name(e.code)
+            with lock:
+                answers.append(got)
+
+        threads = [threading.Thread(target=begin, args=(i,), daemon=True) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for a in answers:
+            if a != "RESOURCE_EXHAUSTED":
+                self.addCleanup(self.fs.abort, a)  # uploads left open would count in later tests
+        self.assertEqual((len(answers), answers.count("RESOURCE_EXHAUSTED")), (8, 6), answers)
 
     def test_tmp_is_not_the_workspace(self):
         self.fs.upload("/tmp/big.bin", b"t" * (5 * MiB))

@@ -265,12 +265,14 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 		return;
 	}
 	for (size_t i = 0; i < tlen / 2; i++) {
-		unsigned v;
-		if (sscanf(rq->page_token + 2 * i, "%2x", &v) != 1 || v == 0) {
+		/* Two hex digits, nothing else ("%2x" would take " f" or "-1"); no NUL byte. */
+		int hi = OPENSSL_hexchar2int((unsigned char)rq->page_token[2 * i]);
+		int lo = OPENSSL_hexchar2int((unsigned char)rq->page_token[2 * i + 1]);
+		if (hi < 0 || lo < 0 || (hi | lo) == 0) {
 			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "not a page token from a FileList answer");
 			return;
 		}
-		after[i] = (char)v;
+		after[i] = (char)(hi << 4 | lo);
 	}
 	after[tlen / 2] = '\0';
 	op.path = path;

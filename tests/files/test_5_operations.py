@@ -95,6 +95,11 @@ class OperationsTest(FilesTestCase):
         self.assertStatus("FAILED_PRECONDITION", self.fs.list, "many/f0001", path="/workspace/many/f0001")
         self.assertStatus("NOT_FOUND", self.fs.list, "nothing-here", path="/workspace/nothing-here")
         self.assertEqual(self.fs.list("/workspace").entries[0].path, "many")
+        # A token is exactly what an answer gave: hex digits in pairs, no NUL byte.
+        for bad in ("6", " f", "-1", "+f", "zz", "00", "6600", "x" * 514):
+            with self.subTest(token=bad):
+                e = self.assertStatus("INVALID_ARGUMENT", self.fs.list, "many", 10, bad)
+                self.assertIn("page token", e.message)
 
     def test_names_that_are_not_utf8(self):
         # The sandboxed user may make any name. A name that is not UTF-8 may not break the

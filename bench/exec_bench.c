@@ -78,13 +78,13 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 	double *us = calloc((size_t)iterations, sizeof(*us));
 
 	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, 1001, 1001, &err) < 0 ||
-	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", &err) < 0 ||
+	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", 512u << 20, 256, &err) < 0 ||
 	    bk_netns_pool_start(&pool, 8, &err) < 0) {
 		fprintf(stderr, "floor: set-up: %s\n", bk_error_msg(err));
 		return 1;
 	}
 	bk_sandbox_init(&sb, &scfg);
-	if (bk_sandbox_acquire(&sb, &sp, &err) < 0 || bk_cgroups_stage(&cg, 512u << 20, 256, &err) < 0) {
+	if (bk_sandbox_acquire(&sb, &sp, &err) < 0 || bk_cgroups_stage(&cg, &err) < 0) {
 		fprintf(stderr, "floor: sandbox: %s\n", bk_error_msg(err));
 		return 1;
 	}
@@ -96,7 +96,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		siginfo_t info;
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		if (bk_cgroups_take(&cg, 512u << 20, 256, &ecg, &err) < 0) {
+		if (bk_cgroups_take(&cg, &ecg, &err) < 0) {
 			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
 			return 1;
 		}
@@ -113,7 +113,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		if (rq.netns >= 0)
 			close(rq.netns);
 		/* As the executor: wait in the next exec's cgroup (it does so after answering). */
-		if (bk_cgroups_stage(&cg, 512u << 20, 256, &err) < 0) {
+		if (bk_cgroups_stage(&cg, &err) < 0) {
 			fprintf(stderr, "floor: cgroup: %s\n", bk_error_msg(err));
 			return 1;
 		}

@@ -56,12 +56,9 @@ struct exec_run {
 	const char *argv0;
 	uint32_t timeout_ms;
 	struct timespec started;
-	/* set from the executor's replies and events */
-	int spawn_errnum;
-	char spawn_step[32], spawn_message[256];
-	int fds[3];
+	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
 	Boxkite__Executor__Exited exit;
-	bool spawned, exited, timed_out, finished;
+	bool exited, timed_out, finished;
 	/* owned by the I/O thread */
 	int stdin_fd, timer_fd;
 	const uint8_t *stdin_data;
@@ -152,42 +149,32 @@ static void run_free(struct exec_run *run)
 	free(run);
 }
 
-static void run_started(bk_execs *ex, struct exec_run *run);
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run);
+static void run_started(bk_execs *ex, struct exec_run *run, const int *fds);
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply);
 static void maybe_finish(bk_execs *ex, struct exec_run *run);
 static struct exec_run *run_find(bk_execs *ex, uint64_t id);
 static void unwatch_close(bk_execs *ex, int *fd);
 
-/* The executor's answer to SPAWN (reader thread). */
+/* The executor's answer to SPAWN (reader thread): the command's pipes, or why not. */
 static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct exec_run *run = arg;
 	bk_execs *ex = run->call->srv->execs;
+	bool spawned = reply && !reply->errnum && reply->kind_case == BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED &&
+		       nfds == 3;
 
-	run->fds[0] = run->fds[1] = run->fds[2] = -1;
-	if (!reply) {
-		run->spawn_errnum = EPIPE;
-		snprintf(run->spawn_step, sizeof(run->spawn_step), "executor");
-		snprintf(run->spawn_message, sizeof(run->spawn_message), "the executor went away");
-	} else if (reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED || nfds != 3) {
-		run->spawn_errnum = reply->errnum ? reply->errnum : EPROTO;
-		snprintf(run->spawn_step, sizeof(run->spawn_step), "%s", reply->step);
-		snprintf(run->spawn_message, sizeof(run->spawn_message), "%s", reply->message);
+	if (!spawned)
 		for (size_t i = 0; i < nfds; i++)
 			close(fds[i]);
-	} else {
-		memcpy(run->fds, fds, sizeof(run->fds));
-		run->spawned = true;
-	}
-	bk_reply_free(reply);
 	pthread_mutex_lock(&ex->lock);
-	if (run->spawned)
-		run_started(ex, run);
+	if (spawned)
+		run_started(ex, run, fds);
 	else
-		run_spawn_failed(ex, run);
+		run_spawn_failed(ex, run, reply);
 	if (ex->dead)
 		wake(ex);
 	pthread_mutex_unlock(&ex->lock);
+	bk_reply_free(reply);
 }
 
 void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
@@ -215,7 +202,6 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
 	Boxkite__Executor__Spawn spawn = BOXKITE__EXECUTOR__SPAWN__INIT;
-	Boxkite__Executor__Limits limits = BOXKITE__EXECUTOR__LIMITS__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char *shell_argv[4] = { "/bin/sh", "-c", rq->shell, NULL };
 	char *env[BK_ARRAY_SIZE(base_env) + ENV_MAX];
@@ -305,7 +291,6 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	spawn.n_env = (size_t)nenv;
 	spawn.env = env;
 	spawn.cwd = cwd;
-	spawn.limits = &limits;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
 	order.spawn = &spawn;
 	bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
@@ -366,27 +351,36 @@ static void run_finish(bk_execs *ex, struct exec_run *run)
 	run_retire(ex, run);
 }
 
-/* execve itself failed: answer as a shell would — 127 not found, 126 not executable — with the
- * reason on stderr. Any other step failing is an error of the sandbox, not of the command. */
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run)
+/* The spawn failed (reply NULL: the executor went away). execve itself failing is answered as a
+ * shell would — 127 not found, 126 not executable — with the reason on stderr; a working
+ * directory that is not there as such; any other step failing is an error of the sandbox, not
+ * of the command. */
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply)
 {
-	if (strcmp(run->spawn_step, "execve") == 0) {
+	int errnum = !reply ? EPIPE : reply->errnum ? reply->errnum : EPROTO;
+	int status = errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(errnum);
+
+	switch (reply ? reply->child_step : BOXKITE__EXECUTOR__STEP__STEP_NONE) {
+	case BOXKITE__EXECUTOR__STEP__STEP_EXECVE: {
 		char msg[512];
-		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(run->spawn_errnum));
+		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(errnum));
 		run->out[1].data = malloc((size_t)n);
 		if (run->out[1].data) {
 			memcpy(run->out[1].data, msg, (size_t)n);
 			run->out[1].len = (size_t)n;
 		}
-		run->exit.exit_code = run->spawn_errnum == ENOENT ? 127 : 126;
+		run->exit.exit_code = errnum == ENOENT ? 127 : 126;
 		run_finish(ex, run);
 		return;
 	}
-	int status = run->spawn_errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(run->spawn_errnum);
-	if (strcmp(run->spawn_step, "chdir") == 0)
-		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(run->spawn_errnum));
-	else
-		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", run->spawn_step, run->spawn_message);
+	case BOXKITE__EXECUTOR__STEP__STEP_CHDIR:
+		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(errnum));
+		break;
+	default:
+		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", reply ? reply->step : "executor",
+			      reply ? reply->message : "the executor went away");
+		break;
+	}
 	run_retire(ex, run);
 }
 
@@ -416,18 +410,19 @@ static void run_kill(bk_execs *ex, struct exec_run *run)
 	bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL);
 }
 
-static void run_started(bk_execs *ex, struct exec_run *run)
+/* fds: the command's stdin write end, stdout and stderr read ends, now the run's. */
+static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 {
 	struct itimerspec its = { .it_value = { .tv_sec = run->timeout_ms / 1000,
 						.tv_nsec = (long)(run->timeout_ms % 1000) * 1000000 } };
 
-	run->stdin_fd = run->fds[0];
-	run->out[0].fd = run->fds[1];
-	run->out[1].fd = run->fds[2];
+	for (int i = 0; i < 3; i++)
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	run->stdin_fd = fds[0];
+	run->out[0].fd = fds[1];
+	run->out[1].fd = fds[2];
 	run->next = ex->runs;
 	ex->runs = run;
-	for (int i = 0; i < 3; i++)
-		fcntl(run->fds[i], F_SETFL, fcntl(run->fds[i], F_GETFL) | O_NONBLOCK);
 	if (run->stdin_len)
 		watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN);
 	else

@@ -13,12 +13,13 @@
 #include <signal.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "cleanup.h"
+#include "kfile.h"
 
 #define CGROUP2_SUPER_MAGIC 0x63677270
 
@@ -40,18 +41,9 @@ static int write_file(const char *dir, const char *name, const char *value)
 static int read_file(const char *dir, const char *name, char *buf, size_t size)
 {
 	char path[4096];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, size - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
+	return (int)bk_kfile_read(path, buf, size);
 }
 
 /* The path of our cgroup in the hierarchy whose /proc/self/cgroup line matches: for v1 the
@@ -230,6 +222,9 @@ static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
 		rmdir(cg->base[0]);
 		return none(cg, "cannot enable pids and memory in %s: %s", cg->base[0], strerror(errnum));
 	}
+	/* No swap beyond the memory limit, so the limit is the limit: once, here, for every exec
+	 * cgroup below (the limit is hierarchical; the file is absent without swap). */
+	write_file(cg->base[0], "memory.swap.max", "0");
 	cg->mode = BK_CGROUP_V2;
 	return 0;
 }
@@ -266,22 +261,18 @@ static int hierarchies(const bk_cgroups *cg)
 }
 
 /* Write the limits: pids in the pids hierarchy ([0]), memory in the memory one ([1] on v1). */
-static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, uint64_t memory_bytes, uint32_t pids,
-		      bk_error **err)
+static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, bk_error **err)
 {
 	const char *pids_dir = ecg->path[0], *mem_dir = ecg->path[hierarchies(cg) - 1];
 	char value[32];
 	int ret;
 
-	snprintf(value, sizeof(value), "%u", pids);
+	snprintf(value, sizeof(value), "%u", cg->pids);
 	if ((ret = write_file(pids_dir, "pids.max", value)) < 0)
 		return bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
-	snprintf(value, sizeof(value), "%" PRIu64, memory_bytes);
+	snprintf(value, sizeof(value), "%" PRIu64, cg->memory_bytes);
 	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) < 0)
 		return bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
-	/* No swap beyond the memory limit on v2, so the limit is the limit (absent without swap). */
-	if (cg->mode == BK_CGROUP_V2)
-		write_file(mem_dir, "memory.swap.max", "0");
 	return 0;
 }
 
@@ -307,23 +298,6 @@ struct helper_request {
 	char dir[2][1024];
 };
 
-/* Keep at most one capability (keep >= 0), in the bounding set too; no_new_privs. */
-static int narrow_caps(int keep)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2] = { { 0 } };
-
-	for (int cap = 0; cap <= 63; cap++)
-		if (cap != keep && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return -1;
-	if (keep >= 0) {
-		data[keep / 32].effective = data[keep / 32].permitted = 1u << (keep % 32);
-	}
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -1;
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-}
-
 /* Remove an exec's cgroup. It may still be busy for a moment: the executor waited in it for
  * the clone and leaves it only when the mover has moved it on, which can come after a short
  * command is already gone. Retried for up to half a second; off the latency path. */
@@ -335,7 +309,8 @@ static void remove_when_empty(const char *dir)
 
 /* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
  * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
-__attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack)
+__attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack,
+						  uint64_t bounding)
 {
 	struct helper_request m;
 	bool remover = ack < 0;
@@ -347,8 +322,8 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	/* Moving and removing root-owned cgroups as uid 0 needs no capability — except removing
 	 * boxkite's parent cgroup from a hierarchy root, which is mode 0555: the remover keeps
-	 * CAP_DAC_OVERRIDE alone for that. */
-	if (narrow_caps(remover ? CAP_DAC_OVERRIDE : -1) < 0)
+	 * CAP_DAC_OVERRIDE alone for that. Nothing in the bounding set: neither ever execs. */
+	if (bk_child_keep_caps(remover ? BK_CAP(CAP_DAC_OVERRIDE) : 0, bounding))
 		_exit(1);
 	while (read(req, &m, sizeof(m)) == (ssize_t)sizeof(m)) {
 		char pid[16];
@@ -384,29 +359,10 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 	_exit(0);
 }
 
-/* Close every descriptor but 0-2 and the two given (b may be -1). */
-static void close_all_but(int a, int b)
-{
-	int lo = a < b ? a : b, hi = a < b ? b : a;
-
-	if (lo < 0) {
-		lo = hi;
-		hi = -1;
-	}
-	if (lo > 3)
-		syscall(SYS_close_range, 3, lo - 1, 0);
-	if (hi < 0) {
-		syscall(SYS_close_range, lo + 1, ~0U, 0);
-		return;
-	}
-	if (hi > lo + 1)
-		syscall(SYS_close_range, lo + 1, hi - 1, 0);
-	syscall(SYS_close_range, hi + 1, ~0U, 0);
-}
-
 /* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
 static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int *ack)
 {
+	uint64_t bounding = bk_capbset_read();
 	int r[2], a[2] = { -1, -1 };
 	pid_t pid;
 
@@ -421,8 +377,9 @@ static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int 
 	if (pid == 0) {
 		/* Only its own pipe ends: a copy of another helper's would keep that one from ever
 		 * seeing EOF, and the executor's shutdown would wait for it forever. */
-		close_all_but(r[0], a[1]);
-		helper_main(cg, name, r[0], a[1]);
+		if (bk_child_close_fds((const int[]){ r[0], a[1] }, 2) < 0)
+			_exit(1);
+		helper_main(cg, name, r[0], a[1], bounding);
 	}
 	bk_close(r[0]);
 	bk_close(a[1]);
@@ -462,12 +419,15 @@ static int mover_wait(bk_cgroups *cg)
 	return result;
 }
 
-int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, bk_error **err)
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+		    bk_error **err)
 {
 	int ret;
 
 	memset(cg, 0, sizeof(*cg));
 	cg->mover_req = cg->mover_ack = cg->remover_req = -1;
+	cg->memory_bytes = memory_bytes;
+	cg->pids = pids;
 	ret = is_cgroup2(root) ? init_v2(cg, root, self_cgroup) : init_v1(cg, root, self_cgroup);
 	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
 		return ret;
@@ -499,7 +459,7 @@ void bk_cgroups_fini(bk_cgroups *cg)
 	memset(cg, 0, sizeof(*cg));
 }
 
-int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_error **err)
+int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 {
 	struct helper_request m = { .op = HELPER_MOVE, .pid = getpid(), .n = hierarchies(cg) };
 	int nh = hierarchies(cg), ret;
@@ -521,7 +481,7 @@ int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_er
 		}
 	}
 	cg->next++;
-	if ((ret = set_limits(cg, &cg->stage, memory_bytes, pids, err)) < 0)
+	if ((ret = set_limits(cg, &cg->stage, err)) < 0)
 		goto fail;
 	/* The move goes to the mover: we go on serving while the kernel takes its time. */
 	for (int i = 0; i < nh; i++)
@@ -531,8 +491,6 @@ int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_er
 		goto fail;
 	}
 	cg->moving = true;
-	cg->stage_memory = memory_bytes;
-	cg->stage_pids = pids;
 	cg->staged = true;
 	return 0;
 fail:
@@ -540,14 +498,14 @@ fail:
 	return ret;
 }
 
-int bk_cgroups_take(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_exec_cgroup *out, bk_error **err)
+int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err)
 {
 	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (hierarchies(cg) == 0)
 		return 0;
-	if (!cg->staged && (ret = bk_cgroups_stage(cg, memory_bytes, pids, err)) < 0)
+	if (!cg->staged && (ret = bk_cgroups_stage(cg, err)) < 0)
 		return ret;
 	/* The child must be created in the staged cgroup: the move has to be done. */
 	if ((ret = mover_wait(cg)) != 0) {
@@ -556,9 +514,6 @@ int bk_cgroups_take(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_exe
 		cg->staged = false;
 		return bk_error_errno(err, ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
 	}
-	if ((memory_bytes != cg->stage_memory || pids != cg->stage_pids) &&
-	    (ret = set_limits(cg, &cg->stage, memory_bytes, pids, err)) < 0)
-		return ret;
 	/* The caller clones into it next; from then on it is that exec's. */
 	*out = cg->stage;
 	memset(&cg->stage, 0, sizeof(cg->stage));

@@ -38,6 +38,8 @@ typedef struct bk_cgroups {
 	char *base[2];     /* boxkite's parent cgroup in each hierarchy */
 	char *home[2];     /* where the executor lives when not staged */
 	char *why_none;    /* mode NONE: what was missing, for the log and doctor */
+	uint64_t memory_bytes; /* every exec's limits (--exec-memory, --exec-pids) */
+	uint32_t pids;
 	uint64_t next;     /* number of the next exec cgroup */
 	bool staged;       /* `stage` exists and the executor is in it (or on its way: moving) */
 	bool moving;       /* the mover has a move of ours in progress */
@@ -46,23 +48,23 @@ typedef struct bk_cgroups {
 	int remover_req;   /* pipe to the remover, which rmdirs finished exec cgroups */
 	pid_t remover;
 	bk_exec_cgroup stage;
-	uint64_t stage_memory;
-	uint32_t stage_pids;
 } bk_cgroups;
 
 /* Find the hierarchies under `root` (normally /sys/fs/cgroup; tests pass a fake tree) and
  * `self_cgroup` (normally /proc/self/cgroup), create boxkite's parent cgroup(s), and decide the
- * mode. Never fails for lack of cgroups: mode NONE is a valid outcome. */
-int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, bk_error **err);
+ * mode; every exec cgroup gets these limits. Never fails for lack of cgroups: mode NONE is a
+ * valid outcome. */
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+		    bk_error **err);
 void bk_cgroups_fini(bk_cgroups *cg); /* goes home, removes the staged and parent cgroups, stops the mover */
 
-/* Create the next exec's cgroup(s) with these default limits and move the calling process in.
- * A no-op in mode NONE or when already staged. */
-int bk_cgroups_stage(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_error **err);
+/* Create the next exec's cgroup(s) with the limits and move the calling process in. A no-op in
+ * mode NONE or when already staged. */
+int bk_cgroups_stage(bk_cgroups *cg, bk_error **err);
 
-/* The staged cgroup, with this exec's limits, for the child the caller clones next; the caller
- * stages again after the clone. Stages first when nothing is staged. Empty in mode NONE. */
-int bk_cgroups_take(bk_cgroups *cg, uint64_t memory_bytes, uint32_t pids, bk_exec_cgroup *out, bk_error **err);
+/* The staged cgroup, for the child the caller clones next; the caller stages again after the
+ * clone. Stages first when nothing is staged. Empty in mode NONE. */
+int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err);
 
 /* Move the calling process back home (before it creates something that is not an exec). */
 int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err);

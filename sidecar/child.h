@@ -1,6 +1,8 @@
 /* What runs in a freshly cloned child before execve: the named isolation steps shared by the
  * exec path (spawn.c) and the local sandbox's init (sandbox.c), and the typed report a child
- * sends its parent when a step fails (STYLE.md §5).
+ * sends its parent when a step fails (STYLE.md §5). The capability narrowing and the closing
+ * of descriptors here are also what the executor's helper processes (cgroup.c, netns.c) and,
+ * for its capabilities, the executor itself go through: one way to do each.
  *
  * These children share memory with the executor (CLONE_VM) or are a raw fork of it, so they
  * use raw system calls only: no malloc, no stdio, nothing that takes a lock. */
@@ -8,41 +10,19 @@
 #define BK_CHILD_H
 
 #include <linux/filter.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "boxkite/executor/order.pb-c.h"
 
 /* The nice value of sandboxed commands and of other background work (the netns pool): below
  * boxkited's, so that a CPU-bound sandbox leaves Health probes and requests their CPU. */
 #define BK_SANDBOX_NICE 10
 
-enum bk_step {
-	BK_STEP_NONE = 0,
-	BK_STEP_PIDNS,
-	BK_STEP_LOOPBACK,
-	BK_STEP_SETNS_MNT,
-	BK_STEP_SETNS_IPC,
-	BK_STEP_SETNS_UTS,
-	BK_STEP_MOUNT_NS,
-	BK_STEP_MOUNT_PROC,
-	BK_STEP_CHDIR,
-	BK_STEP_CAPBSET,
-	BK_STEP_SETGROUPS,
-	BK_STEP_SETRESGID,
-	BK_STEP_SETRESUID,
-	BK_STEP_CAPSET,
-	BK_STEP_NO_NEW_PRIVS,
-	BK_STEP_PDEATHSIG,
-	BK_STEP_RLIMIT,
-	BK_STEP_STDIO,
-	BK_STEP_CLOSE_FDS,
-	BK_STEP_SIGNALS,
-	BK_STEP_SECCOMP,
-	BK_STEP_EXECVE,
-	BK_STEP_SANDBOX_ROOT, /* local sandbox only: building its root */
-	BK_STEP_PIVOT_ROOT,
-	BK_STEP_HOSTNAME,
-	BK_STEP_MAX,
-};
+/* The named steps are order.proto's enum Step (STEP_PIDNS, ...): the executor's Reply carries
+ * the one that failed, typed, to the front. */
+typedef Boxkite__Executor__Step bk_step;
 
 /* "setns(mnt)", "setresuid", ... for error messages. */
 const char *bk_step_name(int step);
@@ -55,23 +35,38 @@ struct bk_step_report {
 };
 
 /* Report the failed step (errno is the cause) on fd and exit 127. */
-__attribute__((noreturn)) void bk_child_fail(int report_fd, enum bk_step step);
+__attribute__((noreturn)) void bk_child_fail(int report_fd, bk_step step);
 
 /* Read a child's report: 0 when the pipe closed empty (the exec happened), 1 with *r filled
  * when a step failed, <0 errno on a broken pipe. */
 int bk_step_report_read(int fd, struct bk_step_report *r);
 
+/* A set of capabilities as a mask: bit CAP_X is BK_CAP(CAP_X). */
+#define BK_CAP(cap) (UINT64_C(1) << (cap))
+
+/* The calling process's bounding set. The one place that asks the kernel how many capabilities
+ * it has (libcap's cap_max_bits()), so a parent's call, never a CLONE_VM child's: it is read
+ * before a fork or clone and handed to the child, which then drops exactly what is there. */
+uint64_t bk_capbset_read(void);
+
+/* Narrow the calling process to the capabilities in `keep`: first each capability in `drop`
+ * leaves the bounding set (this needs CAP_SETPCAP, so it comes first; pass only capabilities
+ * that are in it, each is a system call), then permitted and effective become `keep`,
+ * inheritable and ambient empty, and no_new_privs is set. Raw system calls only. Returns
+ * STEP_NONE, or the step that failed (errno says why). */
+bk_step bk_child_keep_caps(uint64_t keep, uint64_t drop);
+
 /* Identity and privileges the sandboxed process ends up with. */
 typedef struct bk_child_creds {
 	uid_t uid;
 	gid_t gid;
-	int last_cap; /* /proc/sys/kernel/cap_last_cap, read once by the parent */
+	uint64_t bounding; /* the executor's bounding set (bk_capbset_read): what a child drops */
 } bk_child_creds;
 
-/* Step 5: clear supplementary groups, setresgid/setresuid to the sandbox user, empty the
- * bounding set first (it needs CAP_SETPCAP, gone after setresuid), clear ambient and every
- * capability set, set no_new_privs, and die with the parent. Returns 0, or the failed step. */
-enum bk_step bk_child_drop_privileges(const bk_child_creds *creds);
+/* Step 5: empty the bounding set (it needs CAP_SETPCAP, gone after setresuid), clear
+ * supplementary groups, setresgid/setresuid to the sandbox user, then every capability set
+ * and no_new_privs, and die with the parent. Returns STEP_NONE, or the failed step. */
+bk_step bk_child_drop_privileges(const bk_child_creds *creds);
 
 /* Step 1's second half: bring `lo` up in a new network namespace. */
 int bk_child_loopback_up(void);
@@ -81,8 +76,9 @@ int bk_child_loopback_up(void);
  * give it: default signals, umask 022. */
 int bk_child_reset_signals(void);
 
-/* Step 7: close every descriptor above 2 except keep_fd (the CLOEXEC report pipe). */
-int bk_child_close_fds(int keep_fd);
+/* Close every descriptor above 2 but the n in keep (any order; -1 entries are ignored), where
+ * they are: nothing is renumbered. Raw system calls only, async-signal-safe. 0, or -1. */
+int bk_child_close_fds(const int *keep, size_t n);
 
 /* Step 7, last: install the precompiled filter (no_new_privs must already be set). */
 int bk_child_seccomp(const struct sock_fprog *prog);

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
+#include <linux/capability.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -81,15 +81,23 @@ static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_
 	return ret;
 }
 
-static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message)
+/* An order failed at `step`; child_step is set when that was a step of a spawned child. */
+static int reply_failure(struct executor *ex, uint64_t id, int errnum, bk_step child_step, const char *step,
+			 const char *message)
 {
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 
 	reply.id = id;
 	reply.errnum = errnum ? errnum : EIO;
+	reply.child_step = child_step;
 	reply.step = (char *)step;
 	reply.message = (char *)message;
 	return send_reply(ex, &reply, NULL, 0);
+}
+
+static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message)
+{
+	return reply_failure(ex, id, errnum, BOXKITE__EXECUTOR__STEP__STEP_NONE, step, message);
 }
 
 /* Tell the front the sandbox's state (an event: Pong with id 0), on start and on each change. */
@@ -124,15 +132,14 @@ static void cgroups_restage(struct executor *ex)
 {
 	bk_error *err = NULL;
 
-	if (bk_cgroups_stage(&ex->cgroups, ex->cfg->exec_memory, ex->cfg->exec_pids, &err) < 0)
+	if (bk_cgroups_stage(&ex->cgroups, &err) < 0)
 		bk_log(BK_LOG_ERROR, "executor: staging the next exec cgroup: %s", bk_error_msg(err));
 	bk_error_free(err);
 }
 
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
- * environment, a cwd inside a sandbox root; limits are clamped to the configured caps below.
- * Which variables a request may set is the front's policy, not a privilege boundary: the
- * command runs unprivileged whatever its environment. */
+ * environment, a cwd inside a sandbox root. Which variables a request may set is the front's
+ * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
 static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
 {
 	const char *why = NULL;
@@ -151,15 +158,8 @@ static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__S
 	return NULL;
 }
 
-static uint64_t clamp_u64(uint64_t want, uint64_t cap)
-{
-	return want == 0 || want > cap ? cap : want;
-}
-
 static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor__Spawn *s)
 {
-	const Boxkite__Executor__Limits none = BOXKITE__EXECUTOR__LIMITS__INIT;
-	const Boxkite__Executor__Limits *lim = s->limits ? s->limits : &none;
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
 	struct bk_step_report report;
@@ -169,7 +169,6 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	char cwd[4096], msg[512];
 	const char *why, *path = "/usr/local/bin:/usr/bin:/bin";
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
-	uint64_t memory = clamp_u64(lim->memory_bytes, ex->cfg->exec_memory);
 	int ret;
 
 	if (!ex->sandbox.ready)
@@ -194,8 +193,7 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 			path = s->env[i] + 5;
 
 	e->id = s->exec_id;
-	ret = bk_cgroups_take(&ex->cgroups, memory, (uint32_t)clamp_u64(lim->pids, ex->cfg->exec_pids), &e->cgroup,
-			      &err);
+	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
 	if (ret < 0) {
 		ret = reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
 		bk_error_free(err);
@@ -208,12 +206,11 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 		.path = path,
 		.cwd = cwd,
 		.limits = {
-			.fsize = clamp_u64(lim->fsize_bytes, ex->cfg->exec_fsize),
-			.nofile = (uint32_t)clamp_u64(lim->nofile, ex->cfg->exec_nofile),
+			.fsize = ex->cfg->exec_fsize,
+			.nofile = ex->cfg->exec_nofile,
 			.nproc = ex->cfg->exec_nproc,
-			.cpu = lim->cpu_seconds,
 			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
-			.data = ex->cgroups.mode == BK_CGROUP_NONE ? memory : 0,
+			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
 		},
 		.ns = &ex->sandbox.ns,
 		.netns = bk_netns_pool_take(&ex->netns),
@@ -224,10 +221,12 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	if (ret != 0) {
 		/* Out of the cgroup before it is removed. */
 		cgroups_restage(ex);
-		if (ret > 0)
+		if (ret > 0) {
 			snprintf(msg, sizeof(msg), "%s: %s", bk_step_name(report.step), strerror(report.errnum));
-		ret = reply_error(ex, id, ret > 0 ? report.errnum : -ret, ret > 0 ? bk_step_name(report.step) : "clone",
-				  ret > 0 ? msg : bk_error_msg(err));
+			ret = reply_failure(ex, id, report.errnum, report.step, bk_step_name(report.step), msg);
+		} else {
+			ret = reply_error(ex, id, -ret, "clone", bk_error_msg(err));
+		}
 		bk_error_free(err);
 		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
 		free(e);
@@ -509,7 +508,7 @@ static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfd
  * nothing it ever execs could get more. */
 static int drop_capabilities(void)
 {
-	static const cap_value_t keep[] = {
+	static const int keep[] = {
 		CAP_SYS_ADMIN,  /* namespaces, mounts, setns */
 		CAP_SYS_CHROOT, /* setns into a mount namespace */
 		CAP_SYS_PTRACE, /* open /proc/<pid>/ns of the sandbox's processes */
@@ -518,25 +517,11 @@ static int drop_capabilities(void)
 		CAP_KILL,       /* signal the sandbox user's processes */
 		CAP_CHOWN,      /* local mode: give the workspace to the sandbox user */
 	};
-	cap_t caps = cap_init();
-	int ret = -1;
+	uint64_t mask = 0;
 
-	if (!caps)
-		return -1;
-	for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++) {
-		bool wanted = false;
-		for (size_t i = 0; i < BK_ARRAY_SIZE(keep); i++)
-			wanted |= keep[i] == c;
-		if (!wanted && CAP_IS_SUPPORTED(c) && cap_drop_bound(c) < 0)
-			goto out;
-	}
-	if (cap_set_flag(caps, CAP_EFFECTIVE, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-	    cap_set_flag(caps, CAP_PERMITTED, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0)
-		goto out;
-	ret = cap_set_proc(caps);
-out:
-	cap_free(caps);
-	return ret;
+	for (size_t i = 0; i < BK_ARRAY_SIZE(keep); i++)
+		mask |= BK_CAP(keep[i]);
+	return bk_child_keep_caps(mask, bk_capbset_read() & ~mask) ? -1 : 0;
 }
 
 static int executor_setup(struct executor *ex, int sock)
@@ -571,9 +556,20 @@ static int executor_setup(struct executor *ex, int sock)
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock) < 0)
 		return -1;
+	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
+	 * Then the executor narrows itself, before it makes anything else, so that every process it
+	 * makes later (the netns maker, the sandbox, each exec) starts from its narrow set — and the
+	 * spawner reads the bounding set its children have to empty once, already final. */
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
-	    (ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0 ||
-	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", &err)) < 0) {
+	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", ex->cfg->exec_memory,
+				   ex->cfg->exec_pids, &err)) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return -1;
+	}
+	if (drop_capabilities() < 0)
+		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
+	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;
@@ -593,8 +589,6 @@ static int executor_setup(struct executor *ex, int sock)
 	bk_fs_init(&ex->fs, &ex->cfg->roots, scfg.uid, scfg.gid);
 	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
 	sandbox_acquire(ex);
-	if (drop_capabilities() < 0)
-		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
 	return 0;
 }
 

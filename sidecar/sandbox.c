@@ -1,10 +1,8 @@
 #include "sandbox.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "kfile.h"
 
 #define SANDBOX_HOSTNAME "sandbox"
 
@@ -43,6 +42,7 @@ static void close_ns(bk_sandbox *sb)
 	sb->ns.pid = bk_close(sb->ns.pid);
 	sb->ns.ipc = bk_close(sb->ns.ipc);
 	sb->ns.uts = bk_close(sb->ns.uts);
+	sb->ns.pid_is_ours = false;
 	sb->root_fd = bk_close(sb->root_fd);
 }
 
@@ -180,7 +180,7 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 						  int init_fd, int report)
 {
 	int host_trees[BK_ARRAY_SIZE(host_ro_dirs)];
-	enum bk_step failed;
+	bk_step failed;
 
 	/* If the executor dies, the sandbox — and with its init every process in it — goes too. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -188,7 +188,7 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 	umask(0);
 	/* Nothing mounted from here on may reach the host's mount table. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT);
 	/* Clone what the root will show before /tmp is covered. */
 	for (size_t i = 0; i < BK_ARRAY_SIZE(host_ro_dirs); i++) {
 		char host[64];
@@ -198,37 +198,35 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 		if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode)) {
 			host_trees[i] = tree_clone(AT_FDCWD, host, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
 			if (host_trees[i] < 0)
-				bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+				bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT);
 		}
 	}
 	/* The new root: a small tmpfs over the host's /tmp (in this namespace only). */
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 || chdir("/tmp") < 0 ||
 	    build_root(host_trees, workspace_tree, sb->cfg.tmp_size) < 0)
-		bk_child_fail(report, BK_STEP_SANDBOX_ROOT);
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT);
 	/* Swap roots and drop the host's entirely, then make the root itself read-only. */
 	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 ||
 	    mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-		bk_child_fail(report, BK_STEP_PIVOT_ROOT);
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT);
 	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
-		bk_child_fail(report, BK_STEP_HOSTNAME);
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME);
 	failed = bk_child_drop_privileges(&sp->creds);
 	if (failed)
 		bk_child_fail(report, failed);
 	if (bk_child_reset_signals() < 0)
-		bk_child_fail(report, BK_STEP_SIGNALS);
-	/* Keep only stdio, the report pipe (3) and the init binary (4). */
-	if (dup3(report, 3, O_CLOEXEC) < 0 || dup3(init_fd, 4, O_CLOEXEC) < 0 ||
-	    syscall(SYS_close_range, 5, ~0U, 0) < 0)
-		bk_child_fail(report, BK_STEP_CLOSE_FDS);
-	report = 3;
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
+	/* Keep only stdio, the report pipe and the init binary (both close-on-exec). */
+	if (bk_child_close_fds((const int[]){ report, init_fd }, 2) < 0)
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
 	if (bk_child_seccomp(&sp->seccomp->prog) < 0)
-		bk_child_fail(report, BK_STEP_SECCOMP);
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 	{
 		char *const argv[] = { "boxkite-init", NULL };
 		char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
-		syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+		syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
 	}
-	bk_child_fail(report, BK_STEP_EXECVE);
+	bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 }
 
 /* The workspace directory on the host, created if missing, owned by the sandbox user. */
@@ -245,12 +243,13 @@ static int workspace_open(const bk_sandbox_config *cfg, bk_error **err)
 		return bk_error_errno(err, errno, "cannot open the workspace %s", cfg->workspace);
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	/* A umask may have narrowed a directory we made; it is the sandbox user's home. Before the
+	 * chown, while it is still ours: the executor holds no CAP_FOWNER. */
+	if (created && chmod(path, 0755) < 0)
+		return bk_error_errno(err, errno, "chmod %s", cfg->workspace);
 	if (chown(path, cfg->uid, cfg->gid) < 0)
 		return bk_error_errno(err, errno, "cannot give the workspace %s to uid %u", cfg->workspace,
 				      (unsigned)cfg->uid);
-	/* boxkited's umask (077) narrowed a directory we made; it is the sandbox user's home. */
-	if (created && chmod(path, 0755) < 0)
-		return bk_error_errno(err, errno, "chmod %s", cfg->workspace);
 	return TAKE_FD(fd);
 }
 
@@ -303,46 +302,41 @@ static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 
 /* --- pod mode -------------------------------------------------------------------------------- */
 
-/* ppid, real uid and argv[0] of pid, from /proc. */
-static int proc_identity(int pid, int *ppid, unsigned *uid, char *argv0, size_t size, unsigned long long *start)
-{
-	char path[64], buf[4096], *p;
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* comm may hold spaces and parentheses: fields resume after the last ')'. */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", ppid,
-			 start) != 2)
-		return -1;
-	fd = bk_close(fd);
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
-		return -1;
-	buf[n] = '\0';
-	p = strstr(buf, "\nUid:");
-	if (!p || sscanf(p + 5, "%u", uid) != 1)
-		return -1;
-	fd = bk_close(fd);
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || (n = read(fd, argv0, size - 1)) <= 0)
-		return -1;
-	argv0[n] = '\0';
-	return 0;
-}
-
 static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
 
 	return s ? s + 1 : p;
+}
+
+/* Whether pid is a candidate for the sandbox's init (pod_find says which), and if so its start
+ * time, which tells it from a later process given the same pid. status alone rules out nearly
+ * every process (parent and uid), so cmdline and stat are read only for the few left. */
+static bool pod_candidate(const bk_sandbox *sb, int pid, unsigned long long *start)
+{
+	char path[64], buf[4096], *p;
+	unsigned uid;
+	int ppid;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0)
+		return false;
+	p = strstr(buf, "\nPPid:");
+	if (!p || sscanf(p + 6, "%d", &ppid) != 1 || ppid != 0)
+		return false;
+	p = strstr(buf, "\nUid:");
+	if (!p || sscanf(p + 5, "%u", &uid) != 1 || uid != sb->cfg.uid)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0 || strcmp(base_name(buf), sb->cfg.init_name) != 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0)
+		return false;
+	/* comm may hold spaces and parentheses: fields resume after the last ')'. */
+	p = strrchr(buf, ')');
+	return p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			   start) == 1;
 }
 
 /* The sandbox's init: argv[0] named init_name, running as the sandbox uid, and with its parent
@@ -352,19 +346,15 @@ static int pod_find(bk_sandbox *sb, bk_error **err)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *de;
-	int found = 0, pid = 0, pidfd, ppid;
+	int found = 0, pid = 0, pidfd;
 	unsigned long long start = 0, start2;
-	unsigned uid;
-	char argv0[256];
 
 	if (!d)
 		return bk_error_errno(err, errno, "opendir /proc");
 	while ((de = readdir(d))) {
 		int p = atoi(de->d_name);
 		unsigned long long st;
-		if (p <= 0 || proc_identity(p, &ppid, &uid, argv0, sizeof(argv0), &st) < 0)
-			continue;
-		if (ppid != 0 || uid != sb->cfg.uid || strcmp(base_name(argv0), sb->cfg.init_name) != 0)
+		if (p <= 0 || !pod_candidate(sb, p, &st))
 			continue;
 		found++;
 		pid = p;
@@ -387,7 +377,7 @@ static int pod_find(bk_sandbox *sb, bk_error **err)
 		snprintf(sb->why, sizeof(sb->why), "%s (pid %d) went away", sb->cfg.init_name, pid);
 		return -EAGAIN;
 	}
-	if (proc_identity(pid, &ppid, &uid, argv0, sizeof(argv0), &start2) < 0 || start2 != start) {
+	if (!pod_candidate(sb, pid, &start2) || start2 != start) {
 		bk_close(pidfd);
 		snprintf(sb->why, sizeof(sb->why), "%s (pid %d) changed while pinning it", sb->cfg.init_name, pid);
 		return -EAGAIN;
@@ -399,9 +389,19 @@ static int pod_find(bk_sandbox *sb, bk_error **err)
 
 /* --- both ------------------------------------------------------------------------------------ */
 
-int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
+/* Whether fd is the same namespace as our /proc/self/ns/<name>. */
+static bool ns_is_ours(int fd, const char *name)
 {
 	struct stat ours, theirs;
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
+	return stat(path, &ours) == 0 && fstat(fd, &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+	       ours.st_ino == theirs.st_ino;
+}
+
+int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
+{
 	int ret;
 
 	ret = sb->cfg.pod ? pod_find(sb, err) : local_create(sb, sp, err);
@@ -415,12 +415,24 @@ int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 		bk_sandbox_stop(sb);
 		return ret;
 	}
+	/* The namespaces were opened by pid number. A pod's init is not our child: had it died and
+	 * been reaped since it was pinned, the number may name another process now, and the
+	 * namespaces be that one's. Only if the pinned process is still there were they its. */
+	if (sb->cfg.pod && pidfd_send_signal(sb->init_pidfd, 0, NULL, 0) < 0) {
+		snprintf(sb->why, sizeof(sb->why), "%s (pid %d) went away while its namespaces were opened: %s",
+			 sb->cfg.init_name, (int)sb->init_pid, strerror(errno));
+		bk_sandbox_stop(sb);
+		return -EAGAIN;
+	}
 	/* A "sandbox" in our own mount namespace would be the sidecar itself. */
-	if (stat("/proc/self/ns/mnt", &ours) == 0 && fstat(sb->ns.mnt, &theirs) == 0 && ours.st_ino == theirs.st_ino) {
+	if (ns_is_ours(sb->ns.mnt, "mnt")) {
 		bk_sandbox_stop(sb);
 		return bk_error_set(err, BK_FAILED_PRECONDITION, EINVAL,
 				    "the sandbox init shares boxkited's mount namespace: not a sandbox");
 	}
+	/* Decided once here, not per exec: whether an exec's PID namespace can be nested in the
+	 * sandbox's straight from the executor (spawn.c). */
+	sb->ns.pid_is_ours = ns_is_ours(sb->ns.pid, "pid");
 	sb->ready = true;
 	sb->why[0] = '\0';
 	return 0;

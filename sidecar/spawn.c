@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,16 +45,14 @@ static int set_rlimit(int resource, uint64_t value)
 }
 
 /* Step 6: core 0, nice and rtprio 0 (no lowering its nice value, no real-time scheduling),
- * nofile, fsize, nproc, and data/cpu when asked. */
+ * nofile, fsize, nproc, and data when asked (without a memory cgroup). */
 static int apply_rlimits(const bk_spawn_limits *l)
 {
 	if (set_rlimit(RLIMIT_CORE, 0) < 0 || set_rlimit(RLIMIT_NICE, 0) < 0 || set_rlimit(RLIMIT_RTPRIO, 0) < 0 ||
 	    set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 || set_rlimit(RLIMIT_FSIZE, l->fsize) < 0 ||
 	    set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
 		return -1;
-	if ((l->data && set_rlimit(RLIMIT_DATA, l->data) < 0) || (l->cpu && set_rlimit(RLIMIT_CPU, l->cpu) < 0))
-		return -1;
-	return 0;
+	return l->data ? set_rlimit(RLIMIT_DATA, l->data) : 0;
 }
 
 /* Step 8: execve, searching PATH as execvp would — without execvp, which may allocate. */
@@ -68,7 +65,7 @@ static void exec_command(struct child_ctx *c)
 
 	if (strchr(name, '/')) {
 		execve(name, c->rq->argv, c->rq->envp);
-		bk_child_fail(c->report_w, BK_STEP_EXECVE);
+		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 	}
 	while (p) {
 		const char *end = strchr(p, ':');
@@ -88,12 +85,12 @@ static void exec_command(struct child_ctx *c)
 			if (errno == EACCES)
 				saved = EACCES;
 			else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != ENAMETOOLONG)
-				bk_child_fail(c->report_w, BK_STEP_EXECVE);
+				bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 		}
 		p = end ? end + 1 : NULL;
 	}
 	errno = saved;
-	bk_child_fail(c->report_w, BK_STEP_EXECVE);
+	bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 }
 
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
@@ -117,50 +114,50 @@ static int exec_child(void *arg)
 	 *    pool (lo already up), or the one the clone just made. */
 	if (rq->netns >= 0) {
 		if (setns(rq->netns, CLONE_NEWNET) < 0)
-			bk_child_fail(rfd, BK_STEP_LOOPBACK);
+			bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
 	} else if (bk_child_loopback_up() < 0) {
-		bk_child_fail(rfd, BK_STEP_LOOPBACK);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
 	}
 
 	/* 2. The sandbox's filesystem, IPC and hostname... */
 	if (setns(rq->ns->mnt, CLONE_NEWNS) < 0)
-		bk_child_fail(rfd, BK_STEP_SETNS_MNT);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT);
 	if (setns(rq->ns->ipc, CLONE_NEWIPC) < 0)
-		bk_child_fail(rfd, BK_STEP_SETNS_IPC);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC);
 	if (setns(rq->ns->uts, CLONE_NEWUTS) < 0)
-		bk_child_fail(rfd, BK_STEP_SETNS_UTS);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS);
 	/*    ...in a copy of its mount table, receiving but never propagating mounts, where a
 	 *    fresh /proc shows only this exec's PID namespace: other execs' processes cannot be
 	 *    seen, read or signalled although they run as the same uid. */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-		bk_child_fail(rfd, BK_STEP_MOUNT_NS);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		bk_child_fail(rfd, BK_STEP_MOUNT_PROC);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
 
 	/* 4. The working directory, checked against the allowed roots by the front and again
 	 *    by the executor before the clone. */
 	if (chdir(rq->cwd) < 0)
-		bk_child_fail(rfd, BK_STEP_CHDIR);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
 	/* 5. The sandbox user, no capabilities in any set, no_new_privs. */
-	enum bk_step failed = bk_child_drop_privileges(&c->sp->creds);
+	bk_step failed = bk_child_drop_privileges(&c->sp->creds);
 	if (failed)
 		bk_child_fail(rfd, failed);
 
 	/* 6. Resource limits that hold with or without a cgroup. */
 	if (apply_rlimits(&rq->limits) < 0)
-		bk_child_fail(rfd, BK_STEP_RLIMIT);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_RLIMIT);
 
 	/* 7. stdio onto the pipes, default signal state, no other descriptor, then seccomp —
 	 *    last, so nothing above needs a syscall the filter denies. */
 	if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0)
-		bk_child_fail(rfd, BK_STEP_STDIO);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	if (bk_child_reset_signals() < 0)
-		bk_child_fail(rfd, BK_STEP_SIGNALS);
-	if (bk_child_close_fds(rfd) < 0)
-		bk_child_fail(rfd, BK_STEP_CLOSE_FDS);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
+	if (bk_child_close_fds(&rfd, 1) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
 	if (bk_child_seccomp(&c->sp->seccomp->prog) < 0)
-		bk_child_fail(rfd, BK_STEP_SECCOMP);
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 
 	/* 8. */
 	exec_command(c);
@@ -178,30 +175,22 @@ static int pidns_helper(void *arg)
 	const bk_spawner *sp = c->sp;
 
 	if (unshare(CLONE_NEWPID) < 0)
-		bk_child_fail(c->report_w, BK_STEP_PIDNS);
+		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
 	if (clone(exec_child, (char *)sp->stack + 2 * (4096 + sp->stack_size),
 		  CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_PARENT | SIGCHLD, c, &c->pidfd) < 0)
-		bk_child_fail(c->report_w, BK_STEP_PIDNS);
+		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
 	syscall(SYS_exit, 0);
 	return 0;
 }
 
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, uid_t uid, gid_t gid, bk_error **err)
 {
-	FILE *f;
-
 	memset(sp, 0, sizeof(*sp));
 	sp->self_pidns = -1;
 	sp->seccomp = seccomp;
 	sp->creds.uid = uid;
 	sp->creds.gid = gid;
-	sp->creds.last_cap = 40;
-	f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-	if (f) {
-		if (fscanf(f, "%d", &sp->creds.last_cap) != 1)
-			sp->creds.last_cap = 40;
-		fclose(f);
-	}
+	sp->creds.bounding = bk_capbset_read();
 	sp->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (sp->self_pidns < 0)
 		return bk_error_errno(err, errno, "open /proc/self/ns/pid");
@@ -227,19 +216,11 @@ void bk_spawner_fini(bk_spawner *sp)
 	sp->self_pidns = bk_close(sp->self_pidns);
 }
 
-static bool same_ns(int a, int b)
-{
-	struct stat sa, sb;
-
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_ino == sb.st_ino && sa.st_dev == sb.st_dev;
-}
-
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err)
 {
 	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 };
 	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1 };
-	bool enter_pidns = !same_ns(rq->ns->pid, sp->self_pidns);
 	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
 	int ret, r;
 	pid_t pid;
@@ -257,7 +238,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	ctx.stderr_w = e[1];
 	ctx.report_w = rep[1];
 
-	if (enter_pidns) {
+	if (!rq->ns->pid_is_ours) {
 		/* Local mode: pid_for_children := the sandbox's PID namespace for the helper, which
 		 * nests the exec's namespace in it; restored right after. */
 		if (setns(rq->ns->pid, CLONE_NEWPID) < 0) {
@@ -297,7 +278,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 			while (waitid(P_PIDFD, (id_t)ctx.pidfd, &info, WEXITED) < 0 && errno == EINTR)
 				;
 		if (r < 0) {
-			report->step = BK_STEP_NONE;
+			report->step = BOXKITE__EXECUTOR__STEP__STEP_NONE;
 			report->errnum = -r;
 		}
 		ret = 1;

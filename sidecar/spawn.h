@@ -5,6 +5,7 @@
 #ifndef BK_SPAWN_H
 #define BK_SPAWN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,6 +17,7 @@
 /* The sandbox's namespaces, opened once and cached (sandbox.c). */
 typedef struct bk_sandbox_ns {
 	int mnt, pid, ipc, uts;
+	bool pid_is_ours; /* pod mode: the sandbox's PID namespace is the executor's own */
 } bk_sandbox_ns;
 
 /* Everything prepared once at start-up. */
@@ -32,7 +34,6 @@ typedef struct bk_spawn_limits {
 	uint64_t data;     /* RLIMIT_DATA; 0 = unlimited (a memory cgroup limits instead) */
 	uint32_t nofile;
 	uint32_t nproc;
-	uint32_t cpu;      /* seconds, 0 = unlimited */
 } bk_spawn_limits;
 
 typedef struct bk_spawn_request {
@@ -53,8 +54,9 @@ typedef struct bk_spawned {
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, uid_t uid, gid_t gid, bk_error **err);
 void bk_spawner_fini(bk_spawner *sp);
 
-/* Start one command, in the cgroup(s) the calling process is in (bk_cgroups_take). Returns 0 with *out filled; 1 when a step in the child failed (*report
- * says which, the child has been reaped); <0 with *err when the parent could not even clone. */
+/* Start one command, in the cgroup(s) the calling process is in (bk_cgroups_take). Returns 0
+ * with *out filled; 1 when a step in the child failed (*report says which, the child has been
+ * reaped); <0 with *err when the parent could not even clone. */
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err);
 

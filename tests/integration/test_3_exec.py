@@ -174,6 +174,17 @@ class Refusals(unittest.TestCase):
                 rc, res, err = D.exec_json("--cwd", cwd, "--", "pwd")
                 self.assertEqual((rc, res["stdout"]), (0, want + "\n"), err)
 
+    def test_cwd_the_command_cannot_enter_is_the_cwds_error(self):
+        """The child's chdir fails (the front and executor check only that the path is inside a
+        root): the executor's typed step makes it an error about the cwd, with chdir's errno as
+        its status — not a failure of the sandbox."""
+        (D.workspace / "a-file").write_text("")
+        for cwd, status, reason in (("/workspace/bk-no-such-dir", "NOT_FOUND", "No such file or directory"),
+                                    ("/workspace/a-file", "INVALID_ARGUMENT", "Not a directory")):
+            with self.subTest(cwd):
+                res = self.assertRefused(status, "--cwd", cwd, "--", "pwd")
+                self.assertEqual(res["error"]["message"], f"cwd: {reason}", res)
+
     def test_denied_env_name_is_refused_by_name(self):
         for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PATH"):
             with self.subTest(name):

@@ -97,51 +97,6 @@ void   boxkite__executor__pong__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__pong__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   boxkite__executor__limits__init
-                     (Boxkite__Executor__Limits         *message)
-{
-  static const Boxkite__Executor__Limits init_value = BOXKITE__EXECUTOR__LIMITS__INIT;
-  *message = init_value;
-}
-size_t boxkite__executor__limits__get_packed_size
-                     (const Boxkite__Executor__Limits *message)
-{
-  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t boxkite__executor__limits__pack
-                     (const Boxkite__Executor__Limits *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t boxkite__executor__limits__pack_to_buffer
-                     (const Boxkite__Executor__Limits *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Boxkite__Executor__Limits *
-       boxkite__executor__limits__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Boxkite__Executor__Limits *)
-     protobuf_c_message_unpack (&boxkite__executor__limits__descriptor,
-                                allocator, len, data);
-}
-void   boxkite__executor__limits__free_unpacked
-                     (Boxkite__Executor__Limits *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &boxkite__executor__limits__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 void   boxkite__executor__spawn__init
                      (Boxkite__Executor__Spawn         *message)
 {
@@ -1169,97 +1124,7 @@ const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor =
   (ProtobufCMessageInit) boxkite__executor__pong__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__limits__field_descriptors[5] =
-{
-  {
-    "memory_bytes",
-    1,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Limits, memory_bytes),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "pids",
-    2,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Limits, pids),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "fsize_bytes",
-    3,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Limits, fsize_bytes),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "nofile",
-    4,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Limits, nofile),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "cpu_seconds",
-    5,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Limits, cpu_seconds),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned boxkite__executor__limits__field_indices_by_name[] = {
-  4,   /* field[4] = cpu_seconds */
-  2,   /* field[2] = fsize_bytes */
-  0,   /* field[0] = memory_bytes */
-  3,   /* field[3] = nofile */
-  1,   /* field[1] = pids */
-};
-static const ProtobufCIntRange boxkite__executor__limits__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 5 }
-};
-const ProtobufCMessageDescriptor boxkite__executor__limits__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "boxkite.executor.Limits",
-  "Limits",
-  "Boxkite__Executor__Limits",
-  "boxkite.executor",
-  sizeof(Boxkite__Executor__Limits),
-  5,
-  boxkite__executor__limits__field_descriptors,
-  boxkite__executor__limits__field_indices_by_name,
-  1,  boxkite__executor__limits__number_ranges,
-  (ProtobufCMessageInit) boxkite__executor__limits__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[4] =
 {
   {
     "exec_id",
@@ -1309,30 +1174,17 @@ static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
-  {
-    "limits",
-    5,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_MESSAGE,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__Executor__Spawn, limits),
-    &boxkite__executor__limits__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
 };
 static const unsigned boxkite__executor__spawn__field_indices_by_name[] = {
   1,   /* field[1] = argv */
   3,   /* field[3] = cwd */
   2,   /* field[2] = env */
   0,   /* field[0] = exec_id */
-  4,   /* field[4] = limits */
 };
 static const ProtobufCIntRange boxkite__executor__spawn__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
 {
@@ -1342,7 +1194,7 @@ const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
   "Boxkite__Executor__Spawn",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Spawn),
-  5,
+  4,
   boxkite__executor__spawn__field_descriptors,
   boxkite__executor__spawn__field_indices_by_name,
   1,  boxkite__executor__spawn__number_ranges,
@@ -2492,7 +2344,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[11] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[12] =
 {
   {
     "id",
@@ -2626,8 +2478,21 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "child_step",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Reply, child_step),
+    &boxkite__executor__step__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
+  11,   /* field[11] = child_step */
   10,   /* field[10] = done */
   1,   /* field[1] = errnum */
   7,   /* field[7] = exited */
@@ -2643,7 +2508,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -2653,10 +2518,84 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  11,
+  12,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[25] =
+{
+  { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
+  { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
+  { "STEP_LOOPBACK", "BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK", 2 },
+  { "STEP_SETNS_MNT", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT", 3 },
+  { "STEP_SETNS_IPC", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC", 4 },
+  { "STEP_SETNS_UTS", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS", 5 },
+  { "STEP_MOUNT_NS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS", 6 },
+  { "STEP_MOUNT_PROC", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC", 7 },
+  { "STEP_CHDIR", "BOXKITE__EXECUTOR__STEP__STEP_CHDIR", 8 },
+  { "STEP_CAPBSET", "BOXKITE__EXECUTOR__STEP__STEP_CAPBSET", 9 },
+  { "STEP_SETGROUPS", "BOXKITE__EXECUTOR__STEP__STEP_SETGROUPS", 10 },
+  { "STEP_SETRESGID", "BOXKITE__EXECUTOR__STEP__STEP_SETRESGID", 11 },
+  { "STEP_SETRESUID", "BOXKITE__EXECUTOR__STEP__STEP_SETRESUID", 12 },
+  { "STEP_CAPSET", "BOXKITE__EXECUTOR__STEP__STEP_CAPSET", 13 },
+  { "STEP_NO_NEW_PRIVS", "BOXKITE__EXECUTOR__STEP__STEP_NO_NEW_PRIVS", 14 },
+  { "STEP_PDEATHSIG", "BOXKITE__EXECUTOR__STEP__STEP_PDEATHSIG", 15 },
+  { "STEP_RLIMIT", "BOXKITE__EXECUTOR__STEP__STEP_RLIMIT", 16 },
+  { "STEP_STDIO", "BOXKITE__EXECUTOR__STEP__STEP_STDIO", 17 },
+  { "STEP_CLOSE_FDS", "BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS", 18 },
+  { "STEP_SIGNALS", "BOXKITE__EXECUTOR__STEP__STEP_SIGNALS", 19 },
+  { "STEP_SECCOMP", "BOXKITE__EXECUTOR__STEP__STEP_SECCOMP", 20 },
+  { "STEP_EXECVE", "BOXKITE__EXECUTOR__STEP__STEP_EXECVE", 21 },
+  { "STEP_SANDBOX_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT", 22 },
+  { "STEP_PIVOT_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT", 23 },
+  { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
+};
+static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
+{0, 0},{0, 25}
+};
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[25] =
+{
+  { "STEP_CAPBSET", 9 },
+  { "STEP_CAPSET", 13 },
+  { "STEP_CHDIR", 8 },
+  { "STEP_CLOSE_FDS", 18 },
+  { "STEP_EXECVE", 21 },
+  { "STEP_HOSTNAME", 24 },
+  { "STEP_LOOPBACK", 2 },
+  { "STEP_MOUNT_NS", 6 },
+  { "STEP_MOUNT_PROC", 7 },
+  { "STEP_NONE", 0 },
+  { "STEP_NO_NEW_PRIVS", 14 },
+  { "STEP_PDEATHSIG", 15 },
+  { "STEP_PIDNS", 1 },
+  { "STEP_PIVOT_ROOT", 23 },
+  { "STEP_RLIMIT", 16 },
+  { "STEP_SANDBOX_ROOT", 22 },
+  { "STEP_SECCOMP", 20 },
+  { "STEP_SETGROUPS", 10 },
+  { "STEP_SETNS_IPC", 4 },
+  { "STEP_SETNS_MNT", 3 },
+  { "STEP_SETNS_UTS", 5 },
+  { "STEP_SETRESGID", 11 },
+  { "STEP_SETRESUID", 12 },
+  { "STEP_SIGNALS", 19 },
+  { "STEP_STDIO", 17 },
+};
+const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Step",
+  "Step",
+  "Boxkite__Executor__Step",
+  "boxkite.executor",
+  25,
+  boxkite__executor__step__enum_values_by_number,
+  25,
+  boxkite__executor__step__enum_values_by_name,
+  1,
+  boxkite__executor__step__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -17,7 +17,6 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Boxkite__Executor__Ping Boxkite__Executor__Ping;
 typedef struct Boxkite__Executor__Pong Boxkite__Executor__Pong;
-typedef struct Boxkite__Executor__Limits Boxkite__Executor__Limits;
 typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
 typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
@@ -43,6 +42,43 @@ typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
 
 /* --- enums --- */
 
+/*
+ * The steps a freshly cloned child goes through before execve, as the exec path (sidecar/
+ * spawn.c) and the local sandbox's init (sidecar/sandbox.c) name them when one fails. Typed so
+ * that the front can tell a command that could not be executed (EXECVE: exit 127 or 126, as a
+ * shell would) and a working directory that is not there (CHDIR) from a failure of the sandbox.
+ */
+typedef enum _Boxkite__Executor__Step {
+  BOXKITE__EXECUTOR__STEP__STEP_NONE = 0,
+  BOXKITE__EXECUTOR__STEP__STEP_PIDNS = 1,
+  BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK = 2,
+  BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT = 3,
+  BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC = 4,
+  BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS = 5,
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS = 6,
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC = 7,
+  BOXKITE__EXECUTOR__STEP__STEP_CHDIR = 8,
+  BOXKITE__EXECUTOR__STEP__STEP_CAPBSET = 9,
+  BOXKITE__EXECUTOR__STEP__STEP_SETGROUPS = 10,
+  BOXKITE__EXECUTOR__STEP__STEP_SETRESGID = 11,
+  BOXKITE__EXECUTOR__STEP__STEP_SETRESUID = 12,
+  BOXKITE__EXECUTOR__STEP__STEP_CAPSET = 13,
+  BOXKITE__EXECUTOR__STEP__STEP_NO_NEW_PRIVS = 14,
+  BOXKITE__EXECUTOR__STEP__STEP_PDEATHSIG = 15,
+  BOXKITE__EXECUTOR__STEP__STEP_RLIMIT = 16,
+  BOXKITE__EXECUTOR__STEP__STEP_STDIO = 17,
+  BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS = 18,
+  BOXKITE__EXECUTOR__STEP__STEP_SIGNALS = 19,
+  BOXKITE__EXECUTOR__STEP__STEP_SECCOMP = 20,
+  BOXKITE__EXECUTOR__STEP__STEP_EXECVE = 21,
+  /*
+   * local sandbox only: building its root
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT = 22,
+  BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT = 23,
+  BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME = 24
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
+} Boxkite__Executor__Step;
 
 /* --- messages --- */
 
@@ -74,40 +110,9 @@ struct  Boxkite__Executor__Pong
 
 
 /*
- * Resource limits of one exec (0 = the executor's default).
- */
-struct  Boxkite__Executor__Limits
-{
-  ProtobufCMessage base;
-  /*
-   * memory cgroup limit (or RLIMIT_DATA without a memory cgroup)
-   */
-  uint64_t memory_bytes;
-  /*
-   * pids cgroup limit
-   */
-  uint32_t pids;
-  /*
-   * RLIMIT_FSIZE
-   */
-  uint64_t fsize_bytes;
-  /*
-   * RLIMIT_NOFILE
-   */
-  uint32_t nofile;
-  /*
-   * RLIMIT_CPU, 0 = none
-   */
-  uint32_t cpu_seconds;
-};
-#define BOXKITE__EXECUTOR__LIMITS__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__limits__descriptor) \
-    , 0, 0, 0, 0, 0 }
-
-
-/*
- * Start a command in the sandbox. Replies Spawned with three descriptors: the write end of
- * its stdin, the read ends of its stdout and stderr.
+ * Start a command in the sandbox, with the limits boxkited was configured with (--exec-memory,
+ * --exec-pids, ...). Replies Spawned with three descriptors: the write end of its stdin, the
+ * read ends of its stdout and stderr.
  */
 struct  Boxkite__Executor__Spawn
 {
@@ -130,11 +135,10 @@ struct  Boxkite__Executor__Spawn
    * absolute path inside the sandbox
    */
   char *cwd;
-  Boxkite__Executor__Limits *limits;
 };
 #define BOXKITE__EXECUTOR__SPAWN__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__spawn__descriptor) \
-    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__Executor__Spawned
@@ -461,6 +465,10 @@ struct  Boxkite__Executor__Reply
    */
   char *step;
   char *message;
+  /*
+   * a Spawn whose child failed: the step (`step` is its name)
+   */
+  Boxkite__Executor__Step child_step;
   Boxkite__Executor__Reply__KindCase kind_case;
   union {
     Boxkite__Executor__Pong *pong;
@@ -474,7 +482,7 @@ struct  Boxkite__Executor__Reply
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__reply__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, BOXKITE__EXECUTOR__REPLY__KIND__NOT_SET, {0} }
+    , 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, BOXKITE__EXECUTOR__STEP__STEP_NONE, BOXKITE__EXECUTOR__REPLY__KIND__NOT_SET, {0} }
 
 
 /* Boxkite__Executor__Ping methods */
@@ -514,25 +522,6 @@ Boxkite__Executor__Pong *
                       const uint8_t       *data);
 void   boxkite__executor__pong__free_unpacked
                      (Boxkite__Executor__Pong *message,
-                      ProtobufCAllocator *allocator);
-/* Boxkite__Executor__Limits methods */
-void   boxkite__executor__limits__init
-                     (Boxkite__Executor__Limits         *message);
-size_t boxkite__executor__limits__get_packed_size
-                     (const Boxkite__Executor__Limits   *message);
-size_t boxkite__executor__limits__pack
-                     (const Boxkite__Executor__Limits   *message,
-                      uint8_t             *out);
-size_t boxkite__executor__limits__pack_to_buffer
-                     (const Boxkite__Executor__Limits   *message,
-                      ProtobufCBuffer     *buffer);
-Boxkite__Executor__Limits *
-       boxkite__executor__limits__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   boxkite__executor__limits__free_unpacked
-                     (Boxkite__Executor__Limits *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Spawn methods */
 void   boxkite__executor__spawn__init
@@ -941,9 +930,6 @@ typedef void (*Boxkite__Executor__Ping_Closure)
 typedef void (*Boxkite__Executor__Pong_Closure)
                  (const Boxkite__Executor__Pong *message,
                   void *closure_data);
-typedef void (*Boxkite__Executor__Limits_Closure)
-                 (const Boxkite__Executor__Limits *message,
-                  void *closure_data);
 typedef void (*Boxkite__Executor__Spawn_Closure)
                  (const Boxkite__Executor__Spawn *message,
                   void *closure_data);
@@ -1013,9 +999,9 @@ typedef void (*Boxkite__Executor__Reply_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    boxkite__executor__step__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor;
-extern const ProtobufCMessageDescriptor boxkite__executor__limits__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;

@@ -40,8 +40,8 @@ COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c com
               common/sbpath.c common/utf8.c common/fullio.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/exec.c server/files.c server/workers.c \
-              sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
+              server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c \
+              common/channel.c sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c

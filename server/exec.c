@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,11 @@ struct watch {
 	enum watch_kind kind;
 };
 
+/* What a finished run is answered with. */
+enum run_outcome { RUN_RESULT, RUN_FAILED };
+
 struct exec_run {
-	struct exec_run *next;     /* in bk_execs.runs, or in .dead once finished (I/O thread only) */
+	struct exec_run *next;     /* in bk_execs.runs, .retired, or .dead */
 	struct watch watches[4];
 	bk_call *call;
 	uint64_t id;
@@ -57,8 +61,12 @@ struct exec_run {
 	uint32_t timeout_ms;
 	struct timespec started;
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
-	Boxkite__Executor__Exited exit;
+	int exit_code, signal;
+	bool oom_killed;
 	bool exited, timed_out, finished;
+	enum run_outcome outcome;
+	int fail_status;           /* RUN_FAILED: the call's status and message */
+	char fail_msg[512];
 	/* owned by the I/O thread */
 	int stdin_fd, timer_fd;
 	const uint8_t *stdin_data;
@@ -67,17 +75,20 @@ struct exec_run {
 };
 
 /* The runs are touched by two threads: the I/O thread (pipes, timers) and the executor link's
- * reader (the executor's answers and exit events, handled right there — no hand-over, which
- * would cost two more thread wake-ups per exec). One lock covers every run. */
+ * thread (the executor's answers and exit events, handled right there — no hand-over, which
+ * would cost two more thread wake-ups per exec). One lock covers every run, and nothing is
+ * sealed, copied or sent under it: a run that is finished is retired under the lock, and
+ * answered by the same thread once it has let the lock go (answer_retired). */
 struct bk_execs {
 	bk_server *srv;
 	pthread_t thread;
 	bool thread_started;
 	int epfd, wake_fd;
-	pthread_mutex_t lock;      /* the runs, `dead`, `stopping` */
+	pthread_mutex_t lock;      /* the runs, `retired`, `dead`, `stopping` */
 	bool stopping;
 	struct exec_run *runs;     /* started, not finished */
-	struct exec_run *dead;     /* finished: freed by the I/O thread after its current batch */
+	struct exec_run *retired;  /* finished, to be answered outside the lock */
+	struct exec_run *dead;     /* answered: freed by the I/O thread after its current batch */
 	atomic_uint_fast64_t next_id;
 	uint8_t discard[DISCARD_SIZE];
 };
@@ -150,30 +161,26 @@ static void run_free(struct exec_run *run)
 }
 
 static void run_started(bk_execs *ex, struct exec_run *run, const int *fds);
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply);
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply);
 static void maybe_finish(bk_execs *ex, struct exec_run *run);
 static struct exec_run *run_find(bk_execs *ex, uint64_t id);
 static void unwatch_close(bk_execs *ex, int *fd);
+static void answer_retired(bk_execs *ex);
 
-/* The executor's answer to SPAWN (reader thread): the command's pipes, or why not. */
-static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+/* The executor's answer to SPAWN (link thread): the command's pipes, or why not. */
+static void spawn_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct exec_run *run = arg;
 	bk_execs *ex = run->call->srv->execs;
-	bool spawned = reply && !reply->errnum && reply->kind_case == BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED &&
-		       nfds == 3;
 
-	if (!spawned)
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
+	(void)nfds;
 	pthread_mutex_lock(&ex->lock);
-	if (spawned)
+	if (!err)
 		run_started(ex, run, fds);
 	else
-		run_spawn_failed(ex, run, reply);
-	if (ex->dead)
-		wake(ex);
+		run_spawn_failed(ex, run, err, reply);
 	pthread_mutex_unlock(&ex->lock);
+	answer_retired(ex);
 	bk_reply_free(reply);
 }
 
@@ -185,15 +192,16 @@ void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 	pthread_mutex_lock(&ex->lock);
 	run = run_find(ex, exited->exec_id);
 	if (run) {
-		run->exit = *exited;
+		run->exit_code = exited->exit_code;
+		run->signal = exited->signal;
+		run->oom_killed = exited->oom_killed;
 		run->exited = true;
 		unwatch_close(ex, &run->timer_fd);
 		/* Usually its pipes are at EOF already: answered here, at once. */
 		maybe_finish(ex, run);
-		if (ex->dead)
-			wake(ex);
 	}
 	pthread_mutex_unlock(&ex->lock);
+	answer_retired(ex);
 }
 
 void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
@@ -293,15 +301,16 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	spawn.cwd = cwd;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
 	order.spawn = &spawn;
-	bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
+	bk_link_send(srv->executor, &order, NULL, 0, 0, spawn_replied, run);
 }
 
 /* --- the I/O thread -------------------------------------------------------------------------- */
 
-static void watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
+static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
 {
 	run->watches[kind] = (struct watch){ .run = run, .kind = kind };
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
+	return epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd,
+			 &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
 }
 
 static void unwatch_close(bk_execs *ex, int *fd)
@@ -312,9 +321,9 @@ static void unwatch_close(bk_execs *ex, int *fd)
 	}
 }
 
-/* A run whose call has been answered: out of the live list, its descriptors closed, freed once
- * the current batch of events (which may still name it) is done. */
-static void run_retire(bk_execs *ex, struct exec_run *run)
+/* A finished run: out of the live list, its descriptors closed, onto the list of runs to answer
+ * (answer_retired, once the lock is let go). Called with the lock held. */
+static void run_retire(bk_execs *ex, struct exec_run *run, enum run_outcome outcome)
 {
 	for (struct exec_run **pp = &ex->runs; *pp; pp = &(*pp)->next) {
 		if (*pp == run) {
@@ -327,18 +336,36 @@ static void run_retire(bk_execs *ex, struct exec_run *run)
 	unwatch_close(ex, &run->stdin_fd);
 	unwatch_close(ex, &run->timer_fd);
 	run->finished = true;
-	run->next = ex->dead;
-	ex->dead = run;
+	run->outcome = outcome;
+	run->next = ex->retired;
+	ex->retired = run;
 }
 
-static void run_finish(bk_execs *ex, struct exec_run *run)
+/* Called with the lock held. */
+static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...) BK_PRINTF(4, 5);
+static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(run->fail_msg, sizeof(run->fail_msg), fmt, ap);
+	va_end(ap);
+	run->fail_status = status;
+	run_retire(ex, run, RUN_FAILED);
+}
+
+static void run_answer(bk_execs *ex, struct exec_run *run)
 {
 	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
 
-	resp.exit_code = run->exit.exit_code;
-	resp.signal = run->exit.signal;
+	if (run->outcome == RUN_FAILED) {
+		bk_call_failf(run->call, run->fail_status, 0, "%s", run->fail_msg);
+		return;
+	}
+	resp.exit_code = run->exit_code;
+	resp.signal = run->signal;
 	resp.timed_out = run->timed_out;
-	resp.oom_killed = run->exit.oom_killed;
+	resp.oom_killed = run->oom_killed;
 	resp.stdout = (ProtobufCBinaryData){ .len = run->out[0].len, .data = run->out[0].data };
 	resp.stderr = (ProtobufCBinaryData){ .len = run->out[1].len, .data = run->out[1].data };
 	resp.stdout_truncated = run->out[0].dropped > 0;
@@ -348,53 +375,76 @@ static void run_finish(bk_execs *ex, struct exec_run *run)
 	resp.duration_us = bk_elapsed_us(&run->started);
 	resp.isolation_profile = ex->srv->profile;
 	bk_call_reply(run->call, &resp.base);
-	run_retire(ex, run);
 }
 
-/* The spawn failed (reply NULL: the executor went away). execve itself failing is answered as a
- * shell would — 127 not found, 126 not executable — with the reason on stderr; a working
- * directory that is not there as such; any other step failing is an error of the sandbox, not
- * of the command. */
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply)
+/* Answer the runs retired meanwhile — sealing and sending outside the lock — and hand them to
+ * the I/O thread to free: an event of its current batch may still name one. */
+static void answer_retired(bk_execs *ex)
 {
-	int errnum = !reply ? EPIPE : reply->errnum ? reply->errnum : EPROTO;
-	int status = errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(errnum);
+	struct exec_run *todo;
+
+	pthread_mutex_lock(&ex->lock);
+	todo = ex->retired;
+	ex->retired = NULL;
+	pthread_mutex_unlock(&ex->lock);
+	if (!todo)
+		return;
+	for (struct exec_run *run = todo; run; run = run->next)
+		run_answer(ex, run);
+	pthread_mutex_lock(&ex->lock);
+	while (todo) {
+		struct exec_run *next = todo->next;
+		todo->next = ex->dead;
+		ex->dead = todo;
+		todo = next;
+	}
+	wake(ex);
+	pthread_mutex_unlock(&ex->lock);
+}
+
+/* The spawn failed. execve itself failing is answered as a shell would — 127 not found, 126 not
+ * executable — with the reason on stderr; a working directory that is not there as such; any
+ * other step failing is an error of the sandbox, not of the command. Called with the lock held. */
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply)
+{
+	int status = err == EAGAIN || err == EPIPE || err == ENOBUFS ? BK_UNAVAILABLE : bk_status_from_errno(err);
 
 	switch (reply ? reply->child_step : BOXKITE__EXECUTOR__STEP__STEP_NONE) {
 	case BOXKITE__EXECUTOR__STEP__STEP_EXECVE: {
 		char msg[512];
-		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(errnum));
+		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(err));
 		run->out[1].data = malloc((size_t)n);
 		if (run->out[1].data) {
 			memcpy(run->out[1].data, msg, (size_t)n);
 			run->out[1].len = (size_t)n;
 		}
-		run->exit.exit_code = errnum == ENOENT ? 127 : 126;
-		run_finish(ex, run);
+		run->exit_code = err == ENOENT ? 127 : 126;
+		run_retire(ex, run, RUN_RESULT);
 		return;
 	}
 	case BOXKITE__EXECUTOR__STEP__STEP_CHDIR:
-		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(errnum));
+		run_fail(ex, run, status, "cwd: %s", strerror(err));
 		break;
 	default:
-		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", reply ? reply->step : "executor",
-			      reply ? reply->message : "the executor went away");
+		run_fail(ex, run, status, "exec failed at %s: %s", reply && reply->step[0] ? reply->step : "executor",
+			 bk_link_why(ex->srv->executor, err, reply));
 		break;
 	}
-	run_retire(ex, run);
 }
 
 static void maybe_finish(bk_execs *ex, struct exec_run *run)
 {
 	if (run->exited && run->out[0].fd < 0 && run->out[1].fd < 0)
-		run_finish(ex, run);
+		run_retire(ex, run, run->fail_status ? RUN_FAILED : RUN_RESULT);
 }
 
-static void kill_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+/* A kill that found its exec gone (ESRCH) is fine: its Exited event is on its way. */
+static void kill_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
-	(void)arg;
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
+	(void)fds;
+	(void)nfds;
+	if (err && err != ESRCH)
+		bk_log(BK_LOG_ERROR, "exec: kill: %s", bk_link_why(arg, err, reply));
 	bk_reply_free(reply);
 }
 
@@ -407,7 +457,24 @@ static void run_kill(bk_execs *ex, struct exec_run *run)
 	kill.exec_id = run->id;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
 	order.kill = &kill;
-	bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL);
+	/* Urgent: a timeout fires whatever the load. */
+	bk_link_send(ex->srv->executor, &order, NULL, 0, BK_LINK_URGENT, kill_replied, ex->srv->executor);
+}
+
+/* A run that cannot be watched or timed would never be answered: it is killed at once, and
+ * answered this failure once its exit has come. Called with the lock held. */
+static void run_break(bk_execs *ex, struct exec_run *run, const char *what)
+{
+	bk_log(BK_LOG_ERROR, "exec %llu: %s (%s): killing it", (unsigned long long)run->id, what, strerror(errno));
+	snprintf(run->fail_msg, sizeof(run->fail_msg), "boxkited could not watch the command: %s: %s", what,
+		 strerror(errno));
+	run->fail_status = BK_INTERNAL;
+	/* Its output is not read any more: as if at EOF. */
+	unwatch_close(ex, &run->stdin_fd);
+	unwatch_close(ex, &run->out[0].fd);
+	unwatch_close(ex, &run->out[1].fd);
+	unwatch_close(ex, &run->timer_fd);
+	run_kill(ex, run);
 }
 
 /* fds: the command's stdin write end, stdout and stderr read ends, now the run's. */
@@ -423,20 +490,19 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 	run->out[1].fd = fds[2];
 	run->next = ex->runs;
 	ex->runs = run;
-	if (run->stdin_len)
-		watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN);
-	else
+	if (!run->stdin_len)
 		run->stdin_fd = bk_close(run->stdin_fd);
-	watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT);
-	watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR);
-	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
-	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0) {
-		bk_log(BK_LOG_ERROR, "exec %llu: no timer (%s): killing it", (unsigned long long)run->id, strerror(errno));
-		run_kill(ex, run);
+	if ((run->stdin_fd >= 0 && watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN) < 0) ||
+	    watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT) < 0 ||
+	    watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR) < 0) {
+		run_break(ex, run, "epoll_ctl");
 		return;
 	}
-	watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER);
+	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
+	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0 ||
+	    watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
+		run_break(ex, run, "the timeout's timer");
 }
 
 /* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
@@ -554,6 +620,7 @@ static void *io_main(void *arg)
 		}
 		stop = ex->stopping;
 		pthread_mutex_unlock(&ex->lock);
+		answer_retired(ex);
 		if (stop)
 			return NULL;
 	}
@@ -572,10 +639,10 @@ int bk_execs_start(bk_server *srv, bk_error **err)
 	atomic_init(&ex->next_id, 1);
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ex->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ex->epfd < 0 || ex->wake_fd < 0)
+	if (ex->epfd < 0 || ex->wake_fd < 0 ||
+	    epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch }) < 0)
 		return bk_error_errno(err, errno, "exec I/O set-up");
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
-		  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch });
 	rv = pthread_create(&ex->thread, NULL, io_main, ex);
 	if (rv)
 		return bk_error_errno(err, rv, "exec I/O thread");
@@ -596,6 +663,7 @@ void bk_execs_stop(bk_server *srv)
 		pthread_mutex_unlock(&ex->lock);
 		pthread_join(ex->thread, NULL);
 	}
+	answer_retired(ex);
 	/* Calls still open are answered: the server is going away, their commands with it. */
 	while (ex->runs) {
 		struct exec_run *run = ex->runs;

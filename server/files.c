@@ -95,18 +95,23 @@ static const char *file_reason(int errnum)
 	}
 }
 
-/* reply is NULL (the executor is gone), an error, or not the kind of answer expected. */
-static void fail_reply(bk_call *call, const bk_reply *reply)
+/* Where file orders go. */
+static bk_link *files_link(const bk_call *call)
+{
+	return call->srv->executor;
+}
+
+/* A file order failed (bk_reply_fn's err and reply): the peer's error about a path, or the
+ * channel's. */
+static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 {
 	if (!reply)
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "the executor went away");
-	else if (!reply->errnum)
-		bk_call_failf(call, BK_INTERNAL, 0, "the executor answered with a reply of another kind (%d)",
-			      (int)reply->kind_case);
-	else if (reply->errnum == EAGAIN && strcmp(reply->step, "sandbox") == 0)
+		bk_call_failf(call, err == EPIPE || err == EAGAIN || err == ENOBUFS ? BK_UNAVAILABLE : BK_INTERNAL, 0,
+			      "%s", bk_link_why(files_link(call), err, reply));
+	else if (err == EAGAIN && strcmp(reply->step, "sandbox") == 0)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: %s", reply->message);
 	else
-		bk_call_failf(call, file_status(reply->errnum), 0, "%s: %s", reply->message, file_reason(reply->errnum));
+		bk_call_failf(call, file_status(err), 0, "%s: %s", reply->message, file_reason(err));
 }
 
 /* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
@@ -162,7 +167,7 @@ static void info_to_wire(Boxkite__V1__FileInfo *out, const Boxkite__Executor__Fi
 /* --- stat, list, mkdir, remove, move --------------------------------------------------------- */
 
 /* Orders whose reply is enough to answer, on the reader thread: no blocking I/O. */
-static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void stat_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 	Boxkite__V1__FileStatResponse resp = BOXKITE__V1__FILE_STAT_RESPONSE__INIT;
@@ -170,8 +175,8 @@ static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE || !reply->done->info) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 	} else {
 		char *owned[2];
 		info_to_wire(&info, reply->done->info, owned);
@@ -195,10 +200,10 @@ void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
 	order.stat = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, stat_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, stat_replied, call);
 }
 
-static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void list_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 	Boxkite__V1__FileListResponse resp = BOXKITE__V1__FILE_LIST_RESPONSE__INIT;
@@ -209,8 +214,8 @@ static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_LISTED) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 		bk_reply_free(reply);
 		return;
 	}
@@ -280,18 +285,18 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, list_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, list_replied, call);
 }
 
 /* Mkdir, Move: an empty answer; Remove: the count. */
-static void done_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void done_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 	} else if (call->method->desc->output == &boxkite__v1__file_remove_response__descriptor) {
 		Boxkite__V1__FileRemoveResponse resp = BOXKITE__V1__FILE_REMOVE_RESPONSE__INIT;
 		resp.removed = reply->done->count;
@@ -323,7 +328,7 @@ void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
 	op.mode = rq->mode;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
 	order.mkdir = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
@@ -339,7 +344,7 @@ void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
 	op.recursive = rq->recursive;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_REMOVE;
 	order.remove = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
@@ -356,7 +361,7 @@ void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
 	op.overwrite = rq->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
 	order.rename = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 /* --- download -------------------------------------------------------------------------------- */
@@ -428,14 +433,13 @@ out:
 	free(d);
 }
 
-static void download_opened(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void download_opened(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct download *d = arg;
 
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		fail_reply(d->call, reply);
+	(void)nfds;
+	if (err) {
+		fail_reply(d->call, err, reply);
 		free(d);
 	} else {
 		d->fd = fds[0];
@@ -476,7 +480,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
 	order.open_read = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, download_opened, d);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, download_opened, d);
 }
 
 /* --- upload ---------------------------------------------------------------------------------- */
@@ -562,17 +566,16 @@ static void quota_unreserve(bk_files *f, struct upload *u)
 	u->reserved = false;
 }
 
-static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	struct upload *u = op->u;
 	bk_files *f = op->call->srv->files;
 	uint8_t rnd[16];
 
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		fail_reply(op->call, reply);
+	(void)nfds;
+	if (err) {
+		fail_reply(op->call, err, reply);
 		goto fail;
 	}
 	u->fd = fds[0];
@@ -618,7 +621,7 @@ static void begin_create(struct upload_op *op)
 	ct.overwrite = op->u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
 	order.create_temp = &ct;
-	bk_link_send(op->call->srv->executor, &order, NULL, 0, begin_created, op);
+	bk_link_send(files_link(op->call), &order, NULL, 0, 0, begin_created, op);
 }
 
 static bool in_workspace(const char *path)
@@ -666,15 +669,15 @@ static void quota_decide(struct upload_op *op)
 	begin_create(op);
 }
 
-static void usage_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void usage_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	bk_files *f = op->call->srv->files;
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
-		fail_reply(op->call, reply);
+	if (err) {
+		fail_reply(op->call, err, reply);
 		pthread_mutex_lock(&f->lock);
 		f->nuploads--;
 		pthread_mutex_unlock(&f->lock);
@@ -707,7 +710,7 @@ static void quota_check(struct upload_op *op)
 	usage.path = BK_WORKSPACE;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
 	order.usage = &usage;
-	bk_link_send(op->call->srv->executor, &order, NULL, 0, usage_replied, op);
+	bk_link_send(files_link(op->call), &order, NULL, 0, 0, usage_replied, op);
 }
 
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
@@ -1064,7 +1067,7 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 	}
 }
 
-static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	struct upload *u = op->u;
@@ -1073,13 +1076,13 @@ static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	Boxkite__V1__FileInfo info = BOXKITE__V1__FILE_INFO__INIT;
 	struct stat st;
 
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
+	(void)fds;
+	(void)nfds;
+	if (err) {
 		/* The content is whole and verified: keep it, the client may fix the cause (a name
 		 * taken, a directory made read-only) and commit again, or abort. */
 		upload_release(f, u);
-		fail_reply(op->call, reply);
+		fail_reply(op->call, err, reply);
 	} else {
 		if (fstat(u->fd, &st) == 0) {
 			info.type = BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR;
@@ -1155,7 +1158,7 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	c.overwrite = u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
 	order.commit = &c;
-	bk_link_send(call->srv->executor, &order, &u->fd, 1, commit_done, op);
+	bk_link_send(files_link(call), &order, &u->fd, 1, 0, commit_done, op);
 }
 
 void bk_handle_upload_abort(bk_call *call, const ProtobufCMessage *request)

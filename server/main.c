@@ -11,6 +11,7 @@
 #include "link.h"
 #include "log.h"
 #include "privdrop.h"
+#include "privsep.h"
 #include "server.h"
 
 /* Ask the executor what it found; the answer feeds Health. */
@@ -26,17 +27,11 @@ static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
 	ret = bk_link_call(link, &order, &reply, NULL, NULL, err);
 	if (ret < 0)
 		return ret;
-	if (reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_PONG) {
-		ret = bk_error_set(err, BK_INTERNAL, reply->errnum ? reply->errnum : EPROTO, "executor: %s: %s",
-				   reply->step, reply->message);
-	} else {
-		bk_server_set_sandbox_state(srv, reply->pong);
-		/* Local mode makes its sandbox at start-up: if that failed, say so and stop, rather
-		 * than serve a sidecar that cannot exec. Pod mode waits for its sandbox. */
-		if (!reply->pong->sandbox_ready && strcmp(reply->pong->mode, "local") == 0)
-			ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s",
-					   reply->message);
-	}
+	bk_server_set_sandbox_state(srv, reply->pong);
+	/* Local mode makes its sandbox at start-up: if that failed, say so and stop, rather than
+	 * serve a sidecar that cannot exec. Pod mode waits for its sandbox. */
+	if (!reply->pong->sandbox_ready && strcmp(reply->pong->mode, "local") == 0)
+		ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s", reply->message);
 	bk_reply_free(reply);
 	return ret;
 }
@@ -48,22 +43,18 @@ static int key_file_via_executor(void *arg, const char *path)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
 	bk_error *err = NULL;
-	int fd = -1;
+	int fd = -1, ret;
 	size_t nfds = 1;
-	int ret;
 
 	(void)path; /* the executor opens the path it was configured with, the same */
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
 	order.open_key_file = &open_key;
-	if (bk_link_call(arg, &order, &reply, &fd, &nfds, &err) < 0) {
-		bk_error_free(err);
-		return -EPIPE;
-	}
-	ret = reply->errnum ? -reply->errnum : nfds == 1 ? fd : -EPROTO;
-	if (ret < 0 && nfds == 1)
-		close(fd);
+	ret = bk_link_call(arg, &order, &reply, &fd, &nfds, &err);
+	bk_error_free(err);
+	if (ret < 0)
+		return ret;
 	bk_reply_free(reply);
-	return ret;
+	return fd;
 }
 
 /* Wait for SIGTERM/SIGINT; reload the keys on SIGHUP, and each second if the file changed. */
@@ -95,8 +86,9 @@ int main(int argc, char **argv)
 	bk_config cfg;
 	bk_link *link = NULL;
 	bk_error *err = NULL;
+	pid_t executor = -1;
 	sigset_t set;
-	int ret;
+	int ret, channel = -1;
 
 	ret = bk_config_parse(&cfg, argc, argv, &err);
 	if (ret != 0) {
@@ -120,13 +112,14 @@ int main(int argc, char **argv)
 
 	/* The keys are read as root, the executor forked, and then, before any thread, the front
 	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
-	    (ret = bk_privileges_narrow(&err)) < 0) {
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 ||
+	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
+	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
+	bk_link_attach(link, channel);
 	srv.executor = link;
-	bk_link_on_event(link, bk_server_executor_event, &srv);
 	bk_keystore_set_opener(srv.keystore, key_file_via_executor, link);
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
@@ -152,6 +145,7 @@ out:
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
 	bk_link_close(link);
+	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);

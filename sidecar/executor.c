@@ -28,12 +28,12 @@
 #include "keys.h"
 #include "log.h"
 #include "netns.h"
+#include "orders.h"
 #include "sandbox.h"
 #include "sbpath.h"
 #include "filter.h"
 #include "spawn.h"
 
-typedef Boxkite__Executor__Order order_t;
 typedef Boxkite__Executor__Reply reply_t;
 
 /* How often a pod-mode executor looks for a sandbox init it has not found (yet). */
@@ -42,6 +42,11 @@ typedef Boxkite__Executor__Reply reply_t;
 #define LOCAL_RETRY_MS 1000
 /* Fresh network namespaces made ahead: enough for a burst of concurrent execs. */
 #define NETNS_POOL_DEPTH 8
+/* Back-pressure: with this much waiting to go out to the front, no more orders are read until
+ * the front has taken some (it always reads). Each order adds at most one answer. */
+#define CHANNEL_PAUSE_BYTES (4u << 20)
+/* Orders served per wake-up before exec exits get their turn. */
+#define ORDER_BATCH 16
 
 struct exec_entry {
 	struct exec_entry *next;
@@ -54,6 +59,8 @@ struct executor {
 	bk_channel ch;
 	const bk_config *cfg;
 	int epfd;
+	uint32_t armed;     /* the events the channel is registered for */
+	bool channel_broken;
 	bk_seccomp seccomp;
 	bk_spawner spawner;
 	bk_cgroups cgroups;
@@ -69,16 +76,20 @@ static char tag_channel, tag_sandbox;
 
 static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message);
 
-/* A reply too big for one packet fails its order, not the channel. */
+/* Send or queue (never wait: the loop drains the queue). A reply too big for one packet fails
+ * its order, not the channel. <0 when the channel is broken. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
 {
-	int ret = bk_channel_send(ex->ch.fd, &reply->base, fds, nfds);
+	int ret = bk_channel_send(&ex->ch, &reply->base, fds, nfds, BK_CHANNEL_FORCE);
 
 	if (ret == -EMSGSIZE && reply->id)
 		return reply_error(ex, reply->id, EMSGSIZE, "reply", "the answer is larger than the executor's channel takes");
-	if (ret < 0)
+	if (ret < 0 && ret != -ENOMEM) {
 		bk_log(BK_LOG_ERROR, "executor: cannot send to the front: %s", strerror(-ret));
-	return ret;
+		ex->channel_broken = true;
+		return ret;
+	}
+	return 0;
 }
 
 /* An order failed at `step`; child_step is set when that was a step of a spawned child. */
@@ -140,9 +151,9 @@ static void cgroups_restage(struct executor *ex)
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
  * environment, a cwd inside a sandbox root. Which variables a request may set is the front's
  * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
-static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
+static const char *check_spawn(const bk_roots *roots, const bk_order *o)
 {
-	const char *why = NULL;
+	const Boxkite__Executor__Spawn *s = o->spawn;
 
 	if (s->exec_id == 0)
 		return "exec id 0";
@@ -153,13 +164,14 @@ static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__S
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
-	if (bk_sandbox_path(roots, s->cwd, cwd, cwdsz, NULL, &why) < 0)
-		return why;
-	return NULL;
+	return bk_order_check_path(roots, s->cwd);
 }
 
-static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor__Spawn *s)
+static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
 {
+	struct executor *ex = server;
+	const Boxkite__Executor__Spawn *s = o->spawn;
+	uint64_t id = o->id;
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
 	struct bk_step_report report;
@@ -171,10 +183,12 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
 
+	(void)in_fds;
+	(void)in_nfds;
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
-	why = spawn_check(&ex->cfg->roots, s, cwd, sizeof(cwd));
-	if (why)
+	/* Checked (check_spawn): normalized here. */
+	if (bk_sandbox_path(&ex->cfg->roots, s->cwd, cwd, sizeof(cwd), NULL, &why) < 0)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
@@ -233,9 +247,24 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 		return ret;
 	}
 	e->pidfd = out.pidfd;
+	/* Unwatched, its exit would never be reported and its call never answered: it does not
+	 * run at all. */
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
+		siginfo_t info;
+		int errnum = errno;
+		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+		waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
+		bk_close(e->pidfd);
+		bk_close(out.stdin_w);
+		bk_close(out.stdout_r);
+		bk_close(out.stderr_r);
+		cgroups_restage(ex);
+		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+		free(e);
+		return reply_error(ex, id, errnum, "epoll_ctl", "cannot watch the exec");
+	}
 	e->next = ex->execs;
 	ex->execs = e;
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e });
 
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
@@ -251,15 +280,25 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 
 /* --- KILL and exits -------------------------------------------------------------------------- */
 
-static int order_kill(struct executor *ex, uint64_t id, const Boxkite__Executor__Kill *k)
+static const char *check_kill(const bk_roots *roots, const bk_order *o)
 {
+	(void)roots;
+	if (o->kill->exec_id == 0)
+		return "exec id 0";
+	return o->kill->signal < 0 || o->kill->signal > 64 ? "bad signal" : NULL;
+}
+
+static int order_kill(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Killed killed = BOXKITE__EXECUTOR__KILLED__INIT;
-	struct exec_entry *e = exec_find(ex, k->exec_id);
-	int sig = k->signal ? k->signal : SIGKILL;
+	struct exec_entry *e = exec_find(ex, o->kill->exec_id);
+	int sig = o->kill->signal ? o->kill->signal : SIGKILL;
+	uint64_t id = o->id;
 
-	if (sig < 1 || sig > 64)
-		return reply_error(ex, id, EINVAL, "order", "bad signal");
+	(void)fds;
+	(void)nfds;
 	if (!e)
 		return reply_error(ex, id, ESRCH, "kill", "no such exec (it exited)");
 	if (pidfd_send_signal(e->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
@@ -329,9 +368,14 @@ static void sandbox_acquire(struct executor *ex)
 		return;
 	}
 	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0) {
-		epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
-			  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox });
-		bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
+		/* A sandbox whose end would go unnoticed is not one to use: tried again later. */
+		if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
+			      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox }) < 0) {
+			bk_log(BK_LOG_ERROR, "executor: cannot watch the sandbox's init: %s", strerror(errno));
+			bk_sandbox_stop(&ex->sandbox);
+		} else {
+			bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
+		}
 	}
 	else if (err)
 		bk_log(BK_LOG_ERROR, "executor: sandbox: %s", bk_error_msg(err));
@@ -361,8 +405,7 @@ static int reply_fs_error(struct executor *ex, uint64_t id, const char *op, cons
 	return reply_error(ex, id, e->errnum, op, e->path);
 }
 
-static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_info *info, const int *fds,
-		      size_t nfds)
+static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_info *info)
 {
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
@@ -372,7 +415,18 @@ static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_in
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
 	reply.done = &done;
-	return send_reply(ex, &reply, fds, nfds);
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static int reply_opened(struct executor *ex, uint64_t id, int fd)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
+	reply.opened = &opened;
+	return send_reply(ex, &reply, &fd, 1);
 }
 
 /* A quota walk gives up past this many entries. */
@@ -381,127 +435,234 @@ static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_in
 /* The most entries a List answers (bk_fs_list also bounds a page's bytes). */
 #define LIST_PAGE_MAX 1000
 
-static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nfds)
+static const char *check_stat(const bk_roots *roots, const bk_order *o)
 {
+	return bk_order_check_path(roots, o->stat->path);
+}
+
+static int serve_stat(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
 	bk_fs_info info = BOXKITE__EXECUTOR__FILE_INFO__INIT;
 	bk_fs_error e = { 0 };
 	char names[2 * 4096];
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_stat(&ex->fs, o->stat->path, &info, names, &e) < 0)
+		return reply_fs_error(ex, o->id, "stat", &e);
+	return reply_done(ex, o->id, 0, &info);
+}
+
+static const char *check_list(const bk_roots *roots, const bk_order *o)
+{
+	/* `after` is a name in the directory: one component. */
+	if (strchr(o->list->after, '/') || strlen(o->list->after) > 255)
+		return "not a page token";
+	return bk_order_check_path(roots, o->list->path);
+}
+
+static int serve_list(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
+	_cleanup_free_ bk_fs_info **ptrs = NULL;
+	_cleanup_free_ bk_fs_info *entries = NULL;
+	bk_fs_error e = { 0 };
+	size_t n;
+	bool more;
+	uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &e) < 0)
+		return reply_fs_error(ex, o->id, "list", &e);
+	ptrs = calloc(n + 1, sizeof(*ptrs));
+	if (!ptrs)
+		return reply_error(ex, o->id, ENOMEM, "list", o->list->path);
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = &entries[i];
+	listed.n_entries = n;
+	listed.entries = ptrs;
+	listed.more = more;
+	reply.id = o->id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_LISTED;
+	reply.listed = &listed;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static const char *check_open_read(const bk_roots *roots, const bk_order *o)
+{
+	return bk_order_check_path(roots, o->open_read->path);
+}
+
+static int serve_open_read(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
+	_cleanup_close_ int fd = bk_fs_open_read(&ex->fs, o->open_read->path, &e);
+
+	(void)fds;
+	(void)nfds;
+	return fd < 0 ? reply_fs_error(ex, o->id, "open", &e) : reply_opened(ex, o->id, fd);
+}
+
+static const char *check_create_temp(const bk_roots *roots, const bk_order *o)
+{
+	return bk_order_check_path(roots, o->create_temp->path);
+}
+
+static int serve_create_temp(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	const Boxkite__Executor__CreateTemp *ct = o->create_temp;
+	bk_fs_error e = { 0 };
+	_cleanup_close_ int fd = bk_fs_create_temp(&ex->fs, ct->path, ct->make_parents, ct->overwrite, &e);
+
+	(void)fds;
+	(void)nfds;
+	return fd < 0 ? reply_fs_error(ex, o->id, "create", &e) : reply_opened(ex, o->id, fd);
+}
+
+static const char *check_commit(const bk_roots *roots, const bk_order *o)
+{
+	return o->commit->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->commit->path);
+}
+
+/* Comes with the unnamed file to name. */
+static int serve_commit(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
+
+	(void)nfds;
+	if (bk_fs_commit(&ex->fs, fds[0], o->commit->path, o->commit->mode, o->commit->overwrite, &e) < 0)
+		return reply_fs_error(ex, o->id, "commit", &e);
+	return reply_done(ex, o->id, 1, NULL);
+}
+
+static const char *check_mkdir(const bk_roots *roots, const bk_order *o)
+{
+	return o->mkdir->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->mkdir->path);
+}
+
+static int serve_mkdir(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
+		return reply_fs_error(ex, o->id, "mkdir", &e);
+	return reply_done(ex, o->id, 0, NULL);
+}
+
+static const char *check_remove(const bk_roots *roots, const bk_order *o)
+{
+	return bk_order_check_path(roots, o->remove->path);
+}
+
+static int serve_remove(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
 	uint64_t count = 0;
-	int fd, ret;
 
-	if (!ex->sandbox.ready)
-		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
-	switch (o->kind_case) {
-	case BOXKITE__EXECUTOR__ORDER__KIND_STAT:
-		if (bk_fs_stat(&ex->fs, o->stat->path, &info, names, &e) < 0)
-			return reply_fs_error(ex, o->id, "stat", &e);
-		return reply_done(ex, o->id, 0, &info, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_LIST: {
-		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-		Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
-		_cleanup_free_ bk_fs_info **ptrs = NULL;
-		_cleanup_free_ bk_fs_info *entries = NULL;
-		size_t n;
-		bool more;
-		uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
+		return reply_fs_error(ex, o->id, "remove", &e);
+	return reply_done(ex, o->id, count, NULL);
+}
 
-		if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &e) < 0)
-			return reply_fs_error(ex, o->id, "list", &e);
-		ptrs = calloc(n + 1, sizeof(*ptrs));
-		if (!ptrs)
-			return reply_error(ex, o->id, ENOMEM, "list", o->list->path);
-		for (size_t i = 0; i < n; i++)
-			ptrs[i] = &entries[i];
-		listed.n_entries = n;
-		listed.entries = ptrs;
-		listed.more = more;
-		reply.id = o->id;
-		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_LISTED;
-		reply.listed = &listed;
-		return send_reply(ex, &reply, NULL, 0);
-	}
-	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ:
-	case BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP: {
-		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-		Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
-		bool rd = o->kind_case == BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
+static const char *check_rename(const bk_roots *roots, const bk_order *o)
+{
+	const char *why = bk_order_check_path(roots, o->rename->from);
 
-		fd = rd ? bk_fs_open_read(&ex->fs, o->open_read->path, &e)
-			: bk_fs_create_temp(&ex->fs, o->create_temp->path, o->create_temp->make_parents,
-					    o->create_temp->overwrite, &e);
-		if (fd < 0)
-			return reply_fs_error(ex, o->id, rd ? "open" : "create", &e);
-		reply.id = o->id;
-		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
-		reply.opened = &opened;
-		ret = send_reply(ex, &reply, &fd, 1);
-		bk_close(fd);
-		return ret;
-	}
-	case BOXKITE__EXECUTOR__ORDER__KIND_COMMIT:
-		if (nfds != 1)
-			return reply_error(ex, o->id, EBADF, "commit", "no file attached");
-		if (bk_fs_commit(&ex->fs, fds[0], o->commit->path, o->commit->mode, o->commit->overwrite, &e) < 0)
-			return reply_fs_error(ex, o->id, "commit", &e);
-		return reply_done(ex, o->id, 1, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_MKDIR:
-		if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
-			return reply_fs_error(ex, o->id, "mkdir", &e);
-		return reply_done(ex, o->id, 0, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_REMOVE:
-		if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
-			return reply_fs_error(ex, o->id, "remove", &e);
-		return reply_done(ex, o->id, count, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_USAGE:
-		if (bk_fs_usage(&ex->fs, o->usage->path, USAGE_ENTRIES_MAX, &count, &e) < 0)
-			return reply_fs_error(ex, o->id, "usage", &e);
-		return reply_done(ex, o->id, count, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_RENAME:
-		if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)
-			return reply_fs_error(ex, o->id, "rename", &e);
-		return reply_done(ex, o->id, 0, NULL, NULL, 0);
-	default:
-		return reply_error(ex, o->id, EINVAL, "order", "unknown order");
-	}
+	return why ? why : bk_order_check_path(roots, o->rename->to);
+}
+
+static int serve_rename(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)
+		return reply_fs_error(ex, o->id, "rename", &e);
+	return reply_done(ex, o->id, 0, NULL);
+}
+
+static const char *check_usage(const bk_roots *roots, const bk_order *o)
+{
+	return bk_order_check_path(roots, o->usage->path);
+}
+
+static int serve_usage(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	bk_fs_error e = { 0 };
+	uint64_t count = 0;
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_usage(&ex->fs, o->usage->path, USAGE_ENTRIES_MAX, &count, &e) < 0)
+		return reply_fs_error(ex, o->id, "usage", &e);
+	return reply_done(ex, o->id, count, NULL);
 }
 
 /* --- orders ---------------------------------------------------------------------------------- */
 
-/* The key file, opened for the front (which may not: it runs as its own user). The path is
- * boxkited's own configuration, never the front's word. */
-static int order_key_file(struct executor *ex, uint64_t id)
+static int serve_ping(void *server, const bk_order *o, int *fds, size_t nfds)
 {
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
-	_cleanup_close_ int fd = -1;
-
-	if (!ex->cfg->key_file)
-		return reply_error(ex, id, ENOENT, "key file", "boxkited has no --key-file");
-	fd = bk_keyring_open(ex->cfg->key_file);
-	if (fd < 0)
-		return reply_error(ex, id, -fd, "open", ex->cfg->key_file);
-	reply.id = id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
-	reply.opened = &opened;
-	return send_reply(ex, &reply, &fd, 1);
+	(void)fds;
+	(void)nfds;
+	return send_state(server, o->id);
 }
 
-/* Serve one order. Unknown kinds are refused: the executor does only what it knows. Only Commit
- * comes with a descriptor. */
-static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfds)
+/* The key file, opened for the front (which may not: it runs as its own user). The path is
+ * boxkited's own configuration, never the front's word. */
+static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds)
 {
-	switch (order->kind_case) {
-	case BOXKITE__EXECUTOR__ORDER__KIND_PING:
-		return send_state(ex, order->id);
-	case BOXKITE__EXECUTOR__ORDER__KIND_SPAWN:
-		return order_spawn(ex, order->id, order->spawn);
-	case BOXKITE__EXECUTOR__ORDER__KIND_KILL:
-		return order_kill(ex, order->id, order->kill);
-	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE:
-		return order_key_file(ex, order->id);
-	default:
-		return order_file(ex, order, fds, nfds);
-	}
+	struct executor *ex = server;
+	_cleanup_close_ int fd = -1;
+
+	(void)fds;
+	(void)nfds;
+	if (!ex->cfg->key_file)
+		return reply_error(ex, o->id, ENOENT, "key file", "boxkited has no --key-file");
+	fd = bk_keyring_open(ex->cfg->key_file);
+	if (fd < 0)
+		return reply_error(ex, o->id, -fd, "open", ex->cfg->key_file);
+	return reply_opened(ex, o->id, fd);
+}
+
+/* What the executor serves. Files need the sandbox: answered EAGAIN until it is ready. */
+static const bk_order_row executor_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_PING, 0, bk_order_check_none, serve_ping },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_STAT, 0, check_stat, serve_stat },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_LIST, 0, check_list, serve_list },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ, 0, check_open_read, serve_open_read },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP, 0, check_create_temp, serve_create_temp },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_COMMIT, 1, check_commit, serve_commit },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_MKDIR, 0, check_mkdir, serve_mkdir },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, 0, check_remove, serve_remove },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, 0, check_rename, serve_rename },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, 0, check_usage, serve_usage },
+};
+
+const bk_order_table bk_executor_orders = { executor_rows, BK_ARRAY_SIZE(executor_rows) };
+
+static bool is_file_order(Boxkite__Executor__Order__KindCase kind)
+{
+	return kind != BOXKITE__EXECUTOR__ORDER__KIND_PING && kind != BOXKITE__EXECUTOR__ORDER__KIND_SPAWN &&
+	       kind != BOXKITE__EXECUTOR__ORDER__KIND_KILL && kind != BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
 }
 
 /* Keep only the capabilities the executor's work needs; the bounding set goes with them so
@@ -554,7 +715,9 @@ static int executor_setup(struct executor *ex, int sock)
 	umask(0);
 
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock) < 0)
+	/* No bound on what the executor queues for the front: it bounds it by not reading orders
+	 * past CHANNEL_PAUSE_BYTES (its events are bounded by the execs it runs). */
+	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock, SIZE_MAX) < 0)
 		return -1;
 	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
 	 * Then the executor narrows itself, before it makes anything else, so that every process it
@@ -567,8 +730,11 @@ static int executor_setup(struct executor *ex, int sock)
 		bk_error_free(err);
 		return -1;
 	}
-	if (drop_capabilities() < 0)
+	/* An executor with more privilege than it documents does not run. */
+	if (drop_capabilities() < 0) {
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
+		return -1;
+	}
 	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
@@ -587,7 +753,11 @@ static int executor_setup(struct executor *ex, int sock)
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
 	bk_fs_init(&ex->fs, &ex->cfg->roots, scfg.uid, scfg.gid);
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
+	ex->armed = EPOLLIN;
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));
+		return -1;
+	}
 	sandbox_acquire(ex);
 	return 0;
 }
@@ -610,22 +780,70 @@ static void executor_teardown(struct executor *ex)
 	bk_close(ex->epfd);
 }
 
-/* Read and serve every order waiting on the channel. <0 when the channel is gone. */
-static int channel_ready(struct executor *ex)
+/* Serve one packet from the front. <0 when the channel is broken. */
+static int serve_packet(struct executor *ex, const uint8_t *buf, size_t len, int *fds, size_t nfds)
 {
-	order_t *order = NULL;
-	int fds[BK_CHANNEL_MAX_FDS];
-	size_t nfds = 0;
-	int ret = bk_channel_recv(&ex->ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order, fds,
-				  &nfds);
+	const bk_order_row *row;
+	const char *why;
+	bk_order *order;
+	int ret;
 
-	if (ret < 0)
-		return ret;
-	ret = serve(ex, order, fds, nfds);
-	for (size_t i = 0; i < nfds; i++)
-		bk_close(fds[i]);
-	protobuf_c_message_free_unpacked(&order->base, NULL);
-	return ret;
+	switch (bk_order_decode(&bk_executor_orders, &ex->cfg->roots, buf, len, nfds, &order, &row, &why)) {
+	case BK_ORDER_GARBAGE:
+		/* Not an Order: the front and the executor no longer agree, and it never guesses. */
+		bk_log(BK_LOG_ERROR, "executor: the front sent a packet that is not an order");
+		return -EBADMSG;
+	case BK_ORDER_REFUSED:
+		ret = reply_error(ex, order->id, EINVAL, "order", why);
+		break;
+	case BK_ORDER_OK:
+	default:
+		if (is_file_order(row->kind) && !ex->sandbox.ready)
+			ret = reply_error(ex, order->id, EAGAIN, "sandbox", ex->sandbox.why);
+		else
+			ret = row->serve(ex, order, fds, nfds);
+		break;
+	}
+	bk_order_free(order);
+	return ret < 0 || ex->channel_broken ? -EPIPE : 0;
+}
+
+/* Serve the orders waiting, a batch at a time. <0 when the channel is gone (-EPIPE: the front
+ * closed it). */
+static int channel_readable(struct executor *ex)
+{
+	for (int i = 0; i < ORDER_BATCH && bk_channel_queued(&ex->ch) < CHANNEL_PAUSE_BYTES; i++) {
+		int fds[BK_CHANNEL_MAX_FDS];
+		size_t nfds = 0, len;
+		const uint8_t *buf;
+		int ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0)
+			return ret;
+		ret = serve_packet(ex, buf, len, fds, nfds);
+		for (size_t k = 0; k < nfds; k++)
+			bk_close(fds[k]);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Register the channel for what the loop can do now: read orders while the answers waiting
+ * for the front are few, write while any wait. */
+static int channel_arm(struct executor *ex)
+{
+	size_t queued = bk_channel_queued(&ex->ch);
+	uint32_t want = (queued < CHANNEL_PAUSE_BYTES ? EPOLLIN : 0) | (queued ? EPOLLOUT : 0);
+
+	if (want == ex->armed)
+		return 0;
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_MOD, ex->ch.fd, &(struct epoll_event){ .events = want, .data.ptr = &tag_channel }) < 0)
+		return -errno;
+	ex->armed = want;
+	return 0;
 }
 
 int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
@@ -637,7 +855,6 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != front)
 		return 1;
-	ex.ch.fd = -1;
 	ex.netns.sock = -1;
 	if (executor_setup(&ex, sock) < 0) {
 		executor_teardown(&ex);
@@ -663,7 +880,11 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 			if (tag == &tag_channel) {
-				int ret = channel_ready(&ex);
+				int ret = 0;
+				if (evs[i].events & EPOLLOUT)
+					ret = bk_channel_flush(&ex.ch) < 0 ? -EPIPE : 0;
+				if (ret == 0 && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && (ex.armed & EPOLLIN))
+					ret = channel_readable(&ex);
 				/* EPIPE: the front closed the channel, shut down. Anything else is a
 				 * broken channel, and the executor never guesses. */
 				if (ret < 0) {
@@ -675,6 +896,11 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 			} else {
 				exec_exited(&ex, tag);
 			}
+		}
+		/* Answers and events made this round (an exit, a lost sandbox) may have queued. */
+		if (ex.channel_broken || channel_arm(&ex) < 0) {
+			status = 1;
+			break;
 		}
 	}
 out:

@@ -7,6 +7,10 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "orders.h"
+
+/* The orders the executor serves, one row each (executor.c). */
+extern const bk_order_table bk_executor_orders;
 
 /* Run the executor's order loop on sock until the front (pid `front`, its parent) goes away.
  * Returns the exit status. */

@@ -24,8 +24,9 @@ $(B)/bench/health_rtt: $(call obj,bench/health_rtt.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-# The floor links the executor's code (libbkserver.a) beside the client library.
-$(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/libbkserver.a
+# The floor links the executor's code (libbkexec.a) beside the client library.
+$(B)/obj/bench/exec_bench.o: CPPFLAGS += -Isidecar
+$(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/libbkexec.a $(B)/libbkcore.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 

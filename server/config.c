@@ -35,6 +35,7 @@ static const struct option_def option_defs[] = {
 	{ "pod", OPT_FLAG, FIELD(pod), "", "find the pod's sandbox container (shareProcessNamespace)" },
 	{ "workspace", OPT_STRING, FIELD(workspace), "DIR", "local: host directory shown as /workspace (default /var/lib/boxkite/workspace)" },
 	{ "init", OPT_STRING, FIELD(init_path), "PATH", "local: the boxkite-init binary (default: next to boxkited)" },
+	{ "executor", OPT_STRING, FIELD(executor_path), "PATH", "the boxkite-executor binary (default: next to boxkited)" },
 	{ "init-name", OPT_STRING, FIELD(init_name), "NAME", "pod: process name of the sandbox's init (default boxkite-init)" },
 	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
 	{ "front-uid", OPT_UINT, FIELD(front_uid), "UID", "the user and group the network-facing process runs as (default 65532)" },
@@ -89,6 +90,7 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->key_file);
 	free(cfg->workspace);
 	free(cfg->init_path);
+	free(cfg->executor_path);
 	free(cfg->init_name);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -225,9 +227,34 @@ static int config_file_load(bk_config *cfg, const char *path, bk_error **err)
 	return ret;
 }
 
+/* Where a helper binary of ours is by default: next to our own binary (build/NAME), or
+ * PREFIX/libexec/boxkite/NAME for an installed PREFIX/sbin/boxkited. */
+static int next_to_self(const char *name, char **out, bk_error **err)
+{
+	char self[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
+
+	if (n <= 0)
+		return bk_error_errno(err, errno, "readlink /proc/self/exe");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	if (asprintf(out, "%s/%s", self, name) < 0)
+		return bk_error_errno(err, ENOMEM, "config");
+	if (access(*out, X_OK) < 0 && (slash = strrchr(self, '/'))) {
+		*slash = '\0';
+		free(*out);
+		if (asprintf(out, "%s/libexec/boxkite/%s", self, name) < 0)
+			return bk_error_errno(err, ENOMEM, "config");
+	}
+	return 0;
+}
+
 /* Defaults that depend on other settings, and settings that contradict each other. */
 static int config_finish(bk_config *cfg, bk_error **err)
 {
+	int ret;
+
 	/* Root would own every root-owned file; the sandbox's uid could signal and trace it. */
 	if (cfg->front_uid == 0 || cfg->front_uid == cfg->sandbox_uid)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--front-uid %u: neither 0 nor the sandbox's uid",
@@ -236,25 +263,10 @@ static int config_finish(bk_config *cfg, bk_error **err)
 		return bk_error_errno(err, ENOMEM, "config");
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
 		return bk_error_errno(err, ENOMEM, "config");
-	if (!cfg->init_path) {
-		/* Next to our own binary: build/boxkite-init, or PREFIX/libexec/boxkite/boxkite-init
-		 * for an installed PREFIX/sbin/boxkited. */
-		char self[4096], *slash;
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
-		if (n <= 0)
-			return bk_error_errno(err, errno, "readlink /proc/self/exe");
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		*slash = '\0';
-		if (asprintf(&cfg->init_path, "%s/boxkite-init", self) < 0)
-			return bk_error_errno(err, ENOMEM, "config");
-		if (access(cfg->init_path, X_OK) < 0 && (slash = strrchr(self, '/'))) {
-			*slash = '\0';
-			free(cfg->init_path);
-			if (asprintf(&cfg->init_path, "%s/libexec/boxkite/boxkite-init", self) < 0)
-				return bk_error_errno(err, ENOMEM, "config");
-		}
-	}
+	if (!cfg->init_path && (ret = next_to_self("boxkite-init", &cfg->init_path, err)) < 0)
+		return ret;
+	if (!cfg->executor_path && (ret = next_to_self("boxkite-executor", &cfg->executor_path, err)) < 0)
+		return ret;
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
 	if (cfg->exec_output > cfg->exec_output_max)

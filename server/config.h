@@ -27,6 +27,7 @@ typedef struct bk_config {
 	bool pod;                 /* find the pod's sandbox container instead of making one */
 	char *workspace;          /* local mode: host directory shown as /workspace */
 	char *init_path;          /* local mode: boxkite-init binary */
+	char *executor_path;      /* the boxkite-executor binary */
 	char *init_name;          /* pod mode: name of the sandbox's init process */
 	unsigned sandbox_uid;     /* the sandbox user (and group) */
 	unsigned front_uid;       /* the front's user (and group) once it listens */

@@ -31,6 +31,7 @@ static const struct reply_row {
 	size_t nfds;            /* the descriptors that come with it */
 	bool (*whole)(const bk_reply *r); /* more than its kind, where a field must be there */
 } reply_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, BOXKITE__EXECUTOR__REPLY__KIND_PONG, 0, NULL },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_PING, BOXKITE__EXECUTOR__REPLY__KIND_PONG, 0, NULL },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED, 3, NULL },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, BOXKITE__EXECUTOR__REPLY__KIND_KILLED, 0, NULL },

@@ -1,4 +1,4 @@
-/* boxkited: fork the privileged executor, give up every privilege, serve. */
+/* boxkited: start the privileged executor (its own program image), give up every privilege, serve. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,16 +14,38 @@
 #include "privsep.h"
 #include "server.h"
 
-/* Ask the executor what it found; the answer feeds Health. */
-static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
+/* Give the executor its configuration — all of it, from our flags: it reads no file and no
+ * environment of its own — and learn what it found; the answer feeds Health. */
+static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cfg, bk_error **err)
 {
-	Boxkite__Executor__Ping ping = BOXKITE__EXECUTOR__PING__INIT;
+	Boxkite__Executor__Configure c = BOXKITE__EXECUTOR__CONFIGURE__INIT;
+	Boxkite__Executor__Root roots[BK_ROOTS_MAX], *root_ptrs[BK_ROOTS_MAX];
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
 	int ret;
 
-	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_PING;
-	order.ping = &ping;
+	c.pod = cfg->pod;
+	c.workspace = cfg->workspace;
+	c.init_path = cfg->init_path;
+	c.init_name = cfg->init_name;
+	c.sandbox_uid = cfg->sandbox_uid;
+	c.tmp_size = cfg->tmp_size;
+	c.exec_memory = cfg->exec_memory;
+	c.exec_pids = cfg->exec_pids;
+	c.exec_nofile = cfg->exec_nofile;
+	c.exec_nproc = cfg->exec_nproc;
+	c.exec_fsize = cfg->exec_fsize;
+	c.key_file = cfg->key_file ? cfg->key_file : "";
+	for (size_t i = 0; i < cfg->roots.n; i++) {
+		boxkite__executor__root__init(&roots[i]);
+		roots[i].path = (char *)cfg->roots.root[i].path;
+		roots[i].read_only = cfg->roots.root[i].read_only;
+		root_ptrs[i] = &roots[i];
+	}
+	c.n_roots = cfg->roots.n;
+	c.roots = root_ptrs;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE;
+	order.configure = &c;
 	ret = bk_link_call(link, &order, &reply, NULL, NULL, err);
 	if (ret < 0)
 		return ret;
@@ -110,20 +132,24 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* The keys are read as root, the executor forked, and then, before any thread, the front
-	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 ||
-	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
-	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
+	/* The executor is started first — its own image, before the keys are read, so that no key
+	 * was ever in its memory — then the keys are read as root, and then, before any thread,
+	 * the front keeps only what listening and becoming --front-uid need (privdrop.c). */
+	if ((ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
+	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
 	bk_link_attach(link, channel);
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
 	srv.executor = link;
 	bk_keystore_set_opener(srv.keystore, key_file_via_executor, link);
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
-	    (ret = executor_hello(&srv, link, &err)) < 0) {
+	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}

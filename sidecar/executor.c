@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -24,7 +25,7 @@
 #include "channel.h"
 #include "clock.h"
 #include "envpolicy.h"
-#include "files.h"
+#include "fsops.h"
 #include "keys.h"
 #include "log.h"
 #include "netns.h"
@@ -57,7 +58,9 @@ struct exec_entry {
 
 struct executor {
 	bk_channel ch;
-	const bk_config *cfg;
+	bk_order *configure;  /* the order Configure, kept: cfg points into it */
+	const Boxkite__Executor__Configure *cfg;
+	bk_roots roots;       /* cfg's */
 	int epfd;
 	uint32_t armed;     /* the events the channel is registered for */
 	bool channel_broken;
@@ -188,7 +191,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
 	/* Checked (check_spawn): normalized here. */
-	if (bk_sandbox_path(&ex->cfg->roots, s->cwd, cwd, sizeof(cwd), NULL, &why) < 0)
+	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), NULL, &why) < 0)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
@@ -632,7 +635,7 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 
 	(void)fds;
 	(void)nfds;
-	if (!ex->cfg->key_file)
+	if (!ex->cfg->key_file[0])
 		return reply_error(ex, o->id, ENOENT, "key file", "boxkited has no --key-file");
 	fd = bk_keyring_open(ex->cfg->key_file);
 	if (fd < 0)
@@ -640,8 +643,45 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 	return reply_opened(ex, o->id, fd);
 }
 
+/* Configure: what the front configured boxkited with, checked as any order is. */
+static const char *check_configure(const bk_roots *roots, const bk_order *o)
+{
+	const Boxkite__Executor__Configure *c = o->configure;
+	bk_roots all = { .n = 0 };
+	const char *why = NULL;
+
+	(void)roots;
+	if (c->sandbox_uid == 0)
+		return "the sandbox user cannot be root";
+	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
+		return "an exec limit of 0";
+	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->init_path[0] != '/' || !c->tmp_size)
+		return c->pod ? "pod mode needs the name of the sandbox's init"
+			      : "local mode needs an absolute workspace and init path, and a /tmp size";
+	if (c->key_file[0] && c->key_file[0] != '/')
+		return "the key file is not an absolute path";
+	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
+		return "1 to 8 roots";
+	for (size_t i = 0; i < c->n_roots; i++) {
+		char spec[BK_ROOT_PATH_MAX + 8];
+		if (snprintf(spec, sizeof(spec), "%s%s", c->roots[i]->path, c->roots[i]->read_only ? ":ro" : "") >=
+			    (int)sizeof(spec) ||
+		    bk_roots_add(&all, spec, &why) < 0)
+			return why ? why : "a root's path is too long";
+	}
+	return NULL;
+}
+
+static int serve_configure(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	(void)fds;
+	(void)nfds;
+	return reply_error(server, o->id, EALREADY, "order", "the executor is configured once, at start-up");
+}
+
 /* What the executor serves. Files need the sandbox: answered EAGAIN until it is ready. */
 static const bk_order_row executor_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, bk_order_check_none, serve_configure },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_PING, 0, bk_order_check_none, serve_ping },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
@@ -685,7 +725,7 @@ static int drop_capabilities(void)
 	return bk_child_keep_caps(mask, bk_capbset_read() & ~mask) ? -1 : 0;
 }
 
-static int executor_setup(struct executor *ex, int sock)
+static int executor_setup(struct executor *ex)
 {
 	bk_error *err = NULL;
 	bk_sandbox_config scfg = {
@@ -697,27 +737,10 @@ static int executor_setup(struct executor *ex, int sock)
 		.uid = ex->cfg->sandbox_uid,
 		.gid = ex->cfg->sandbox_uid,
 	};
-	sigset_t none;
 	int ret;
 
-	/* The front blocked and ignored signals for itself: start from the defaults, but let only
-	 * the front (channel EOF) end us — a terminal's SIGINT goes to both. */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	if (setgroups(0, NULL) < 0)
-		bk_log(BK_LOG_ERROR, "executor: setgroups: %s", strerror(errno));
-	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
-	 * spelled out; the front's umask 077 must not narrow them. */
-	umask(0);
-
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	/* No bound on what the executor queues for the front: it bounds it by not reading orders
-	 * past CHANNEL_PAUSE_BYTES (its events are bounded by the execs it runs). */
-	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock, SIZE_MAX) < 0)
+	if (ex->epfd < 0)
 		return -1;
 	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
 	 * Then the executor narrows itself, before it makes anything else, so that every process it
@@ -752,7 +775,7 @@ static int executor_setup(struct executor *ex, int sock)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
-	bk_fs_init(&ex->fs, &ex->cfg->roots, scfg.uid, scfg.gid);
+	bk_fs_init(&ex->fs, &ex->roots, scfg.uid, scfg.gid);
 	ex->armed = EPOLLIN;
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));
@@ -778,6 +801,7 @@ static void executor_teardown(struct executor *ex)
 	bk_seccomp_free(&ex->seccomp);
 	bk_channel_fini(&ex->ch);
 	bk_close(ex->epfd);
+	bk_order_free(ex->configure);
 }
 
 /* Serve one packet from the front. <0 when the channel is broken. */
@@ -788,7 +812,7 @@ static int serve_packet(struct executor *ex, const uint8_t *buf, size_t len, int
 	bk_order *order;
 	int ret;
 
-	switch (bk_order_decode(&bk_executor_orders, &ex->cfg->roots, buf, len, nfds, &order, &row, &why)) {
+	switch (bk_order_decode(&bk_executor_orders, &ex->roots, buf, len, nfds, &order, &row, &why)) {
 	case BK_ORDER_GARBAGE:
 		/* Not an Order: the front and the executor no longer agree, and it never guesses. */
 		bk_log(BK_LOG_ERROR, "executor: the front sent a packet that is not an order");
@@ -846,17 +870,87 @@ static int channel_arm(struct executor *ex)
 	return 0;
 }
 
-int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
+/* The first packet on the channel, waited for: Configure, or the executor does not run. */
+static int receive_configure(struct executor *ex)
 {
-	struct executor ex = { .cfg = cfg, .epfd = -1 };
+	static const bk_order_row only[] = {
+		{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, check_configure, NULL },
+	};
+	const bk_order_table table = { only, BK_ARRAY_SIZE(only) };
+	struct pollfd pfd = { .fd = ex->ch.fd, .events = POLLIN };
+	const bk_order_row *row;
+	const uint8_t *buf;
+	size_t len, nfds;
+	const char *why;
+	int fds[BK_CHANNEL_MAX_FDS], ret;
+
+	while ((ret = poll(&pfd, 1, -1)) < 0 && errno == EINTR)
+		;
+	if (ret < 0 || (ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
+		return -1;
+	for (size_t i = 0; i < nfds; i++)
+		bk_close(fds[i]);
+	switch (bk_order_decode(&table, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
+	case BK_ORDER_OK:
+		break;
+	case BK_ORDER_REFUSED:
+		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", why);
+		reply_error(ex, ex->configure->id, EINVAL, "configure", why);
+		bk_channel_flush(&ex->ch);
+		return -1;
+	case BK_ORDER_GARBAGE:
+	default:
+		bk_log(BK_LOG_ERROR, "executor: the front's first packet is not an order");
+		return -1;
+	}
+	ex->cfg = ex->configure->configure;
+	for (size_t i = 0; i < ex->cfg->n_roots; i++) {
+		char spec[BK_ROOT_PATH_MAX + 8];
+		snprintf(spec, sizeof(spec), "%s%s", ex->cfg->roots[i]->path, ex->cfg->roots[i]->read_only ? ":ro" : "");
+		bk_roots_add(&ex->roots, spec, &why); /* checked above */
+	}
+	return 0;
+}
+
+int bk_executor_main(int sock)
+{
+	struct executor ex = { .epfd = -1 };
+	sigset_t none;
 	int status = 0;
 
-	/* Die with the front: nothing privileged outlives the process that talks to clients. */
+	/* Die with the front: nothing privileged outlives the process that talks to clients (set
+	 * before the execve too; once more, in case another parent started us). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != front)
-		return 1;
+	/* Only the front (channel EOF) ends us — a terminal's SIGINT goes to both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	if (setgroups(0, NULL) < 0)
+		bk_log(BK_LOG_ERROR, "executor: setgroups: %s", strerror(errno));
+	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
+	 * spelled out; the front's umask 077 must not narrow them. */
+	umask(0);
 	ex.netns.sock = -1;
-	if (executor_setup(&ex, sock) < 0) {
+	/* No bound on what the executor queues for the front: it bounds it by not reading orders
+	 * past CHANNEL_PAUSE_BYTES (its events are bounded by the execs it runs). */
+	if (bk_channel_init(&ex.ch, sock, SIZE_MAX) < 0)
+		return 1;
+	if (receive_configure(&ex) < 0) {
+		bk_channel_fini(&ex.ch);
+		bk_order_free(ex.configure);
+		return 1;
+	}
+	if (executor_setup(&ex) < 0) {
+		reply_error(&ex, ex.configure->id, EIO, "executor set-up", "the executor could not start: see its log");
+		bk_channel_flush(&ex.ch);
+		executor_teardown(&ex);
+		return 1;
+	}
+	/* The answer to Configure: set up, and the sandbox's state. */
+	if (send_state(&ex, ex.configure->id) < 0) {
 		executor_teardown(&ex);
 		return 1;
 	}

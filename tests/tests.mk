@@ -25,7 +25,7 @@ TEST_SKIP_TIERS := escape-selftest integration files python files-bkctl
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
-	$(MAKE) gen-check
+	$(MAKE) gen-check layout-check
 	$(MAKE) all test-unit test-wire test-fuzz test-integration test-files test-python
 	$(MAKE) SAN=1 test-san
 	@total=0; tiers=; \

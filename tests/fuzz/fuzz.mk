@@ -21,10 +21,11 @@ FUZZ_DICT    := tests/fuzz/envelope.dict
 
 $(B)/tests/fuzz/%.o: tests/fuzz/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -c $< -o $@
 
-$(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/gen_corpus: $(B)/tests/fuzz/%: $(B)/tests/fuzz/%.o $(B)/libbkserver.a
-	$(CC) -pie -o $@ $^ $(LDLIBS_SERVER) $(LDFLAGS)
+$(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/gen_corpus: $(B)/tests/fuzz/%: $(B)/tests/fuzz/%.o $(B)/libbkfront.a \
+		$(B)/libbkcore.a
+	$(CC) -pie -o $@ $^ $(LDLIBS_FRONT) $(LDFLAGS)
 
 # The server logs one JSON line per call: kept in a file, shown (with the rest) on failure.
 test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/gen_corpus
@@ -51,7 +52,7 @@ fuzz-corpus: $(B)/tests/fuzz/gen_corpus
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := $(CPPFLAGS) -std=gnu11 -O1 -g $(FUZZ_SAN) -MMD -MP -fPIE
-FUZZ_SRC    := $(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC)
+FUZZ_SRC    := $(COMMON_SRC) $(DAEMON_SRC) $(FRONT_SRC) $(GEN_V1) $(GEN_EXEC)
 FUZZ_OBJ    := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(FUZZ_SRC))
 
 $(B)/fuzz/obj/gen/%.o: gen/%.c
@@ -69,10 +70,13 @@ $(B)/fuzz/obj/tests/fuzz/%.o: tests/fuzz/%.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(WARN) -fsanitize=fuzzer-no-link -c $< -o $@
 
+$(B)/fuzz/obj/server/%.o $(B)/fuzz/obj/tests/fuzz/%.o: FUZZ_CFLAGS += -Iserver
+$(B)/fuzz/obj/sidecar/%.o $(B)/fuzz/obj/tests/fuzz/%.o: FUZZ_CFLAGS += -Isidecar
+
 $(B)/fuzz/obj/tests/fuzz/fuzz_envelope.o: FUZZ_CFLAGS += -DBK_LIBFUZZER
 
 $(B)/fuzz/fuzz_envelope: $(B)/fuzz/obj/tests/fuzz/fuzz_envelope.o $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_SERVER)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_FRONT)
 
 fuzz: $(B)/fuzz/fuzz_envelope
 	mkdir -p $(B)/fuzz/corpus $(B)/fuzz/artifacts

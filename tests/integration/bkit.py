@@ -41,6 +41,8 @@ import boxkited_process  # noqa: E402  (its process helpers only: standard libra
 
 BUILD = Path(os.environ.get("BOXKITE_BUILD", REPO / "build")).resolve()
 BOXKITED = BUILD / "boxkited"
+EXECUTOR = BUILD / "boxkite-executor"
+EXECUTOR_COMM = "boxkite-executo"  # its name as the kernel keeps it: 15 characters
 BKCTL = BUILD / "bkctl"
 INIT = BUILD / "boxkite-init"
 PROBE = BUILD / "bk-probe"
@@ -195,7 +197,7 @@ def require_tools(*tools):
 
 
 def require_build():
-    for b in (BOXKITED, BKCTL, INIT, PROBE):
+    for b in (BOXKITED, EXECUTOR, BKCTL, INIT, PROBE):
         if not b.exists():
             raise unittest.SkipTest(f"{b} is not built (make all {BUILD.name}/bk-probe)")
 
@@ -441,8 +443,8 @@ class Daemon:
         except OSError:
             return ""
 
-    # Processes: the front (talks to clients), its child the executor, and (local mode) the
-    # executor's child boxkite-init.
+    # Processes: the front (talks to clients), its child the executor (boxkite-executor), and
+    # (local mode) the executor's child boxkite-init.
     def front_pid(self):
         if self._front is None:
             if not self.prefix:
@@ -457,7 +459,7 @@ class Daemon:
         return self._front
 
     def executor_pid(self):
-        kids = [p for p in proc_children(self.front_pid()) if proc_comm(p) == "boxkited"]
+        kids = [p for p in proc_children(self.front_pid()) if proc_comm(p) == EXECUTOR_COMM]
         if len(kids) != 1:
             raise AssertionError(f"expected one executor child of the front, found {kids}")
         return kids[0]

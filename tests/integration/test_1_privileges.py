@@ -110,6 +110,73 @@ class FrontAndExecutorPrivileges(unittest.TestCase):
         self.assertEqual(set(re.findall(r"CAP_[A-Z_]+", body)), EXECUTOR_CAPS)
 
 
+def mappings(pid, path_part):
+    """(start, end) of pid's mappings whose path contains path_part."""
+    out = []
+    for line in open(f"/proc/{pid}/maps"):
+        fields = line.split()
+        if len(fields) >= 6 and path_part in fields[5]:
+            a, b = fields[0].split("-")
+            out.append((int(a, 16), int(b, 16)))
+    return out
+
+
+def memory_holds(pid, needle):
+    """Whether any readable, private mapping of pid holds the bytes needle (read as root)."""
+    found = False
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1] or (len(fields) >= 6 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            a, b = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(a)
+                if needle in mem.read(b - a):
+                    found = True
+            except OSError:
+                continue
+    return found
+
+
+class ExecutorImage(unittest.TestCase):
+    """The executor is not a fork of the front but boxkite-executor executed afresh: another
+    program, its own address layout (a fork would share the front's libc base to the byte), an
+    empty environment, and none of the front's keys in its memory."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = bkit.Daemon("image").start()
+        rc, res, err = cls.d.exec_json("--", "true")
+        if rc != 0:
+            raise AssertionError(f"exec true: {rc} {res} {err}")
+
+    def test_it_runs_its_own_program(self):
+        self.assertEqual(os.readlink(f"/proc/{self.d.executor_pid()}/exe"), str(bkit.EXECUTOR))
+        self.assertEqual(os.readlink(f"/proc/{self.d.front_pid()}/exe"), str(bkit.BOXKITED))
+        self.assertEqual(open(f"/proc/{self.d.executor_pid()}/environ", "rb").read(), b"")
+
+    def test_its_address_layout_is_its_own(self):
+        front, executor = mappings(self.d.front_pid(), "libc.so"), mappings(self.d.executor_pid(), "libc.so")
+        self.assertTrue(front and executor, "libc is mapped in both")
+        self.assertNotEqual(front[0][0], executor[0][0], "the executor shares the front's libc base: a fork")
+        self.assertNotEqual(mappings(self.d.front_pid(), "[stack]"), mappings(self.d.executor_pid(), "[stack]"))
+
+    def test_no_key_in_its_memory(self):
+        secret = bytes.fromhex(self.d.key_secret)
+        # The scan can find a key: the front, which verifies MACs with it, holds it.
+        self.assertTrue(memory_holds(self.d.front_pid(), secret), "the scan does not find the key in the front")
+        self.assertFalse(memory_holds(self.d.executor_pid(), secret), "the executor's memory holds the HMAC key")
+        self.assertFalse(memory_holds(self.d.executor_pid(), self.d.key_secret.encode()),
+                         "the executor's memory holds the key file's text")
+
+    def test_a_key_reload_passes_a_descriptor_and_no_key(self):
+        # SIGHUP: the front has the executor open the key file and reads it itself.
+        os.kill(self.d.front_pid(), signal.SIGHUP)
+        bkit.wait_for(lambda: "key file reloaded" in self.d.log_text(), 10, what="the key reload")
+        self.assertFalse(memory_holds(self.d.executor_pid(), bytes.fromhex(self.d.key_secret)))
+
+
 class FrontWithoutExecutor(unittest.TestCase):
     def test_front_stops_failing_when_its_executor_dies(self):
         # Without its executor the front can only answer UNAVAILABLE while Health would still say
@@ -128,6 +195,14 @@ class FrontWithoutExecutor(unittest.TestCase):
         self.assertNotEqual(status, 0, "a front that lost its executor exited 0")
         self.assertIn("the executor is gone", d.log_text())
         bkit.wait_for(lambda: not any(bkit.proc_alive(p) for p in family), 5, what="boxkited's processes to be gone")
+
+
+class ExecutorPath(unittest.TestCase):
+    def test_a_missing_executor_stops_boxkited_with_the_reason(self):
+        r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--executor", "/nonexistent/x"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--executor", r.stderr)
 
 
 class FrontUid(unittest.TestCase):

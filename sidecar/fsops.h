@@ -8,8 +8,8 @@
  * RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV, so "..", absolute symlinks,
  * /proc magic links and a symlink swapped in mid-operation cannot leave it. Operations on a last
  * component use the *at() calls on its resolved directory and never follow it. */
-#ifndef BK_FILES_H
-#define BK_FILES_H
+#ifndef BK_FSOPS_H
+#define BK_FSOPS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "files.h"
+#include "fsops.h"
 
 #include <dirent.h>
 #include <errno.h>

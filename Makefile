@@ -46,7 +46,7 @@ COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c com
               common/sbpath.c common/utf8.c common/fullio.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
-FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/dispatch.c \
+FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/replaylog.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c
 # The executor (boxkite-executor), its own program image: sidecar/ only.
@@ -66,7 +66,7 @@ CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
 
-.PHONY: all help gen gen-check layout-check deps test test-unit test-integration test-python test-fuzz \
+.PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
         test-san bench run install clean
 
 all: $(BINS) $(LIBS)
@@ -76,6 +76,7 @@ help:
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
 	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
+	@echo "make docs       regenerate SECURITY.md's list of the seccomp filter (CI checks it is current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
 	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
@@ -153,9 +154,22 @@ $(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcor
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
-$(B)/boxkite-init: sidecar/init/boxkite-init.c
+$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/init_status.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+
+# SECURITY.md's list of the filter, printed from the filter's own tables.
+$(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
+
+docs: $(B)/bk-filter-doc
+	scripts/security-md $(B)/bk-filter-doc > $(B)/SECURITY.md && mv $(B)/SECURITY.md SECURITY.md
+
+docs-check: $(B)/bk-filter-doc
+	@if scripts/security-md $(B)/bk-filter-doc | cmp -s - SECURITY.md; then \
+	  echo "docs-check: SECURITY.md lists the filter as it is built"; \
+	else echo "docs-check: SECURITY.md's seccomp list is not the filter's; run make docs and commit" >&2; \
+	  scripts/security-md $(B)/bk-filter-doc | diff SECURITY.md - | head -20 >&2; exit 1; fi
 
 # --- client library and bkctl --------------------------------------------------------------------
 

@@ -21,11 +21,14 @@
 #define ORDER_STRINGS_MAX (512 * 1024) /* argv + env must fit one executor packet */
 #define OUTPUT_INITIAL (64 * 1024)
 #define DISCARD_SIZE (256 * 1024)
+/* How long an exec's pipes may stay open after its init exited before it is answered. */
+#define EXIT_GRACE_MS 200
 
-/* The environment every command starts from; request variables are added or replace these. */
+/* The environment every command starts from — never boxkited's own (its key file, storage
+ * credentials); request variables are added or replace these. */
 static const char *const base_env[] = {
 	"PATH=/usr/local/bin:/usr/bin:/bin",
-	"HOME=/workspace",
+	"HOME=" BK_SANDBOX_HOME,
 	"LANG=C.UTF-8",
 	"TERM=dumb",
 	"TMPDIR=/tmp",
@@ -57,7 +60,6 @@ struct exec_run {
 	struct watch watches[4];
 	bk_call *call;
 	uint64_t id;
-	const char *argv0;
 	uint32_t timeout_ms;
 	struct timespec started;
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
@@ -105,10 +107,10 @@ static void wake(bk_execs *ex)
 
 /* --- the handler (an nng callback thread) ---------------------------------------------------- */
 
-/* The environment: the base, then the request's variables, each checked against the policy.
+/* The environment: the base, then the request's variables (any well-formed name, envpolicy.h).
  * Returns the number of entries, or -1 with *bad naming the variable refused. */
-static int build_env(const Boxkite__V1__ExecRequest *rq, bool allow_path, char **env, char *storage, size_t size,
-		     const char **bad, const char **why)
+static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *storage, size_t size, const char **bad,
+		     const char **why)
 {
 	size_t n = 0, used = 0;
 
@@ -119,8 +121,10 @@ static int build_env(const Boxkite__V1__ExecRequest *rq, bool allow_path, char *
 		size_t nlen = strlen(name), vlen = strlen(value), j;
 
 		*bad = name;
-		if ((*why = bk_env_denied(name, nlen, allow_path)))
+		if (!bk_env_name_valid(name, nlen)) {
+			*why = "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*, at most 256 bytes)";
 			return -1;
+		}
 		for (j = BK_ARRAY_SIZE(base_env); j < n; j++) {
 			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
 				*why = "set twice in the request";
@@ -166,6 +170,8 @@ static void maybe_finish(bk_execs *ex, struct exec_run *run);
 static struct exec_run *run_find(bk_execs *ex, uint64_t id);
 static void unwatch_close(bk_execs *ex, int *fd);
 static void answer_retired(bk_execs *ex);
+static void run_finish(bk_execs *ex, struct exec_run *run);
+static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind);
 
 /* The executor's answer to SPAWN (link thread): the command's pipes, or why not. */
 static void spawn_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
@@ -184,6 +190,21 @@ static void spawn_replied(void *arg, int err, bk_reply *reply, int *fds, size_t 
 	bk_reply_free(reply);
 }
 
+/* The exec's init is gone but its pipes are still open: answer in EXIT_GRACE_MS with what was
+ * read by then. The timeout's timer becomes the grace's (it may be gone already: it fired). */
+static void arm_grace(bk_execs *ex, struct exec_run *run)
+{
+	struct itimerspec its = { .it_value = { .tv_nsec = EXIT_GRACE_MS * 1000000L } };
+
+	if (run->timer_fd < 0) {
+		run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (run->timer_fd >= 0 && watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
+			run->timer_fd = bk_close(run->timer_fd);
+	}
+	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0)
+		run_finish(ex, run); /* no grace without a timer: answered now */
+}
+
 void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 {
 	bk_execs *ex = srv->execs;
@@ -196,9 +217,13 @@ void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 		run->signal = exited->signal;
 		run->oom_killed = exited->oom_killed;
 		run->exited = true;
-		unwatch_close(ex, &run->timer_fd);
 		/* Usually its pipes are at EOF already: answered here, at once. */
 		maybe_finish(ex, run);
+		/* If not, a process outside the exec's tree holds them (its stdout handed to another
+		 * exec over a unix socket): what it writes is not this exec's output. The timer, now
+		 * the grace's, answers with what was read. */
+		if (!run->finished)
+			arm_grace(ex, run);
 	}
 	pthread_mutex_unlock(&ex->lock);
 	answer_retired(ex);
@@ -272,7 +297,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	nenv = build_env(rq, cfg->allow_path_override, env, env_storage, env_bytes, &bad, &why);
+	nenv = build_env(rq, env, env_storage, env_bytes, &bad, &why);
 	if (nenv < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
 		return;
@@ -285,7 +310,6 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	clock_gettime(CLOCK_MONOTONIC, &run->started);
 	run->call = call;
 	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
-	run->argv0 = rq->n_argv ? rq->argv[0] : "/bin/sh";
 	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
 	run->stdin_fd = run->timer_fd = -1;
 	run->stdin_data = rq->stdin.data;
@@ -402,40 +426,32 @@ static void answer_retired(bk_execs *ex)
 	pthread_mutex_unlock(&ex->lock);
 }
 
-/* The spawn failed. execve itself failing is answered as a shell would — 127 not found, 126 not
- * executable — with the reason on stderr; a working directory that is not there as such; any
- * other step failing is an error of the sandbox, not of the command. Called with the lock held. */
+/* The spawn failed. A working directory that is not there or may not be entered is the cwd's
+ * error; any other step failing is an error of the sandbox, not of the command. (A command that
+ * cannot be executed is not a failed step: the exec's init reports it as a shell would, exit 127
+ * or 126.) Called with the lock held. */
 static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply)
 {
 	int status = err == EAGAIN || err == EPIPE || err == ENOBUFS ? BK_UNAVAILABLE : bk_status_from_errno(err);
 
-	switch (reply ? reply->child_step : BOXKITE__EXECUTOR__STEP__STEP_NONE) {
-	case BOXKITE__EXECUTOR__STEP__STEP_EXECVE: {
-		char msg[512];
-		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(err));
-		run->out[1].data = malloc((size_t)n);
-		if (run->out[1].data) {
-			memcpy(run->out[1].data, msg, (size_t)n);
-			run->out[1].len = (size_t)n;
-		}
-		run->exit_code = err == ENOENT ? 127 : 126;
-		run_retire(ex, run, RUN_RESULT);
-		return;
-	}
-	case BOXKITE__EXECUTOR__STEP__STEP_CHDIR:
+	if (reply && reply->child_step == BOXKITE__EXECUTOR__STEP__STEP_CHDIR)
 		run_fail(ex, run, status, "cwd: %s", strerror(err));
-		break;
-	default:
+	else
 		run_fail(ex, run, status, "exec failed at %s: %s", reply && reply->step[0] ? reply->step : "executor",
 			 bk_link_why(ex->srv->executor, err, reply));
-		break;
-	}
+}
+
+/* The run is over (its exit came, and its output ended or the grace after the exit did): retired
+ * for its answer. Called with the lock held. */
+static void run_finish(bk_execs *ex, struct exec_run *run)
+{
+	run_retire(ex, run, run->fail_status ? RUN_FAILED : RUN_RESULT);
 }
 
 static void maybe_finish(bk_execs *ex, struct exec_run *run)
 {
 	if (run->exited && run->out[0].fd < 0 && run->out[1].fd < 0)
-		run_retire(ex, run, run->fail_status ? RUN_FAILED : RUN_RESULT);
+		run_finish(ex, run);
 }
 
 /* A kill that found its exec gone (ESRCH) is fine: its Exited event is on its way. */
@@ -506,8 +522,9 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 }
 
 /* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
- * neither blocked on a full pipe nor killed for talking too much. */
-static void output_read(bk_execs *ex, struct exec_run *run, struct output *o)
+ * neither blocked on a full pipe nor killed for talking too much. last: the grace after the exit
+ * is over, the stream ends with what is there now. */
+static void output_read(bk_execs *ex, struct exec_run *run, struct output *o, bool last)
 {
 	for (;;) {
 		ssize_t n;
@@ -537,11 +554,14 @@ static void output_read(bk_execs *ex, struct exec_run *run, struct output *o)
 				continue;
 			}
 		}
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && !last)
 			return;
 		/* EOF (or an error, which ends the stream the same way) */
 		unwatch_close(ex, &o->fd);
-		maybe_finish(ex, run);
+		if (!last)
+			maybe_finish(ex, run);
 		return;
 	}
 }
@@ -582,12 +602,20 @@ static void on_event(bk_execs *ex, struct watch *w)
 		break;
 	case WATCH_STDOUT:
 	case WATCH_STDERR:
-		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1]);
+		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1], false);
 		break;
 	case WATCH_TIMER:
 		if (read(run->timer_fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
 			break;
 		unwatch_close(ex, &run->timer_fd);
+		if (run->exited) {
+			/* The grace after the exit is over: what the pipes hold now, then the answer. */
+			for (int i = 0; i < 2; i++)
+				if (run->out[i].fd >= 0)
+					output_read(ex, run, &run->out[i], true);
+			run_finish(ex, run);
+			break;
+		}
 		run->timed_out = true;
 		run_kill(ex, run);
 		break;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "files.h"
@@ -13,6 +14,37 @@
 #include "privdrop.h"
 #include "privsep.h"
 #include "server.h"
+
+/* boxkited's private state directory (the replay log; local mode's workspace and home beneath
+ * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that
+ * no other user of the host reaches what the sandbox wrote there. */
+static int state_dir_make(const char *dir, bk_error **err)
+{
+	char path[4096];
+	struct stat st;
+
+	if (strlen(dir) >= sizeof(path))
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "--state-dir is too long");
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return bk_error_errno(err, errno, "cannot create %s (for --state-dir %s)", path, dir);
+		*p = '/';
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return bk_error_errno(err, errno, "cannot create the state directory %s", dir);
+	if (lstat(dir, &st) < 0)
+		return bk_error_errno(err, errno, "cannot stat the state directory %s", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return bk_error_set(err, BK_FAILED_PRECONDITION, ENOTDIR,
+				    "the state directory %s is not a directory of boxkited's own user", dir);
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
+		return bk_error_errno(err, errno, "chmod 0700 %s", dir);
+	return 0;
+}
 
 /* Give the executor its configuration — all of it, from our flags: it reads no file and no
  * environment of its own — and learn what it found; the answer feeds Health. */
@@ -26,6 +58,8 @@ static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cf
 
 	c.pod = cfg->pod;
 	c.workspace = cfg->workspace;
+	c.home = cfg->home;
+	c.shm_size = cfg->shm_size;
 	c.init_path = cfg->init_path;
 	c.init_name = cfg->init_name;
 	c.sandbox_uid = cfg->sandbox_uid;
@@ -135,7 +169,8 @@ int main(int argc, char **argv)
 	/* The executor is started first — its own image, before the keys are read, so that no key
 	 * was ever in its memory — then the keys are read as root, and then, before any thread,
 	 * the front keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
+	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 ||
+	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
 	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;

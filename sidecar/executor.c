@@ -34,6 +34,7 @@
 #include "sbpath.h"
 #include "filter.h"
 #include "spawn.h"
+#include "init/init_status.h"
 
 typedef Boxkite__Executor__Reply reply_t;
 
@@ -53,6 +54,7 @@ struct exec_entry {
 	struct exec_entry *next;
 	uint64_t id;
 	int pidfd;
+	int status_fd; /* the init's word on how its command ended (init/init_status.h) */
 	bk_exec_cgroup cgroup;
 };
 
@@ -152,8 +154,9 @@ static void cgroups_restage(struct executor *ex)
 }
 
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
- * environment, a cwd inside a sandbox root. Which variables a request may set is the front's
- * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
+ * environment, a cwd inside a sandbox root (the child resolves the rest beneath its root as
+ * the sandbox user). The command runs unprivileged whatever its environment: any well-formed
+ * variable is its own business. */
 static const char *check_spawn(const bk_roots *roots, const bk_order *o)
 {
 	const Boxkite__Executor__Spawn *s = o->spawn;
@@ -182,7 +185,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	bk_error *err = NULL;
 	bk_spawned out;
 	char cwd[4096], msg[512];
-	const char *why, *path = "/usr/local/bin:/usr/bin:/bin";
+	const char *why, *cwd_rel;
+	const bk_root *root = NULL;
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
 
@@ -190,8 +194,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	(void)in_nfds;
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
-	/* Checked (check_spawn): normalized here. */
-	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), NULL, &why) < 0)
+	/* Checked (check_spawn): normalized here, and its root found. */
+	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &why) < 0)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
@@ -205,9 +209,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	}
 	memcpy(argv, s->argv, s->n_argv * sizeof(*argv));
 	memcpy(envp, s->env, s->n_env * sizeof(*envp));
-	for (size_t i = 0; i < s->n_env; i++)
-		if (strncmp(s->env[i], "PATH=", 5) == 0)
-			path = s->env[i] + 5;
+	cwd_rel = cwd + strlen(root->path);
+	cwd_rel = *cwd_rel == '/' ? cwd_rel + 1 : ".";
 
 	e->id = s->exec_id;
 	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
@@ -220,12 +223,14 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	bk_spawn_request rq = {
 		.argv = argv,
 		.envp = envp,
-		.path = path,
-		.cwd = cwd,
+		.cwd_root = root->path,
+		.cwd_rel = cwd_rel,
 		.limits = {
 			.fsize = ex->cfg->exec_fsize,
 			.nofile = ex->cfg->exec_nofile,
-			.nproc = ex->cfg->exec_nproc,
+			/* The pids cgroup is the real limit; RLIMIT_NPROC, which counts the sandbox uid's
+			 * processes across the node, only where there is none. */
+			.nproc = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_nproc : 0,
 			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
 		},
@@ -250,6 +255,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		return ret;
 	}
 	e->pidfd = out.pidfd;
+	e->status_fd = out.status_r;
 	/* Unwatched, its exit would never be reported and its call never answered: it does not
 	 * run at all. */
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
@@ -258,6 +264,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
 		waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
 		bk_close(e->pidfd);
+		bk_close(e->status_fd);
 		bk_close(out.stdin_w);
 		bk_close(out.stdout_r);
 		bk_close(out.stderr_r);
@@ -322,6 +329,7 @@ static void exec_remove(struct executor *ex, struct exec_entry *e)
 	}
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, e->pidfd, NULL);
 	bk_close(e->pidfd);
+	bk_close(e->status_fd);
 	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
 	free(e);
 }
@@ -334,14 +342,25 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	Boxkite__Executor__Exited exited = BOXKITE__EXECUTOR__EXITED__INIT;
 	siginfo_t info;
 
+	struct bk_init_status st;
+
 	memset(&info, 0, sizeof(info));
 	if (waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
 		return 0; /* not yet: a spurious wake-up */
 	exited.exec_id = e->id;
-	if (info.si_code == CLD_EXITED)
+	/* The init's record of its command's end; without one (the init itself was killed: a
+	 * timeout, the OOM killer), the init's own status. */
+	if (read(e->status_fd, &st, sizeof(st)) == (ssize_t)sizeof(st) &&
+	    (st.how == BK_INIT_EXITED || st.how == BK_INIT_SIGNALED)) {
+		if (st.how == BK_INIT_EXITED)
+			exited.exit_code = st.value;
+		else
+			exited.signal = st.value;
+	} else if (info.si_code == CLD_EXITED) {
 		exited.exit_code = info.si_status;
-	else
+	} else {
 		exited.signal = info.si_status;
+	}
 	/* Asked whatever the exit: the OOM killer may have taken any process of the exec's tree,
 	 * not only its first. */
 	exited.oom_killed = bk_exec_cgroup_oom_killed(&ex->cgroups, &e->cgroup);
@@ -655,9 +674,11 @@ static const char *check_configure(const bk_roots *roots, const bk_order *o)
 		return "the sandbox user cannot be root";
 	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
 		return "an exec limit of 0";
-	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->init_path[0] != '/' || !c->tmp_size)
+	if (c->init_path[0] != '/')
+		return "the init is not an absolute path";
+	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->home[0] != '/' || !c->tmp_size || !c->shm_size)
 		return c->pod ? "pod mode needs the name of the sandbox's init"
-			      : "local mode needs an absolute workspace and init path, and a /tmp size";
+			      : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm";
 	if (c->key_file[0] && c->key_file[0] != '/')
 		return "the key file is not an absolute path";
 	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
@@ -731,8 +752,10 @@ static int executor_setup(struct executor *ex)
 	bk_sandbox_config scfg = {
 		.pod = ex->cfg->pod,
 		.workspace = ex->cfg->workspace,
+		.home = ex->cfg->home,
 		.init_path = ex->cfg->init_path,
 		.tmp_size = ex->cfg->tmp_size,
+		.shm_size = ex->cfg->shm_size,
 		.init_name = ex->cfg->init_name,
 		.uid = ex->cfg->sandbox_uid,
 		.gid = ex->cfg->sandbox_uid,
@@ -758,7 +781,7 @@ static int executor_setup(struct executor *ex)
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
 		return -1;
 	}
-	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0) {
+	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, ex->cfg->init_path, scfg.uid, scfg.gid, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;

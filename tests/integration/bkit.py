@@ -20,6 +20,7 @@ this file creates, and only loopback is dialled in the machine's own namespace.
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -264,6 +266,12 @@ def proc_children(pid):
 proc_descendants = boxkited_process.descendants  # pids below pid, parents before children
 
 
+def is_sandbox_init(pid):
+    """A sandbox's boxkite-init (started without arguments), not an exec's (boxkite-init --exec)."""
+    argv = proc_cmdline(pid)
+    return len(argv) == 1 and os.path.basename(argv[0]) == "boxkite-init"
+
+
 def find_processes(uid=None, argv=None):
     """Host pids of live processes with this real uid and exactly this argv."""
     found = []
@@ -380,8 +388,9 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n"):
+                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None):
         self.tag = tag
+        self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)  # the pod emulation's sandbox init is copied from here
         self.key = self.dir / "key"
@@ -412,6 +421,8 @@ class Daemon:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
             a += ["--workspace", str(self.workspace)]
+        # Its own state (the replay log), kept across restarts of this daemon.
+        a += ["--state-dir", str(self.dir / "state")]
         return a + self.args
 
     def start(self, ready_timeout=15):
@@ -420,9 +431,16 @@ class Daemon:
         env.pop("BOXKITE_KEY_FILE", None)
         env.update(self.extra_env)
         self._logf = open(self.log, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._logf,
-                                     stderr=self._logf, env=env,
-                                     preexec_fn=_child_setup(self.netns, self.cgroup))
+        setup = _child_setup(self.netns, self.cgroup)
+        stdio = dict(stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf)
+        if self.tty is not None:
+            def setup_with_terminal(setup=setup):
+                setup()
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            stdio = dict(stdin=self.tty, stdout=self.tty, stderr=self.tty)
+            setup = setup_with_terminal
+        self.proc = subprocess.Popen(self.argv(), env=env, preexec_fn=setup, **stdio)
         defer(self.stop)
         try:
             wait_for(self._ready, ready_timeout, interval=0.1, what=f"boxkited ({self.tag}) to answer Health")
@@ -465,7 +483,8 @@ class Daemon:
         return kids[0]
 
     def local_init_pid(self):
-        kids = [p for p in proc_children(self.executor_pid()) if proc_comm(p) == "boxkite-init"]
+        # The sandbox's init, not an exec's (boxkite-init --exec ..., also the executor's child).
+        kids = [p for p in proc_children(self.executor_pid()) if is_sandbox_init(p)]
         if len(kids) != 1:
             raise AssertionError(f"expected one boxkite-init child of the executor, found {kids}")
         return kids[0]
@@ -794,7 +813,8 @@ class Pod:
             except OSError:
                 continue
             m = re.search(r"^Pid:\s*(-?\d+)", info, re.M)
-            if m and int(m.group(1)) > 0 and proc_comm(int(m.group(1))) == "boxkite-init":
+            # An exec's init is a boxkite-init too (with --exec): not the sandbox's.
+            if m and int(m.group(1)) > 0 and is_sandbox_init(int(m.group(1))):
                 return int(m.group(1))
         return None
 

@@ -45,8 +45,8 @@ class Executor:
         self.next_id = 1
 
     def configure(self, **fields):
-        c = op.Configure(workspace=str(self.dir / "ws"), init_path=str(bkit.INIT), sandbox_uid=bkit.SANDBOX_UID,
-                         tmp_size=64 << 20, exec_memory=256 << 20, exec_pids=64, exec_nofile=256, exec_nproc=4096,
+        c = op.Configure(workspace=str(self.dir / "ws"), home=str(self.dir / "home"), init_path=str(bkit.INIT),
+                         sandbox_uid=bkit.SANDBOX_UID, tmp_size=64 << 20, shm_size=32 << 20, exec_memory=256 << 20, exec_pids=64, exec_nofile=256, exec_nproc=4096,
                          exec_fsize=1 << 30, roots=[op.Root(path="/workspace"), op.Root(path="/tmp")])
         for k, v in fields.items():
             if k == "roots":

@@ -1150,7 +1150,7 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[13] =
+static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[15] =
 {
   {
     "pod",
@@ -1308,6 +1308,30 @@ static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "home",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, home),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "shm_size",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, shm_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
   10,   /* field[10] = exec_fsize */
@@ -1315,19 +1339,21 @@ static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
   8,   /* field[8] = exec_nofile */
   9,   /* field[9] = exec_nproc */
   7,   /* field[7] = exec_pids */
+  13,   /* field[13] = home */
   3,   /* field[3] = init_name */
   2,   /* field[2] = init_path */
   12,   /* field[12] = key_file */
   0,   /* field[0] = pod */
   11,   /* field[11] = roots */
   4,   /* field[4] = sandbox_uid */
+  14,   /* field[14] = shm_size */
   5,   /* field[5] = tmp_size */
   1,   /* field[1] = workspace */
 };
 static const ProtobufCIntRange boxkite__executor__configure__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
 {
@@ -1337,7 +1363,7 @@ const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
   "Boxkite__Executor__Configure",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Configure),
-  13,
+  15,
   boxkite__executor__configure__field_descriptors,
   boxkite__executor__configure__field_indices_by_name,
   1,  boxkite__executor__configure__number_ranges,
@@ -2873,13 +2899,13 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[25] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[27] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
   { "STEP_LOOPBACK", "BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK", 2 },
   { "STEP_SETNS_MNT", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT", 3 },
-  { "STEP_SETNS_IPC", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC", 4 },
+  { "STEP_IPC_NS", "BOXKITE__EXECUTOR__STEP__STEP_IPC_NS", 4 },
   { "STEP_SETNS_UTS", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS", 5 },
   { "STEP_MOUNT_NS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC", 7 },
@@ -2900,18 +2926,22 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_SANDBOX_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT", 22 },
   { "STEP_PIVOT_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT", 23 },
   { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
+  { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
+  { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 25}
+{0, 0},{0, 27}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[25] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[27] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
+  { "STEP_CGROUP_NS", 25 },
   { "STEP_CHDIR", 8 },
   { "STEP_CLOSE_FDS", 18 },
   { "STEP_EXECVE", 21 },
   { "STEP_HOSTNAME", 24 },
+  { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
@@ -2923,8 +2953,8 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_RLIMIT", 16 },
   { "STEP_SANDBOX_ROOT", 22 },
   { "STEP_SECCOMP", 20 },
+  { "STEP_SESSION", 26 },
   { "STEP_SETGROUPS", 10 },
-  { "STEP_SETNS_IPC", 4 },
   { "STEP_SETNS_MNT", 3 },
   { "STEP_SETNS_UTS", 5 },
   { "STEP_SETRESGID", 11 },
@@ -2939,9 +2969,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  25,
+  27,
   boxkite__executor__step__enum_values_by_number,
-  25,
+  27,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -51,7 +51,7 @@ FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/replaylog
               server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
-              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/netns.c
+              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
 

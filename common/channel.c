@@ -248,6 +248,16 @@ size_t bk_channel_queued(bk_channel *ch)
 	return n;
 }
 
+bool bk_channel_broken(bk_channel *ch)
+{
+	bool broken;
+
+	pthread_mutex_lock(&ch->lock);
+	broken = ch->broken != 0;
+	pthread_mutex_unlock(&ch->lock);
+	return broken;
+}
+
 int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds)
 {
 	size_t got = 0;

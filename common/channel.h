@@ -85,6 +85,9 @@ int bk_channel_flush(bk_channel *ch);
 /* Bytes waiting to be sent. */
 size_t bk_channel_queued(bk_channel *ch);
 
+/* Whether the socket has failed (nothing goes out any more). */
+bool bk_channel_broken(bk_channel *ch);
+
 /* Receive one packet without waiting: 0 with *buf, *len (valid until the next receive) and up to
  * BK_CHANNEL_MAX_FDS close-on-exec descriptors in fds (*nfds; fds may be NULL when none may come,
  * and any that do are closed); -EAGAIN when nothing waits; -EPIPE when the peer closed;

@@ -95,10 +95,13 @@ static const char *file_reason(int errnum)
 	}
 }
 
+/* The most of a path an error message shows: its end, where a deep path says where. */
+#define PATH_SHOWN 320
+
 /* Where file orders go. */
 static bk_link *files_link(const bk_call *call)
 {
-	return call->srv->executor;
+	return call->srv->files_link;
 }
 
 /* A file order failed (bk_reply_fn's err and reply): the peer's error about a path, or the
@@ -110,8 +113,11 @@ static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 			      "%s", bk_link_why(files_link(call), err, reply));
 	else if (err == EAGAIN && strcmp(reply->step, "sandbox") == 0)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: %s", reply->message);
-	else
+	else if (strlen(reply->message) <= PATH_SHOWN)
 		bk_call_failf(call, file_status(err), 0, "%s: %s", reply->message, file_reason(err));
+	else /* a deep path: its end says where */
+		bk_call_failf(call, file_status(err), 0, "...%s: %s",
+			      reply->message + strlen(reply->message) - PATH_SHOWN, file_reason(err));
 }
 
 /* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
@@ -132,7 +138,7 @@ static bool path_ok(bk_call *call, const char *in, char *out, size_t size)
 
 static bool executor_ok(bk_call *call)
 {
-	if (call->srv->executor && call->srv->files)
+	if (call->srv->files_link && call->srv->files)
 		return true;
 	bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not serve files");
 	return false;

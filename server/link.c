@@ -88,13 +88,16 @@ static int reply_check(const struct reply_row *row, const bk_reply *reply, size_
 
 /* A channel and the senders using it: freed when the last one is done. */
 struct chan {
+	struct chan *next;   /* in bk_link.retired */
 	atomic_int refs;
+	uint32_t armed;      /* the events it is registered for (link thread) */
 	bk_channel ch;
 };
 
 struct pending {
 	struct pending *next;
 	uint64_t id;
+	struct chan *chan;   /* the channel it went out on: its answer comes on no other */
 	const struct reply_row *row;
 	bk_reply_fn cb;
 	void *arg;
@@ -108,11 +111,10 @@ struct bk_link {
 	pthread_t thread;
 	bool started;
 	int epfd, wake_fd;
-	uint32_t armed;          /* the events the channel is registered for (link thread) */
 
 	pthread_mutex_t lock;    /* everything below */
 	struct chan *cur;        /* NULL: no peer */
-	int incoming;            /* a channel to switch to (bk_link_attach), or -1 */
+	struct chan *retired;    /* replaced by bk_link_attach(), for the link's thread to close */
 	bool closed;
 	uint64_t next_id;
 	struct pending *pending[PENDING_BUCKETS];
@@ -190,7 +192,6 @@ int bk_link_new(const char *name, bk_event_fn on_event, void *arg, bk_link **out
 	snprintf(link->absent, sizeof(link->absent), "no %s is there (the sandbox is not ready)", name);
 	link->on_event = on_event;
 	link->event_arg = arg;
-	link->incoming = -1;
 	link->next_id = 1;
 	pthread_mutex_init(&link->lock, NULL);
 	link->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -205,56 +206,80 @@ int bk_link_new(const char *name, bk_event_fn on_event, void *arg, bk_link **out
 	return 0;
 }
 
-/* Fail every order still waiting for an answer: its peer is gone. */
-static void fail_pending(bk_link *link)
+/* Fail every order still waiting for an answer on c: its peer is gone. */
+static void fail_pending(bk_link *link, struct chan *c)
 {
-	struct pending *all = NULL;
+	struct pending *failed = NULL;
 
 	pthread_mutex_lock(&link->lock);
 	for (size_t b = 0; b < PENDING_BUCKETS; b++) {
-		while (link->pending[b]) {
-			struct pending *p = link->pending[b];
-			link->pending[b] = p->next;
-			p->next = all;
-			all = p;
+		for (struct pending **pp = &link->pending[b]; *pp;) {
+			struct pending *p = *pp;
+			if (p->chan != c) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			p->next = failed;
+			failed = p;
 		}
 	}
 	pthread_mutex_unlock(&link->lock);
-	while (all) {
-		struct pending *next = all->next;
-		all->cb(all->arg, EPIPE, NULL, NULL, 0);
-		free(all);
-		all = next;
+	while (failed) {
+		struct pending *next = failed->next;
+		failed->cb(failed->arg, EPIPE, NULL, NULL, 0);
+		free(failed);
+		failed = next;
 	}
 }
 
-/* Stop using the current channel (link thread, or before it runs). */
-static void detach(bk_link *link)
+/* The end of a channel no longer in use (the link's thread, or before it runs): what was sent
+ * on it fails, a sender still holding it finds it shut. */
+static void chan_close(bk_link *link, struct chan *c)
 {
-	struct chan *c;
-
-	pthread_mutex_lock(&link->lock);
-	c = link->cur;
-	link->cur = NULL;
-	pthread_mutex_unlock(&link->lock);
-	if (!c)
-		return;
 	epoll_ctl(link->epfd, EPOLL_CTL_DEL, c->ch.fd, NULL);
-	link->armed = 0;
-	/* A sender still holding the channel finds it broken from here on. */
 	shutdown(c->ch.fd, SHUT_RDWR);
-	fail_pending(link);
+	fail_pending(link, c);
 	chan_put(c);
 	if (link->on_event)
 		link->on_event(link->event_arg, NULL, NULL, 0);
 }
 
-/* Serve fd from now on (link thread, or before it runs). */
-static void install(bk_link *link, int fd)
+/* The current channel ended (the link's thread). One replaced meanwhile is on the retired
+ * list: closed there, once. */
+static void detach(bk_link *link, struct chan *c)
 {
-	struct chan *c = calloc(1, sizeof(*c));
+	bool current;
 
-	detach(link);
+	pthread_mutex_lock(&link->lock);
+	current = link->cur == c;
+	if (current)
+		link->cur = NULL;
+	pthread_mutex_unlock(&link->lock);
+	if (current)
+		chan_close(link, c);
+}
+
+/* Close the channels replaced meanwhile (the link's thread). */
+static void close_retired(bk_link *link)
+{
+	struct chan *c;
+
+	pthread_mutex_lock(&link->lock);
+	c = link->retired;
+	link->retired = NULL;
+	pthread_mutex_unlock(&link->lock);
+	while (c) {
+		struct chan *next = c->next;
+		chan_close(link, c);
+		c = next;
+	}
+}
+
+void bk_link_attach(bk_link *link, int fd)
+{
+	struct chan *c = calloc(1, sizeof(*c)), *old;
+
 	if (!c || bk_channel_init(&c->ch, fd, QUEUE_LIMIT) < 0) {
 		if (!c)
 			bk_close(fd);
@@ -263,32 +288,28 @@ static void install(bk_link *link, int fd)
 		return;
 	}
 	atomic_init(&c->refs, 1);
-	link->armed = EPOLLIN;
+	c->armed = EPOLLIN;
 	if (epoll_ctl(link->epfd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = c }) < 0) {
 		bk_log(BK_LOG_ERROR, "%s link: epoll_ctl: %s", link->name, strerror(errno));
 		chan_put(c);
-		link->armed = 0;
 		return;
 	}
+	/* In use from here on, by senders at once; the one it replaces is closed by the link's
+	 * thread, which may be reading it now. */
 	pthread_mutex_lock(&link->lock);
+	old = link->cur;
 	link->cur = c;
-	pthread_mutex_unlock(&link->lock);
-}
-
-void bk_link_attach(bk_link *link, int fd)
-{
-	int old;
-
-	if (!link->started) {
-		install(link, fd);
-		return;
+	if (old) {
+		old->next = link->retired;
+		link->retired = old;
 	}
-	pthread_mutex_lock(&link->lock);
-	old = link->incoming;
-	link->incoming = fd;
 	pthread_mutex_unlock(&link->lock);
-	bk_close(old);
-	wake(link);
+	if (!old)
+		return;
+	if (link->started)
+		wake(link);
+	else
+		close_retired(link);
 }
 
 /* A packet from the peer: an event, or the reply to a pending order. */
@@ -353,30 +374,38 @@ static void arm(bk_link *link, struct chan *c)
 {
 	uint32_t want = EPOLLIN | (bk_channel_queued(&c->ch) ? EPOLLOUT : 0);
 
-	if (want == link->armed)
+	if (want == c->armed)
 		return;
 	if (epoll_ctl(link->epfd, EPOLL_CTL_MOD, c->ch.fd, &(struct epoll_event){ .events = want, .data.ptr = c }) < 0)
 		bk_log(BK_LOG_ERROR, "%s link: epoll_ctl: %s", link->name, strerror(errno));
 	else
-		link->armed = want;
+		c->armed = want;
+}
+
+static struct chan *current(bk_link *link)
+{
+	struct chan *c;
+
+	pthread_mutex_lock(&link->lock);
+	c = link->cur;
+	pthread_mutex_unlock(&link->lock);
+	return c;
 }
 
 static void *link_main(void *arg)
 {
 	bk_link *link = arg;
+	struct chan *c;
+	bool closed = false;
 
-	for (;;) {
+	while (!closed) {
 		struct epoll_event evs[4];
-		struct chan *c;
-		bool closed;
-		int incoming;
 		int n = epoll_wait(link->epfd, evs, 4, -1);
 
 		if (n < 0 && errno != EINTR) {
 			bk_log(BK_LOG_ERROR, "%s link: epoll_wait: %s", link->name, strerror(errno));
 			break;
 		}
-		c = link->cur; /* only this thread changes it */
 		for (int i = 0; i < n; i++) {
 			if (!evs[i].data.ptr) {
 				uint64_t count;
@@ -384,33 +413,25 @@ static void *link_main(void *arg)
 					bk_log(BK_LOG_ERROR, "%s link: wake-up read: %s", link->name, strerror(errno));
 				continue;
 			}
+			/* Only the current channel is served; a replaced one is closed below. Channels
+			 * are closed by this thread only, so c stays valid here. */
+			c = current(link);
 			if (evs[i].data.ptr != c)
 				continue;
-			if ((evs[i].events & EPOLLOUT) && bk_channel_flush(&c->ch) < 0) {
-				detach(link);
-				c = NULL;
-				continue;
-			}
-			if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive(link, c)) {
-				detach(link);
-				c = NULL;
-			}
+			if (((evs[i].events & EPOLLOUT) && bk_channel_flush(&c->ch) < 0) ||
+			    ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive(link, c)))
+				detach(link, c);
 		}
+		close_retired(link);
 		pthread_mutex_lock(&link->lock);
 		closed = link->closed;
-		incoming = link->incoming;
-		link->incoming = -1;
 		pthread_mutex_unlock(&link->lock);
-		if (closed) {
-			bk_close(incoming);
-			break;
-		}
-		if (incoming >= 0)
-			install(link, incoming);
-		if (link->cur)
-			arm(link, link->cur);
+		if ((c = current(link)))
+			arm(link, c);
 	}
-	detach(link);
+	if ((c = current(link)))
+		detach(link, c);
+	close_retired(link);
 	return NULL;
 }
 
@@ -447,6 +468,7 @@ void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, i
 	c = link->closed ? NULL : link->cur;
 	if (c) {
 		atomic_fetch_add(&c->refs, 1);
+		p->chan = c;
 		p->id = order->id = link->next_id++;
 		p->next = link->pending[p->id % PENDING_BUCKETS];
 		link->pending[p->id % PENDING_BUCKETS] = p;
@@ -467,7 +489,7 @@ void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, i
 	 * callback has run: it must not run twice. */
 	if (!(p = pending_take(link, order->id)))
 		return;
-	if (ret != ENOBUFS)
+	if (ret != ENOBUFS && ret != EPIPE)
 		bk_log(BK_LOG_ERROR, "cannot send an order to the %s: %s", link->name, strerror(ret));
 fail:
 	free(p);
@@ -533,6 +555,8 @@ int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, siz
 
 void bk_link_close(bk_link *link)
 {
+	struct chan *c;
+
 	if (!link)
 		return;
 	pthread_mutex_lock(&link->lock);
@@ -542,8 +566,8 @@ void bk_link_close(bk_link *link)
 		wake(link);
 		pthread_join(link->thread, NULL);
 		link->started = false;
-	} else {
-		detach(link);
+	} else if ((c = current(link))) {
+		detach(link, c);
 	}
 }
 
@@ -552,7 +576,6 @@ void bk_link_free(bk_link *link)
 	if (!link)
 		return;
 	bk_link_close(link);
-	bk_close(link->incoming);
 	bk_close(link->epfd);
 	bk_close(link->wake_fd);
 	pthread_mutex_destroy(&link->lock);

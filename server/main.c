@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 {
 	bk_server srv = { 0 };
 	bk_config cfg;
-	bk_link *link = NULL;
+	bk_link *link = NULL, *files = NULL;
 	bk_error *err = NULL;
 	pid_t executor = -1;
 	sigset_t set;
@@ -182,6 +182,13 @@ int main(int argc, char **argv)
 	}
 	srv.executor = link;
 	bk_keystore_set_opener(srv.keystore, key_file_via_executor, link);
+	/* The file worker's link: its channel comes with the executor's first FilesReady. */
+	if ((ret = bk_link_new("file worker", bk_server_files_event, &srv, &files, &err)) < 0 ||
+	    (ret = bk_link_start(files, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	srv.files_link = files;
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
@@ -206,11 +213,14 @@ out:
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
 	bk_link_close(link);
+	bk_link_close(files);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
-	bk_link_free(link); /* last: until the front has stopped, a handler may still send an order */
+	/* Last: until the front has stopped, a handler may still send an order. */
+	bk_link_free(link);
+	bk_link_free(files);
 	bk_server_fini(&srv);
 	bk_error_free(err);
 	bk_config_free(&cfg);

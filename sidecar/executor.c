@@ -25,7 +25,7 @@
 #include "channel.h"
 #include "clock.h"
 #include "envpolicy.h"
-#include "fsops.h"
+#include "fileworker.h"
 #include "keys.h"
 #include "log.h"
 #include "netns.h"
@@ -44,11 +44,8 @@ typedef Boxkite__Executor__Reply reply_t;
 #define LOCAL_RETRY_MS 1000
 /* Fresh network namespaces made ahead: enough for a burst of concurrent execs. */
 #define NETNS_POOL_DEPTH 8
-/* Back-pressure: with this much waiting to go out to the front, no more orders are read until
- * the front has taken some (it always reads). Each order adds at most one answer. */
-#define CHANNEL_PAUSE_BYTES (4u << 20)
-/* Orders served per wake-up before exec exits get their turn. */
-#define ORDER_BATCH 16
+/* A file worker that died is started again, at most this often. */
+#define FILES_RETRY_MS 1000
 
 struct exec_entry {
 	struct exec_entry *next;
@@ -65,36 +62,26 @@ struct executor {
 	bk_roots roots;       /* cfg's */
 	int epfd;
 	uint32_t armed;     /* the events the channel is registered for */
-	bool channel_broken;
 	bk_seccomp seccomp;
 	bk_spawner spawner;
 	bk_cgroups cgroups;
 	bk_netns_pool netns;
 	bk_sandbox sandbox;
-	bk_fs fs;
+	struct sock_fprog files_filter;  /* the file worker's (filter.c) */
+	bk_fileworker files;
+	int64_t files_started_ms;        /* when the current (or last) worker was started */
+	int64_t files_retry_at;          /* when to start one again, 0: none due */
 	struct exec_entry *execs;
 	char profile[160];
 };
 
 /* epoll tags that are not exec entries */
-static char tag_channel, tag_sandbox;
+static char tag_channel, tag_sandbox, tag_files;
 
-static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message);
-
-/* Send or queue (never wait: the loop drains the queue). A reply too big for one packet fails
- * its order, not the channel. <0 when the channel is broken. */
+/* Answers and events go out (or wait in the queue) without the executor ever waiting. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
 {
-	int ret = bk_channel_send(&ex->ch, &reply->base, fds, nfds, BK_CHANNEL_FORCE);
-
-	if (ret == -EMSGSIZE && reply->id)
-		return reply_error(ex, reply->id, EMSGSIZE, "reply", "the answer is larger than the executor's channel takes");
-	if (ret < 0 && ret != -ENOMEM) {
-		bk_log(BK_LOG_ERROR, "executor: cannot send to the front: %s", strerror(-ret));
-		ex->channel_broken = true;
-		return ret;
-	}
-	return 0;
+	return bk_answer(&ex->ch, reply, fds, nfds);
 }
 
 /* An order failed at `step`; child_step is set when that was a step of a spawned child. */
@@ -113,7 +100,7 @@ static int reply_failure(struct executor *ex, uint64_t id, int errnum, bk_step c
 
 static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message)
 {
-	return reply_failure(ex, id, errnum, BOXKITE__EXECUTOR__STEP__STEP_NONE, step, message);
+	return bk_answer_error(&ex->ch, id, errnum, step, message);
 }
 
 /* Tell the front the sandbox's state (an event: Pong with id 0), on start and on each change. */
@@ -376,6 +363,63 @@ static void kill_all_execs(struct executor *ex)
 		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
 }
 
+/* --- the file worker ------------------------------------------------------------------------- */
+
+static void files_stop(struct executor *ex)
+{
+	if (ex->files.pid <= 0)
+		return;
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->files.pidfd, NULL);
+	bk_fileworker_stop(&ex->files);
+}
+
+/* A file worker for the sandbox, its channel handed to the front (event FilesReady). Tried
+ * again after FILES_RETRY_MS when it cannot be started. */
+static void files_start(struct executor *ex)
+{
+	const bk_fileworker_config fcfg = { .roots = &ex->roots, .creds = &ex->spawner.creds,
+					    .filter = &ex->files_filter };
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__FilesReady ready = BOXKITE__EXECUTOR__FILES_READY__INIT;
+	bk_error *err = NULL;
+	int fd = -1;
+
+	ex->files_retry_at = 0;
+	if (!ex->sandbox.ready || ex->files.pid > 0)
+		return;
+	ex->files_started_ms = bk_clock_monotonic_ms();
+	if (bk_fileworker_start(&fcfg, ex->sandbox.ns.mnt, &ex->files, &fd, &err) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: no file worker: %s", bk_error_msg(err));
+		bk_error_free(err);
+		ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+		return;
+	}
+	/* Unwatched, its death would leave the front without file service for good. */
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->files.pidfd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_files }) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: cannot watch the file worker: %s", strerror(errno));
+		bk_close(fd);
+		bk_fileworker_stop(&ex->files);
+		ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+		return;
+	}
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY;
+	reply.files_ready = &ready;
+	send_reply(ex, &reply, &fd, 1);
+	bk_close(fd);
+}
+
+/* The file worker died by itself: another one, no sooner than FILES_RETRY_MS after the last. */
+static void files_exited(struct executor *ex)
+{
+	int status;
+
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->files.pidfd, NULL);
+	status = bk_fileworker_reap(&ex->files);
+	bk_log(BK_LOG_ERROR, "executor: the file worker exited (wait status %#x): starting another", (unsigned)status);
+	ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+}
+
 /* --- the sandbox ----------------------------------------------------------------------------- */
 
 static void sandbox_acquire(struct executor *ex)
@@ -396,7 +440,7 @@ static void sandbox_acquire(struct executor *ex)
 			bk_log(BK_LOG_ERROR, "executor: cannot watch the sandbox's init: %s", strerror(errno));
 			bk_sandbox_stop(&ex->sandbox);
 		} else {
-			bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
+			files_start(ex);
 		}
 	}
 	else if (err)
@@ -413,227 +457,10 @@ static void sandbox_lost(struct executor *ex)
 {
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->sandbox.init_pidfd, NULL);
 	kill_all_execs(ex);
-	bk_fs_detach(&ex->fs);
+	files_stop(ex);
 	bk_sandbox_lost(&ex->sandbox);
 	send_state(ex, 0);
 	sandbox_acquire(ex);
-}
-
-/* --- files ----------------------------------------------------------------------------------- */
-
-/* A file operation failed: the errno, the operation as the step, the sandbox path as message. */
-static int reply_fs_error(struct executor *ex, uint64_t id, const char *op, const bk_fs_error *e)
-{
-	return reply_error(ex, id, e->errnum, op, e->path);
-}
-
-static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_info *info)
-{
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
-
-	done.count = count;
-	done.info = info;
-	reply.id = id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
-	reply.done = &done;
-	return send_reply(ex, &reply, NULL, 0);
-}
-
-static int reply_opened(struct executor *ex, uint64_t id, int fd)
-{
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
-
-	reply.id = id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
-	reply.opened = &opened;
-	return send_reply(ex, &reply, &fd, 1);
-}
-
-/* A quota walk gives up past this many entries. */
-#define USAGE_ENTRIES_MAX 1000000
-
-/* The most entries a List answers (bk_fs_list also bounds a page's bytes). */
-#define LIST_PAGE_MAX 1000
-
-static const char *check_stat(const bk_roots *roots, const bk_order *o)
-{
-	return bk_order_check_path(roots, o->stat->path);
-}
-
-static int serve_stat(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_info info = BOXKITE__EXECUTOR__FILE_INFO__INIT;
-	bk_fs_error e = { 0 };
-	char names[2 * 4096];
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_stat(&ex->fs, o->stat->path, &info, names, &e) < 0)
-		return reply_fs_error(ex, o->id, "stat", &e);
-	return reply_done(ex, o->id, 0, &info);
-}
-
-static const char *check_list(const bk_roots *roots, const bk_order *o)
-{
-	/* `after` is a name in the directory: one component. */
-	if (strchr(o->list->after, '/') || strlen(o->list->after) > 255)
-		return "not a page token";
-	return bk_order_check_path(roots, o->list->path);
-}
-
-static int serve_list(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
-	_cleanup_free_ bk_fs_info **ptrs = NULL;
-	_cleanup_free_ bk_fs_info *entries = NULL;
-	bk_fs_error e = { 0 };
-	size_t n;
-	bool more;
-	uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &e) < 0)
-		return reply_fs_error(ex, o->id, "list", &e);
-	ptrs = calloc(n + 1, sizeof(*ptrs));
-	if (!ptrs)
-		return reply_error(ex, o->id, ENOMEM, "list", o->list->path);
-	for (size_t i = 0; i < n; i++)
-		ptrs[i] = &entries[i];
-	listed.n_entries = n;
-	listed.entries = ptrs;
-	listed.more = more;
-	reply.id = o->id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_LISTED;
-	reply.listed = &listed;
-	return send_reply(ex, &reply, NULL, 0);
-}
-
-static const char *check_open_read(const bk_roots *roots, const bk_order *o)
-{
-	return bk_order_check_path(roots, o->open_read->path);
-}
-
-static int serve_open_read(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-	_cleanup_close_ int fd = bk_fs_open_read(&ex->fs, o->open_read->path, &e);
-
-	(void)fds;
-	(void)nfds;
-	return fd < 0 ? reply_fs_error(ex, o->id, "open", &e) : reply_opened(ex, o->id, fd);
-}
-
-static const char *check_create_temp(const bk_roots *roots, const bk_order *o)
-{
-	return bk_order_check_path(roots, o->create_temp->path);
-}
-
-static int serve_create_temp(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	const Boxkite__Executor__CreateTemp *ct = o->create_temp;
-	bk_fs_error e = { 0 };
-	_cleanup_close_ int fd = bk_fs_create_temp(&ex->fs, ct->path, ct->make_parents, ct->overwrite, &e);
-
-	(void)fds;
-	(void)nfds;
-	return fd < 0 ? reply_fs_error(ex, o->id, "create", &e) : reply_opened(ex, o->id, fd);
-}
-
-static const char *check_commit(const bk_roots *roots, const bk_order *o)
-{
-	return o->commit->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->commit->path);
-}
-
-/* Comes with the unnamed file to name. */
-static int serve_commit(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-
-	(void)nfds;
-	if (bk_fs_commit(&ex->fs, fds[0], o->commit->path, o->commit->mode, o->commit->overwrite, &e) < 0)
-		return reply_fs_error(ex, o->id, "commit", &e);
-	return reply_done(ex, o->id, 1, NULL);
-}
-
-static const char *check_mkdir(const bk_roots *roots, const bk_order *o)
-{
-	return o->mkdir->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->mkdir->path);
-}
-
-static int serve_mkdir(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
-		return reply_fs_error(ex, o->id, "mkdir", &e);
-	return reply_done(ex, o->id, 0, NULL);
-}
-
-static const char *check_remove(const bk_roots *roots, const bk_order *o)
-{
-	return bk_order_check_path(roots, o->remove->path);
-}
-
-static int serve_remove(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-	uint64_t count = 0;
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
-		return reply_fs_error(ex, o->id, "remove", &e);
-	return reply_done(ex, o->id, count, NULL);
-}
-
-static const char *check_rename(const bk_roots *roots, const bk_order *o)
-{
-	const char *why = bk_order_check_path(roots, o->rename->from);
-
-	return why ? why : bk_order_check_path(roots, o->rename->to);
-}
-
-static int serve_rename(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)
-		return reply_fs_error(ex, o->id, "rename", &e);
-	return reply_done(ex, o->id, 0, NULL);
-}
-
-static const char *check_usage(const bk_roots *roots, const bk_order *o)
-{
-	return bk_order_check_path(roots, o->usage->path);
-}
-
-static int serve_usage(void *server, const bk_order *o, int *fds, size_t nfds)
-{
-	struct executor *ex = server;
-	bk_fs_error e = { 0 };
-	uint64_t count = 0;
-
-	(void)fds;
-	(void)nfds;
-	if (bk_fs_usage(&ex->fs, o->usage->path, USAGE_ENTRIES_MAX, &count, &e) < 0)
-		return reply_fs_error(ex, o->id, "usage", &e);
-	return reply_done(ex, o->id, count, NULL);
 }
 
 /* --- orders ---------------------------------------------------------------------------------- */
@@ -659,7 +486,7 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 	fd = bk_keyring_open(ex->cfg->key_file);
 	if (fd < 0)
 		return reply_error(ex, o->id, -fd, "open", ex->cfg->key_file);
-	return reply_opened(ex, o->id, fd);
+	return bk_answer_opened(&ex->ch, o->id, fd);
 }
 
 /* Configure: what the front configured boxkited with, checked as any order is. */
@@ -700,31 +527,17 @@ static int serve_configure(void *server, const bk_order *o, int *fds, size_t nfd
 	return reply_error(server, o->id, EALREADY, "order", "the executor is configured once, at start-up");
 }
 
-/* What the executor serves. Files need the sandbox: answered EAGAIN until it is ready. */
+/* What the executor serves: spawning, and the one file it opens (file orders are the file
+ * worker's, fileworker.c). */
 static const bk_order_row executor_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, bk_order_check_none, serve_configure },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_PING, 0, bk_order_check_none, serve_ping },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_STAT, 0, check_stat, serve_stat },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_LIST, 0, check_list, serve_list },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ, 0, check_open_read, serve_open_read },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP, 0, check_create_temp, serve_create_temp },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_COMMIT, 1, check_commit, serve_commit },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_MKDIR, 0, check_mkdir, serve_mkdir },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, 0, check_remove, serve_remove },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, 0, check_rename, serve_rename },
-	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, 0, check_usage, serve_usage },
 };
 
 const bk_order_table bk_executor_orders = { executor_rows, BK_ARRAY_SIZE(executor_rows) };
-
-static bool is_file_order(Boxkite__Executor__Order__KindCase kind)
-{
-	return kind != BOXKITE__EXECUTOR__ORDER__KIND_PING && kind != BOXKITE__EXECUTOR__ORDER__KIND_SPAWN &&
-	       kind != BOXKITE__EXECUTOR__ORDER__KIND_KILL && kind != BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
-}
 
 /* Keep only the capabilities the executor's work needs; the bounding set goes with them so
  * nothing it ever execs could get more. */
@@ -770,6 +583,7 @@ static int executor_setup(struct executor *ex)
 	 * makes later (the netns maker, the sandbox, each exec) starts from its narrow set — and the
 	 * spawner reads the bounding set its children have to empty once, already final. */
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
+	    (ret = bk_seccomp_compile_files(&ex->files_filter, &err)) < 0 ||
 	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", ex->cfg->exec_memory,
 				   ex->cfg->exec_pids, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
@@ -798,7 +612,6 @@ static int executor_setup(struct executor *ex)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
-	bk_fs_init(&ex->fs, &ex->roots, scfg.uid, scfg.gid);
 	ex->armed = EPOLLIN;
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));
@@ -816,74 +629,23 @@ static void executor_teardown(struct executor *ex)
 		waitid(P_PIDFD, (id_t)ex->execs->pidfd, &info, WEXITED);
 		exec_remove(ex, ex->execs);
 	}
-	bk_fs_detach(&ex->fs);
+	files_stop(ex);
 	bk_sandbox_stop(&ex->sandbox);
 	bk_cgroups_fini(&ex->cgroups);
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
 	bk_seccomp_free(&ex->seccomp);
+	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
 	bk_close(ex->epfd);
 	bk_order_free(ex->configure);
-}
-
-/* Serve one packet from the front. <0 when the channel is broken. */
-static int serve_packet(struct executor *ex, const uint8_t *buf, size_t len, int *fds, size_t nfds)
-{
-	const bk_order_row *row;
-	const char *why;
-	bk_order *order;
-	int ret;
-
-	switch (bk_order_decode(&bk_executor_orders, &ex->roots, buf, len, nfds, &order, &row, &why)) {
-	case BK_ORDER_GARBAGE:
-		/* Not an Order: the front and the executor no longer agree, and it never guesses. */
-		bk_log(BK_LOG_ERROR, "executor: the front sent a packet that is not an order");
-		return -EBADMSG;
-	case BK_ORDER_REFUSED:
-		ret = reply_error(ex, order->id, EINVAL, "order", why);
-		break;
-	case BK_ORDER_OK:
-	default:
-		if (is_file_order(row->kind) && !ex->sandbox.ready)
-			ret = reply_error(ex, order->id, EAGAIN, "sandbox", ex->sandbox.why);
-		else
-			ret = row->serve(ex, order, fds, nfds);
-		break;
-	}
-	bk_order_free(order);
-	return ret < 0 || ex->channel_broken ? -EPIPE : 0;
-}
-
-/* Serve the orders waiting, a batch at a time. <0 when the channel is gone (-EPIPE: the front
- * closed it). */
-static int channel_readable(struct executor *ex)
-{
-	for (int i = 0; i < ORDER_BATCH && bk_channel_queued(&ex->ch) < CHANNEL_PAUSE_BYTES; i++) {
-		int fds[BK_CHANNEL_MAX_FDS];
-		size_t nfds = 0, len;
-		const uint8_t *buf;
-		int ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds);
-
-		if (ret == -EAGAIN)
-			return 0;
-		if (ret < 0)
-			return ret;
-		ret = serve_packet(ex, buf, len, fds, nfds);
-		for (size_t k = 0; k < nfds; k++)
-			bk_close(fds[k]);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
 }
 
 /* Register the channel for what the loop can do now: read orders while the answers waiting
  * for the front are few, write while any wait. */
 static int channel_arm(struct executor *ex)
 {
-	size_t queued = bk_channel_queued(&ex->ch);
-	uint32_t want = (queued < CHANNEL_PAUSE_BYTES ? EPOLLIN : 0) | (queued ? EPOLLOUT : 0);
+	uint32_t want = bk_orders_events(&ex->ch);
 
 	if (want == ex->armed)
 		return 0;
@@ -981,7 +743,11 @@ int bk_executor_main(int sock)
 	for (;;) {
 		struct epoll_event evs[16];
 		int64_t now = bk_clock_monotonic_ms();
-		int timeout = ex.sandbox.ready ? -1 : retry_at > now ? (int)(retry_at - now) : 0;
+		/* The next deadline: the sandbox to look for again, a file worker to start again. */
+		int64_t due = ex.sandbox.ready ? -1 : retry_at;
+		if (ex.files_retry_at && (due < 0 || ex.files_retry_at < due))
+			due = ex.files_retry_at;
+		int timeout = due < 0 ? -1 : due > now ? (int)(due - now) : 0;
 		int n = epoll_wait(ex.epfd, evs, 16, timeout);
 
 		if (n < 0 && errno != EINTR) {
@@ -994,6 +760,8 @@ int bk_executor_main(int sock)
 			sandbox_acquire(&ex);
 			retry_at = bk_clock_monotonic_ms() + (ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS);
 		}
+		if (ex.files_retry_at && bk_clock_monotonic_ms() >= ex.files_retry_at)
+			files_start(&ex);
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 			if (tag == &tag_channel) {
@@ -1001,7 +769,7 @@ int bk_executor_main(int sock)
 				if (evs[i].events & EPOLLOUT)
 					ret = bk_channel_flush(&ex.ch) < 0 ? -EPIPE : 0;
 				if (ret == 0 && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && (ex.armed & EPOLLIN))
-					ret = channel_readable(&ex);
+					ret = bk_orders_serve(&ex.ch, &bk_executor_orders, &ex.roots, &ex);
 				/* EPIPE: the front closed the channel, shut down. Anything else is a
 				 * broken channel, and the executor never guesses. */
 				if (ret < 0) {
@@ -1010,12 +778,14 @@ int bk_executor_main(int sock)
 				}
 			} else if (tag == &tag_sandbox) {
 				sandbox_lost(&ex);
+			} else if (tag == &tag_files) {
+				files_exited(&ex);
 			} else {
 				exec_exited(&ex, tag);
 			}
 		}
 		/* Answers and events made this round (an exit, a lost sandbox) may have queued. */
-		if (ex.channel_broken || channel_arm(&ex) < 0) {
+		if (bk_channel_broken(&ex.ch) || channel_arm(&ex) < 0) {
 			status = 1;
 			break;
 		}

@@ -1,7 +1,12 @@
 #include "orders.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "log.h"
 
 const char *bk_order_check_none(const bk_roots *roots, const bk_order *o)
 {
@@ -97,4 +102,87 @@ void bk_order_free(bk_order *o)
 {
 	if (o)
 		boxkite__executor__order__free_unpacked(o, NULL);
+}
+
+int bk_answer(bk_channel *ch, bk_reply *reply, const int *fds, size_t nfds)
+{
+	int ret = bk_channel_send(ch, &reply->base, fds, nfds, BK_CHANNEL_FORCE);
+
+	if (ret == -EMSGSIZE && reply->id)
+		return bk_answer_error(ch, reply->id, EMSGSIZE, "reply", "the answer is larger than a channel packet");
+	if (ret == -ENOMEM)
+		bk_log(BK_LOG_ERROR, "out of memory for an answer to the front");
+	else if (ret < 0)
+		return ret;
+	return 0;
+}
+
+int bk_answer_error(bk_channel *ch, uint64_t id, int errnum, const char *step, const char *message)
+{
+	bk_reply reply = BOXKITE__EXECUTOR__REPLY__INIT;
+
+	reply.id = id;
+	reply.errnum = errnum ? errnum : EIO;
+	reply.step = (char *)step;
+	reply.message = (char *)message;
+	return bk_answer(ch, &reply, NULL, 0);
+}
+
+int bk_answer_opened(bk_channel *ch, uint64_t id, int fd)
+{
+	bk_reply reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
+	reply.opened = &opened;
+	return bk_answer(ch, &reply, &fd, 1);
+}
+
+unsigned bk_orders_events(bk_channel *ch)
+{
+	size_t queued = bk_channel_queued(ch);
+
+	return (queued < BK_ORDERS_PAUSE_BYTES ? POLLIN : 0) | (queued ? POLLOUT : 0);
+}
+
+/* Orders served per wake-up before the rest of the loop gets its turn. */
+#define ORDER_BATCH 16
+
+int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roots, void *server)
+{
+	for (int i = 0; i < ORDER_BATCH && bk_channel_queued(ch) < BK_ORDERS_PAUSE_BYTES; i++) {
+		int fds[BK_CHANNEL_MAX_FDS];
+		size_t nfds = 0, len;
+		const uint8_t *buf;
+		const bk_order_row *row;
+		const char *why;
+		bk_order *order;
+		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0)
+			return ret;
+		switch (bk_order_decode(t, roots, buf, len, nfds, &order, &row, &why)) {
+		case BK_ORDER_OK:
+			ret = row->serve(server, order, fds, nfds);
+			break;
+		case BK_ORDER_REFUSED:
+			ret = bk_answer_error(ch, order->id, EINVAL, "order", why);
+			break;
+		case BK_ORDER_GARBAGE:
+		default:
+			/* The two ends no longer agree, and this end never guesses. */
+			bk_log(BK_LOG_ERROR, "the front sent a packet that is not an order");
+			ret = -EBADMSG;
+			break;
+		}
+		for (size_t k = 0; k < nfds; k++)
+			close(fds[k]);
+		bk_order_free(order);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "boxkite/executor/order.pb-c.h"
+#include "channel.h"
 #include "sbpath.h"
 
 typedef Boxkite__Executor__Order bk_order;
@@ -46,6 +47,32 @@ enum bk_order_verdict bk_order_decode(const bk_order_table *t, const bk_roots *r
 				      const char **why);
 
 void bk_order_free(bk_order *o);
+
+/* --- serving ---------------------------------------------------------------------------------
+
+ * One loop for each process that serves a table (the executor, the file worker): wait for what
+ * bk_orders_events() says, flush the channel when writable, bk_orders_serve() when readable.
+ * Answers are queued without a bound and never waited for; instead, with BK_ORDERS_PAUSE_BYTES
+ * waiting to go out no order is read until the front has taken some (it always reads). Each
+ * order adds at most one answer, so the queue stays near that bound. */
+#define BK_ORDERS_PAUSE_BYTES (4u << 20)
+
+/* The poll(2)/epoll events to wait for on the channel now: input while answers waiting are
+ * few, output while any wait. */
+unsigned bk_orders_events(bk_channel *ch);
+
+/* Serve the orders waiting, a batch at a time: decoded, checked, served by their row's
+ * function with `server`, a refused one answered EINVAL. 0; -EPIPE when the front closed the
+ * channel; another -errno when it broke or sent what is not an Order. */
+int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roots, void *server);
+
+/* Send an answer or event: sent, or queued for the loop. An answer too large for one packet
+ * fails its order (EMSGSIZE) instead. 0, or <0 once the channel is broken. */
+int bk_answer(bk_channel *ch, bk_reply *reply, const int *fds, size_t nfds);
+/* An order answered Opened with the descriptor fd (which stays the caller's). */
+int bk_answer_opened(bk_channel *ch, uint64_t id, int fd);
+/* An order failed at `step`: errnum (EIO if 0) and a message. */
+int bk_answer_error(bk_channel *ch, uint64_t id, int errnum, const char *step, const char *message);
 
 /* The checks rows share. */
 const char *bk_order_check_none(const bk_roots *roots, const bk_order *o);

@@ -197,6 +197,35 @@ class FrontWithoutExecutor(unittest.TestCase):
         bkit.wait_for(lambda: not any(bkit.proc_alive(p) for p in family), 5, what="boxkited's processes to be gone")
 
 
+class FileWorkerSeenFromTheSandbox(unittest.TestCase):
+    """The file worker shares the sandbox user's uid with sandboxed code: that code must not be
+    able to reach it — see it, signal it, trace it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = bkit.Daemon("worker-sight").start()
+
+    def worker(self):
+        kids = [p for p in bkit.proc_children(self.d.executor_pid()) if bkit.proc_comm(p) == "bk-files"]
+        self.assertEqual(len(kids), 1, "one file worker, the executor's child")
+        return kids[0]
+
+    def test_a_command_cannot_see_or_signal_it(self):
+        pid = self.worker()
+        rc, res, err = self.d.exec_json("--", "sh", "-c", "cat /proc/[0-9]*/comm; kill -0 %d; echo kill=$?" % pid)
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertNotIn("bk-files", res["stdout"])
+        self.assertIn("kill=1", res["stdout"], "the file worker's host pid names a process a command can signal")
+        self.assertTrue(bkit.proc_alive(pid))
+
+    def test_it_holds_nothing(self):
+        st = bkit.proc_status(self.worker())
+        self.assertEqual(st["Uid"].split(), [str(bkit.SANDBOX_UID)] * 4)
+        for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            self.assertEqual(bkit.cap_mask(st, field), 0, field)
+        self.assertEqual((st["NoNewPrivs"], st["Seccomp"]), ("1", "2"))
+
+
 class ExecutorPath(unittest.TestCase):
     def test_a_missing_executor_stops_boxkited_with_the_reason(self):
         r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--executor", "/nonexistent/x"],

@@ -1,14 +1,19 @@
-"""7. The executor seen from a compromised front: boxkite-executor started here on a channel this
-test holds, and sent what a front that an attacker controls could send.
+"""7. The executor and its file worker seen from a compromised front: boxkite-executor started
+here on a channel this test holds, and sent what a front that an attacker controls could send;
+then the file worker it starts, on the channel it hands over (event FilesReady).
 
-Asserted: it is its own program taking its whole configuration over the channel, once; nothing
-before that; a configuration it cannot trust is refused; each order's fields, kind and
+Asserted: the executor is its own program taking its whole configuration over the channel, once;
+nothing before that; a configuration it cannot trust is refused; each order's fields, kind and
 descriptors are checked before anything is done (refused with EINVAL, descriptors that came with
-a refused order closed); a packet that is not a canonical Order ends it rather than being
-guessed at; and the front going away ends it.
+a refused order closed); file orders are not the executor's; a packet that is not a canonical
+Order ends it rather than being guessed at; and the front going away ends it. The file worker
+is the sandbox user with nothing else: no capability, no_new_privs, its seccomp filter, not
+dumpable, the sandbox's mount namespace and an empty network namespace; it checks its orders
+the same way, and serves files inside the roots only.
 """
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +48,7 @@ class Executor:
         theirs.close()
         bkit.defer(self.stop)
         self.next_id = 1
+        self.events = []  # (Reply, fds) that came while waiting for an answer
 
     def configure(self, **fields):
         c = op.Configure(workspace=str(self.dir / "ws"), home=str(self.dir / "home"), init_path=str(bkit.INIT),
@@ -82,8 +88,7 @@ class Executor:
                 raise AssertionError(f"the executor closed its channel; log:\n{self.log_text()}")
             if reply.id == oid:
                 return reply, fds
-            for fd in fds:
-                os.close(fd)
+            self.events.append((reply, fds))
 
     def wait(self):
         try:
@@ -94,8 +99,22 @@ class Executor:
     def log_text(self):
         return self.log.read_text(errors="replace")[-3000:]
 
+    def take_event(self, kind):
+        """The first event of kind that came (waiting for it if none did yet): (Reply, fds)."""
+        while True:
+            for i, (event, fds) in enumerate(self.events):
+                if event.WhichOneof("kind") == kind:
+                    return self.events.pop(i)
+            reply, fds = self.recv()
+            if reply is None:
+                raise AssertionError(f"the executor closed its channel; log:\n{self.log_text()}")
+            self.events.append((reply, fds))
+
     def stop(self):
         self.sock.close()
+        for _, fds in self.events:
+            for fd in fds:
+                os.close(fd)
         if self.proc.poll() is None:
             try:
                 self.proc.wait(timeout=GUARD)
@@ -108,10 +127,14 @@ class BeforeConfigure(unittest.TestCase):
     def test_it_is_its_own_program_with_nothing_but_its_channel(self):
         ex = Executor("exec-self")
         pid = ex.proc.pid
+        # Once it waits for its configuration (in poll, system call 7: the loader is done).
+        bkit.wait_for(lambda: open(f"/proc/{pid}/syscall").read().split()[0] == "7", GUARD,
+                      what="the executor to wait for its configuration")
         self.assertEqual(os.readlink(f"/proc/{pid}/exe"), str(bkit.EXECUTOR))
         self.assertEqual(open(f"/proc/{pid}/environ", "rb").read(), b"", "the executor has an environment")
         fds = sorted(int(f) for f in os.listdir(f"/proc/{pid}/fd"))
-        self.assertEqual(fds, [0, 1, 2, 3], "descriptors before its configuration came")
+        self.assertEqual(fds, [0, 1, 2, 3], "descriptors before its configuration came: " +
+                         str({fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds}))
 
     def test_an_order_before_configure_is_refused_and_it_stops(self):
         ex = Executor("exec-ping-first")
@@ -174,16 +197,18 @@ class Configured(unittest.TestCase):
 
     def test_other_fields_are_checked(self):
         self.refused(kill=op.Kill(exec_id=1, signal=99))
-        self.refused(stat=op.Stat(path="/etc/passwd"))
-        self.refused(list=op.List(path="/workspace", after="a/b"))
-        self.refused(mkdir=op.Mkdir(path="/workspace/d", mode=0o4777))
-        self.refused(rename=op.Rename(**{"from": "/workspace/a", "to": "/root/a"}))
+
+    def test_file_orders_are_not_the_executors(self):
+        for order in ({"stat": op.Stat(path="/workspace")}, {"list": op.List(path="/workspace")},
+                      {"usage": op.Usage(path="/workspace")}, {"open_read": op.OpenRead(path="/workspace/x")}):
+            with self.subTest(order):
+                reply = self.refused(**order)
+                self.assertIn("not an order this process serves", reply.message)
 
     def test_descriptors_must_be_the_kinds_own_and_are_closed_when_refused(self):
-        self.refused(commit=op.Commit(path="/workspace/x"))  # its unnamed file is missing
         r, w = os.pipe()
         try:
-            self.refused(fds=[w], stat=op.Stat(path="/workspace"))
+            self.refused(fds=[w], ping=op.Ping())
             os.close(w)
             w = -1
             # The executor's copy is closed too: the read end sees EOF.
@@ -213,6 +238,115 @@ class Configured(unittest.TestCase):
     def test_the_key_file_is_only_the_configured_one(self):
         reply, fds = self.ex.answer(self.ex.order(open_key_file=op.OpenKeyFile()))
         self.assertEqual((reply.errnum, fds), (ENOENT, []), reply)
+
+
+class FileWorker(unittest.TestCase):
+    """The worker the executor starts for its sandbox, driven on the channel it hands over."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ex = Executor("exec-files")
+        reply, _ = cls.ex.answer(cls.ex.configure())
+        if reply.errnum or not reply.pong.sandbox_ready:
+            raise AssertionError(f"Configure: {reply}; log:\n{cls.ex.log_text()}")
+        event, fds = cls.ex.take_event("files_ready")
+        if len(fds) != 1:
+            raise AssertionError(f"FilesReady came with {len(fds)} descriptors")
+        cls.sock = socket.socket(fileno=fds[0])
+        bkit.defer(cls.sock.close)
+        cls.next_id = 1000
+        cls.pid = cls.worker_pid()
+        cls.workspace = cls.ex.dir / "ws"
+
+    @classmethod
+    def worker_pid(cls):
+        """The executor's child named bk-files, once it has named itself and served (its uid)."""
+        def find():
+            for p in bkit.proc_children(cls.ex.proc.pid):
+                if bkit.proc_comm(p) == "bk-files" and bkit.proc_uid(p) == bkit.SANDBOX_UID:
+                    return p
+            return None
+        return bkit.wait_for(find, GUARD, what="the file worker")
+
+    def order(self, fds=(), **kind):
+        FileWorker.next_id += 1
+        oid = FileWorker.next_id
+        socket.send_fds(self.sock, [op.Order(id=oid, **kind).SerializeToString()], list(fds))
+        r, _, _ = select.select([self.sock], [], [], GUARD)
+        self.assertTrue(r, "no answer from the file worker")
+        data, got, _, _ = socket.recv_fds(self.sock, 1 << 20, 8)
+        reply = op.Reply.FromString(data)
+        self.assertEqual(reply.id, oid)
+        return reply, got
+
+    def test_it_is_the_sandbox_user_and_nothing_more(self):
+        st = bkit.proc_status(self.pid)
+        self.assertEqual(st["Uid"].split(), [str(bkit.SANDBOX_UID)] * 4)
+        self.assertEqual(st["Gid"].split(), [str(bkit.SANDBOX_UID)] * 4)
+        self.assertEqual(st["Groups"].split(), [])
+        for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            self.assertEqual(bkit.cap_mask(st, field), 0, field)
+        self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertEqual(st["Seccomp"], "2")
+        # Not dumpable: its /proc files are root's, so the uid it shares with sandboxed code
+        # cannot open them (nor ptrace it).
+        self.assertEqual(os.stat(f"/proc/{self.pid}/mem").st_uid, 0)
+        r = bkit.run(["setpriv", f"--reuid={bkit.SANDBOX_UID}", f"--regid={bkit.SANDBOX_UID}", "--clear-groups",
+                      "cat", f"/proc/{self.pid}/environ"])
+        self.assertNotEqual(r.returncode, 0, "the sandbox user can read the file worker's /proc files")
+
+    def test_its_namespaces(self):
+        init = next(p for p in bkit.proc_children(self.ex.proc.pid) if bkit.proc_comm(p) == "boxkite-init")
+        self.assertEqual(os.readlink(f"/proc/{self.pid}/ns/mnt"), os.readlink(f"/proc/{init}/ns/mnt"),
+                         "not in the sandbox's mount namespace")
+        self.assertNotEqual(os.readlink(f"/proc/{self.pid}/ns/net"), os.readlink(f"/proc/{self.ex.proc.pid}/ns/net"),
+                            "in the executor's network namespace")
+        links = bkit.run(["nsenter", f"--net=/proc/{self.pid}/ns/net", "ip", "-o", "link"]).stdout.split("\n")
+        self.assertEqual([line.split(":")[1].strip() for line in links if line], ["lo"])
+
+    def test_only_what_serving_needs_is_open(self):
+        targets = sorted(os.readlink(f"/proc/{self.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{self.pid}/fd")
+                         if int(fd) > 2)
+        self.assertEqual(len([t for t in targets if t.startswith("socket:")]), 1, targets)
+        self.assertLessEqual(len(targets), 2 + 2, targets)  # its channel, /proc/<pid>/fd, the two roots
+
+    def test_its_orders_are_checked(self):
+        for what, order in {
+            "a path outside the roots": {"stat": op.Stat(path="/etc/passwd")},
+            "a page token with a slash": {"list": op.List(path="/workspace", after="a/b")},
+            "a set-id mode": {"mkdir": op.Mkdir(path="/workspace/d", mode=0o4777)},
+            "a rename out of the roots": {"rename": op.Rename(**{"from": "/workspace/a", "to": "/root/a"})},
+            "a spawn": {"spawn": op.Spawn(exec_id=9, argv=["true"], cwd="/workspace")},
+            "the key file": {"open_key_file": op.OpenKeyFile()},
+            "a commit without its file": {"commit": op.Commit(path="/workspace/x")},
+        }.items():
+            with self.subTest(what):
+                reply, fds = self.order(**order)
+                self.assertEqual((reply.errnum, fds), (EINVAL, []), reply)
+
+    def test_it_serves_files_as_the_sandbox_user(self):
+        reply, fds = self.order(create_temp=op.CreateTemp(path="/workspace/made.txt"))
+        self.assertEqual((reply.errnum, len(fds)), (0, 1), reply)
+        os.write(fds[0], b"made by the worker\n")
+        reply, _ = self.order(fds=fds, commit=op.Commit(path="/workspace/made.txt", mode=0o640))
+        os.close(fds[0])
+        self.assertEqual(reply.errnum, 0, reply)
+        st = os.stat(self.workspace / "made.txt")
+        self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777), (bkit.SANDBOX_UID, bkit.SANDBOX_UID, 0o640))
+        self.assertEqual((self.workspace / "made.txt").read_bytes(), b"made by the worker\n")
+        reply, _ = self.order(stat=op.Stat(path="/workspace/made.txt"))
+        self.assertEqual((reply.errnum, reply.done.info.size), (0, 19), reply)
+
+    def test_it_is_started_again_when_it_dies(self):
+        os.kill(self.pid, signal.SIGKILL)
+        event, fds = self.ex.take_event("files_ready")
+        self.assertEqual(len(fds), 1)
+        FileWorker.sock.close()
+        FileWorker.sock = socket.socket(fileno=fds[0])
+        bkit.defer(FileWorker.sock.close)
+        reply, _ = self.order(stat=op.Stat(path="/workspace"))
+        self.assertEqual(reply.errnum, 0, reply)
+        FileWorker.pid = self.worker_pid()
 
 
 class Ending(unittest.TestCase):

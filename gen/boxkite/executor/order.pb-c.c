@@ -412,6 +412,51 @@ void   boxkite__executor__exited__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__files_ready__init
+                     (Boxkite__Executor__FilesReady         *message)
+{
+  static const Boxkite__Executor__FilesReady init_value = BOXKITE__EXECUTOR__FILES_READY__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__files_ready__get_packed_size
+                     (const Boxkite__Executor__FilesReady *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__files_ready__pack
+                     (const Boxkite__Executor__FilesReady *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__files_ready__pack_to_buffer
+                     (const Boxkite__Executor__FilesReady *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__FilesReady *
+       boxkite__executor__files_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__FilesReady *)
+     protobuf_c_message_unpack (&boxkite__executor__files_ready__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__files_ready__free_unpacked
+                     (Boxkite__Executor__FilesReady *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__file_info__init
                      (Boxkite__Executor__FileInfo         *message)
 {
@@ -1726,6 +1771,24 @@ const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor =
   (ProtobufCMessageInit) boxkite__executor__exited__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define boxkite__executor__files_ready__field_descriptors NULL
+#define boxkite__executor__files_ready__field_indices_by_name NULL
+#define boxkite__executor__files_ready__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.FilesReady",
+  "FilesReady",
+  "Boxkite__Executor__FilesReady",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__FilesReady),
+  0,
+  boxkite__executor__files_ready__field_descriptors,
+  boxkite__executor__files_ready__field_indices_by_name,
+  0,  boxkite__executor__files_ready__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__files_ready__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__file_info__field_descriptors[8] =
 {
   {
@@ -2718,7 +2781,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[12] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[13] =
 {
   {
     "id",
@@ -2864,12 +2927,25 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "files_ready",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, files_ready),
+    &boxkite__executor__files_ready__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
   11,   /* field[11] = child_step */
   10,   /* field[10] = done */
   1,   /* field[1] = errnum */
   7,   /* field[7] = exited */
+  12,   /* field[12] = files_ready */
   0,   /* field[0] = id */
   6,   /* field[6] = killed */
   8,   /* field[8] = listed */
@@ -2882,7 +2958,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -2892,7 +2968,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  12,
+  13,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,

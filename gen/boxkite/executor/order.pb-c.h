@@ -24,6 +24,7 @@ typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
+typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
 typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
 typedef struct Boxkite__Executor__Stat Boxkite__Executor__Stat;
 typedef struct Boxkite__Executor__List Boxkite__Executor__List;
@@ -283,6 +284,19 @@ struct  Boxkite__Executor__Exited
     , 0, 0, 0, 0 }
 
 
+/*
+ * Event: a file worker is serving the sandbox; its channel (attached) is the front's for every
+ * file order below. Sent each time the executor starts one (the sandbox came, the last one died).
+ */
+struct  Boxkite__Executor__FilesReady
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__FILES_READY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__files_ready__descriptor) \
+     }
+
+
 struct  Boxkite__Executor__FileInfo
 {
   ProtobufCMessage base;
@@ -538,7 +552,8 @@ typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND_EXITED = 8,
   BOXKITE__EXECUTOR__REPLY__KIND_LISTED = 9,
   BOXKITE__EXECUTOR__REPLY__KIND_OPENED = 10,
-  BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11
+  BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11,
+  BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY = 13
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
@@ -571,6 +586,7 @@ struct  Boxkite__Executor__Reply
     Boxkite__Executor__Listed *listed;
     Boxkite__Executor__Opened *opened;
     Boxkite__Executor__Done *done;
+    Boxkite__Executor__FilesReady *files_ready;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -748,6 +764,25 @@ Boxkite__Executor__Exited *
                       const uint8_t       *data);
 void   boxkite__executor__exited__free_unpacked
                      (Boxkite__Executor__Exited *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__FilesReady methods */
+void   boxkite__executor__files_ready__init
+                     (Boxkite__Executor__FilesReady         *message);
+size_t boxkite__executor__files_ready__get_packed_size
+                     (const Boxkite__Executor__FilesReady   *message);
+size_t boxkite__executor__files_ready__pack
+                     (const Boxkite__Executor__FilesReady   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__files_ready__pack_to_buffer
+                     (const Boxkite__Executor__FilesReady   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__FilesReady *
+       boxkite__executor__files_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__files_ready__free_unpacked
+                     (Boxkite__Executor__FilesReady *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__FileInfo methods */
 void   boxkite__executor__file_info__init
@@ -1082,6 +1117,9 @@ typedef void (*Boxkite__Executor__Killed_Closure)
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__FilesReady_Closure)
+                 (const Boxkite__Executor__FilesReady *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__FileInfo_Closure)
                  (const Boxkite__Executor__FileInfo *message,
                   void *closure_data);
@@ -1146,6 +1184,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__list__descriptor;

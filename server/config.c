@@ -26,7 +26,8 @@ static const struct option_def option_defs[] = {
 	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, ipc:///PATH); repeatable" },
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
-	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default 16M)" },
+	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default and most: the largest legal, a chunk and its envelope)" },
+	{ "max-connections", OPT_UINT, FIELD(max_connections), "N", "connections at once, before any is authenticated (default 64)" },
 	{ "decode-cap", OPT_SIZE, FIELD(decode_cap), "BYTES", "memory one request may decode into (default 2 x max-message)" },
 	{ "window", OPT_SECONDS, FIELD(window_ms), "SECONDS", "accepted clock skew each way (default 30)" },
 	{ "replay-capacity", OPT_SIZE, FIELD(replay_capacity), "N", "live nonces remembered (default 1M)" },
@@ -46,6 +47,7 @@ static const struct option_def option_defs[] = {
 	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 600)" },
 	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
 	{ "exec-output-max", OPT_SIZE, FIELD(exec_output_max), "BYTES", "largest per-stream limit a request may ask (default 64M)" },
+	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output buffered for all running execs together (default 256M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
 	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
@@ -62,7 +64,7 @@ static void config_defaults(bk_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->contexts = 64;
-	cfg->max_message = 16u << 20;
+	cfg->max_connections = 64;
 	cfg->window_ms = 30000;
 	cfg->replay_capacity = 1u << 20;
 	cfg->replay_answer_cap = 64u << 20;
@@ -72,6 +74,7 @@ static void config_defaults(bk_config *cfg)
 	cfg->exec_timeout_max_ms = 600000;
 	cfg->exec_output = 1u << 20;
 	cfg->exec_output_max = 64u << 20;
+	cfg->exec_output_budget = 256u << 20;
 	cfg->exec_memory = 512u << 20;
 	cfg->exec_pids = 256;
 	cfg->exec_nofile = 1024;
@@ -291,6 +294,9 @@ static int config_finish(bk_config *cfg, bk_error **err)
 		return ret;
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
+	if (cfg->exec_output_budget < 2 * cfg->exec_output)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--exec-output-budget is below two streams of --exec-output: no exec would fit");
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
 	return 0;
@@ -362,7 +368,5 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (cfg->nlisten == 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "no --listen URL given");
-	if (!cfg->decode_cap)
-		cfg->decode_cap = 2 * cfg->max_message;
 	return config_finish(cfg, err);
 }

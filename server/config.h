@@ -17,8 +17,9 @@ typedef struct bk_config {
 	size_t nlisten;
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
-	size_t max_message;       /* NNG_OPT_RECVMAXSZ */
-	size_t decode_cap;        /* per-request decoder allocator cap */
+	size_t max_message;       /* NNG_OPT_RECVMAXSZ; 0: the largest legal message (bk_server_init) */
+	size_t decode_cap;        /* per-request decoder allocator cap; 0: 2 x max_message */
+	unsigned max_connections; /* connections at once (each may hold a max_message unauthenticated) */
 	int64_t window_ms;        /* accepted clock skew, each way */
 	size_t replay_capacity;   /* live nonces remembered */
 	size_t replay_answer_cap; /* bytes of answers kept for re-sent requests */
@@ -40,6 +41,7 @@ typedef struct bk_config {
 	/* Exec defaults and caps */
 	int64_t exec_timeout_ms, exec_timeout_max_ms;
 	size_t exec_output, exec_output_max; /* bytes kept per stream */
+	size_t exec_output_budget; /* bytes of output buffered for all execs at once */
 	size_t exec_memory;       /* memory cgroup limit per exec */
 	unsigned exec_pids;       /* pids cgroup limit per exec */
 	unsigned exec_nofile, exec_nproc;

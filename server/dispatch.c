@@ -66,17 +66,24 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 	if (message && !bk_utf8_valid(message))
 		hdr.message = bk_utf8_escape(message, escaped, sizeof(escaped));
 
-	if (nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
+	/* No room for the answer (a large one): its caller is told so, in a small answer, rather
+	 * than left waiting for one that never comes. */
+	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) != 0) {
+		answer = NULL;
+		body = NULL;
+		store_answer = false;
+		hdr.status = status = BK_RESOURCE_EXHAUSTED;
+		hdr.message = "boxkited is out of memory for this answer";
+	}
+	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
 		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
-		if (len == 0) {
-			/* The MAC could not be computed: send nothing rather than an unsigned answer. */
+		/* The MAC could not be computed: send nothing rather than an unsigned answer. */
+		if (len == 0 || nng_msg_realloc(answer, len) != 0) {
 			nng_msg_free(answer);
 			answer = NULL;
-		} else {
-			nng_msg_realloc(answer, len);
-			if (store_answer)
-				bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data,
-						 nng_msg_body(answer), len);
+			len = 0;
+		} else if (store_answer) {
+			bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data, nng_msg_body(answer), len);
 		}
 	}
 	bk_log_call(&(bk_log_request){

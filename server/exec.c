@@ -66,6 +66,7 @@ struct exec_run {
 	int exit_code, signal;
 	bool oom_killed;
 	bool exited, timed_out, finished;
+	size_t reserved;           /* of bk_execs.output_reserved */
 	enum run_outcome outcome;
 	int fail_status;           /* RUN_FAILED: the call's status and message */
 	char fail_msg[512];
@@ -92,6 +93,11 @@ struct bk_execs {
 	struct exec_run *retired;  /* finished, to be answered outside the lock */
 	struct exec_run *dead;     /* answered: freed by the I/O thread after its current batch */
 	atomic_uint_fast64_t next_id;
+	/* Output buffers: what every run started may fill, its two streams' limits, taken from
+	 * --exec-output-budget when it is admitted and given back when it is freed. Past the
+	 * budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's memory is bounded,
+	 * its OOM is never how the sidecar says "too much". */
+	size_t output_reserved;
 	uint8_t discard[DISCARD_SIZE];
 };
 
@@ -153,8 +159,10 @@ static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *stora
 	return (int)n;
 }
 
-static void run_free(struct exec_run *run)
+/* Called with the lock held (or alone, once the I/O thread has stopped). */
+static void run_free(bk_execs *ex, struct exec_run *run)
 {
+	ex->output_reserved -= run->reserved;
 	for (int i = 0; i < 2; i++) {
 		bk_close(run->out[i].fd);
 		free(run->out[i].data);
@@ -316,6 +324,21 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	run->stdin_len = rq->stdin.len;
 	run->out[0] = (struct output){ .fd = -1, .limit = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output };
 	run->out[1] = (struct output){ .fd = -1, .limit = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output };
+	run->reserved = run->out[0].limit + run->out[1].limit;
+	pthread_mutex_lock(&srv->execs->lock);
+	size_t reserved = srv->execs->output_reserved;
+	bool fits = reserved + run->reserved <= cfg->exec_output_budget;
+	if (fits)
+		srv->execs->output_reserved += run->reserved;
+	pthread_mutex_unlock(&srv->execs->lock);
+	if (!fits) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
+			      "the output of the execs running may fill %zu of the %zu bytes boxkited buffers "
+			      "(--exec-output-budget), and this one's %zu do not fit: retry, or ask for less output",
+			      reserved, cfg->exec_output_budget, run->reserved);
+		free(run);
+		return;
+	}
 
 	spawn.exec_id = run->id;
 	spawn.n_argv = rq->n_argv ? rq->n_argv : 3;
@@ -643,7 +666,7 @@ static void *io_main(void *arg)
 		}
 		while (ex->dead) {
 			struct exec_run *next = ex->dead->next;
-			run_free(ex->dead);
+			run_free(ex, ex->dead);
 			ex->dead = next;
 		}
 		stop = ex->stopping;
@@ -697,11 +720,11 @@ void bk_execs_stop(bk_server *srv)
 		struct exec_run *run = ex->runs;
 		ex->runs = run->next;
 		bk_call_failf(run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
-		run_free(run);
+		run_free(ex, run);
 	}
 	while (ex->dead) {
 		struct exec_run *next = ex->dead->next;
-		run_free(ex->dead);
+		run_free(ex, ex->dead);
 		ex->dead = next;
 	}
 	bk_close(ex->epfd);

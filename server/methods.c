@@ -15,7 +15,9 @@
 static const bk_method method_rows[] = {
 	/* name                 auth   handler               max request body */
 	{ "Health",             false, bk_handle_health,     1 * KiB },
-	{ "Exec",               true,  bk_handle_exec,       8 * MiB },
+	/* argv and environment (512 KiB at most, server/exec.c) and stdin: no larger than a chunk,
+	 * which sets the largest message (bk_server_init) */
+	{ "Exec",               true,  bk_handle_exec,       BK_FILE_CHUNK_MAX + 64 * KiB },
 	{ "FileUploadBegin",    true,  bk_handle_upload_begin, 16 * KiB },
 	/* a chunk, compressed or not (zstd's worst case adds under 0.5 %), and its fields */
 	{ "FileUploadChunk",    true,  bk_handle_upload_chunk, BK_FILE_CHUNK_MAX + 64 * KiB },
@@ -29,7 +31,7 @@ static const bk_method method_rows[] = {
 	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB },
 	{ "ProcessStart",       true,  NULL,                 1 * MiB },
 	{ "ProcessRead",        true,  NULL,                 1 * KiB },
-	{ "ProcessWrite",       true,  NULL,                 8 * MiB },
+	{ "ProcessWrite",       true,  NULL,                 BK_FILE_CHUNK_MAX + 64 * KiB },
 	{ "ProcessCloseStdin",  true,  NULL,                 1 * KiB },
 	{ "ProcessSignal",      true,  NULL,                 1 * KiB },
 	{ "ProcessWait",        true,  NULL,                 1 * KiB },
@@ -63,9 +65,12 @@ int bk_methods_init(bk_server *srv, bk_error **err)
 		m->max_body = method_rows[i].max_body;
 		m->desc = d;
 	}
-	for (size_t i = 0; i < svc->n_methods; i++)
+	for (size_t i = 0; i < svc->n_methods; i++) {
 		if (!srv->methods[i].desc)
 			return bk_error_set(err, BK_INTERNAL, EINVAL, "rpc %s.%s has no row in the method table",
 					    svc->name, svc->methods[i].name);
+		if (srv->methods[i].max_body > srv->max_body)
+			srv->max_body = srv->methods[i].max_body;
+	}
 	return 0;
 }

@@ -11,6 +11,10 @@
 #include "log.h"
 #include "replaylog.h"
 
+/* What an Envelope adds to its body, at most, with the transport's request ID: a key id of 64
+ * characters, the nonce, a method name, the MAC, the fixed fields and their tags, with room. */
+#define ENVELOPE_OVERHEAD 1024
+
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
 	int ret;
@@ -33,7 +37,15 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
 			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
 	}
-	return bk_methods_init(srv, err);
+	if ((ret = bk_methods_init(srv, err)) < 0)
+		return ret;
+	/* No message larger than the largest legal one (a chunk and its envelope) is read: each
+	 * connection can hold that much unauthenticated, and no more (front.c). */
+	if (!srv->cfg.max_message || srv->cfg.max_message > srv->max_body + ENVELOPE_OVERHEAD)
+		srv->cfg.max_message = srv->max_body + ENVELOPE_OVERHEAD;
+	if (!srv->cfg.decode_cap)
+		srv->cfg.decode_cap = 2 * srv->cfg.max_message;
+	return 0;
 }
 
 /* The executor's events, one row each: what comes with them, and who takes them. */

@@ -57,6 +57,7 @@ struct bk_server {
 	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
+	size_t max_body;     /* the largest body of any method: what sets the largest message */
 	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];

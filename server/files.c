@@ -1021,7 +1021,8 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 		chunk_answer(call, confirmed);
 		return;
 	}
-	if (rq->offset + len > u->size) {
+	/* Not offset + len > size: a client chooses the offset, and the sum may wrap. */
+	if (len > u->size || rq->offset > u->size - len) {
 		pthread_mutex_unlock(&f->lock);
 		free(j);
 		bk_call_failf(call, BK_OUT_OF_RANGE, 0, "chunk of %llu bytes at %llu goes past the %llu-byte file",

@@ -151,6 +151,7 @@ int main(int argc, char **argv)
 		if (ret < 0)
 			fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		bk_error_free(err);
+		bk_config_free(&cfg);
 		return ret > 0 ? 0 : 2;
 	}
 	/* ipc:// socket files and anything else created are the owner's only. */

@@ -655,13 +655,16 @@ static int channel_arm(struct executor *ex)
 	return 0;
 }
 
+/* What the executor takes first, and only first: its configuration. */
+static const bk_order_row first_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, check_configure, NULL },
+};
+
+const bk_order_table bk_executor_first_order = { first_rows, BK_ARRAY_SIZE(first_rows) };
+
 /* The first packet on the channel, waited for: Configure, or the executor does not run. */
 static int receive_configure(struct executor *ex)
 {
-	static const bk_order_row only[] = {
-		{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, check_configure, NULL },
-	};
-	const bk_order_table table = { only, BK_ARRAY_SIZE(only) };
 	struct pollfd pfd = { .fd = ex->ch.fd, .events = POLLIN };
 	const bk_order_row *row;
 	const uint8_t *buf;
@@ -675,7 +678,7 @@ static int receive_configure(struct executor *ex)
 		return -1;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);
-	switch (bk_order_decode(&table, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
+	switch (bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
 	case BK_ORDER_OK:
 		break;
 	case BK_ORDER_REFUSED:

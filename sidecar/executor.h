@@ -7,8 +7,10 @@
 
 #include "orders.h"
 
-/* The orders the executor serves, one row each (executor.c). */
+/* The orders the executor serves, one row each (executor.c); and the one it takes first
+ * (Configure: its row's serve is NULL, the executor takes it itself). */
 extern const bk_order_table bk_executor_orders;
+extern const bk_order_table bk_executor_first_order;
 
 /* Take Configure from the channel on sock, set up, serve orders until the front goes away.
  * Returns the exit status. */

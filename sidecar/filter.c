@@ -135,7 +135,8 @@ static const struct syscall_group files_allowed[] = {
 	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
 	{ "memory, time and the rest of the C library",
 	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",
-		"rt_sigprocmask", "clock_gettime", "getrandom", "getpid", "gettid", "exit", "exit_group") },
+		"rt_sigprocmask", "sigaltstack", "clock_gettime", "getrandom", "getpid", "gettid", "exit",
+		"exit_group") },
 };
 
 /* personality(2): the query and the plain Linux personas (Docker's set); any change of the

@@ -6,8 +6,9 @@
 #   workloads    the real boxkited as root: the ordinary tools agents run (pip, make, git, node...)
 #   files        the real boxkited as root: uploads, downloads and file operations, attacked
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
-# `make test` runs them all, then the C tiers and bkctl's copies again under ASan+UBSan (SAN=1),
-# and ends by saying how many tests were skipped, if any (never "all passed" over a skip).
+# `make test` runs them all, then the C tiers, the integration tier and bkctl's copies again under
+# ASan+UBSan (SAN=1), and ends by saying how many tests were skipped, if any (never "all passed"
+# over a skip).
 
 TEST_CFLAGS := $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIE -Itests
 PYTHON      := /usr/bin/python3
@@ -20,9 +21,10 @@ PYTHON      := /usr/bin/python3
 # never reads as one that ran them all.
 export BOXKITE_TEST_RESULTS ?= $(CURDIR)/$(B)/test-results
 TEST_RUN        := $(PYTHON) $(CURDIR)/tests/integration/run.py
-TEST_SKIP_TIERS := escape-selftest integration workloads files python files-bkctl
+TEST_SKIP_TIERS := escape-selftest integration workloads files python integration-san files-bkctl
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-workloads test-files test-files-bkctl test-python test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-integration-san test-workloads test-files \
+        test-files-bkctl test-python test-san
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
@@ -38,7 +40,7 @@ test: deps
 	if [ "$$total" -eq 0 ]; then echo "make test: all tiers passed, no test skipped"; \
 	else echo "make test: no test failed, but $$total tests skipped ($${tiers#, }): see the SKIP lines above"; fi
 
-test-san: all test-unit test-wire test-fuzz test-files-bkctl
+test-san: all test-unit test-wire test-fuzz test-integration-san test-files-bkctl
 
 include tests/unit/unit.mk
 include tests/wire/wire.mk

@@ -377,6 +377,27 @@ class ProbeResult:
                 f"result {json.dumps(self.result)[:1500]}")
 
 
+# --- sanitizer reports -----------------------------------------------------------------------
+
+# What AddressSanitizer, LeakSanitizer and UBSan write when they find something (make test runs
+# this tier once more against the SAN=1 build): a daemon's log with one fails the run (run.py).
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "AddressSanitizer: CHECK",
+                   "WARNING: ASan")
+SANITIZER_REPORTS = []
+
+
+def sanitizer_check(tag, log):
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        if any(m in line for m in SANITIZER_MARKS):
+            at = text.index(line)
+            SANITIZER_REPORTS.append(f"boxkited ({tag}): {text[at:at + 3000]}")
+            return
+
+
 # --- the daemon -------------------------------------------------------------------------------
 
 class Daemon:
@@ -532,6 +553,7 @@ class Daemon:
             except AssertionError as e:
                 print(f"bkit: {e}: {[p for p in family if proc_alive(p)]}", file=sys.stderr)
         self._logf.close()
+        sanitizer_check(self.tag, self.log)
 
     # --- bkctl ---
     def bkctl(self, *args, timeout=60, url=None, netns=None, input=None, text=True):

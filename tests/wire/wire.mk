@@ -4,9 +4,9 @@
 # shown. Programs: attacks (forged envelopes against dispatch), client (libboxkite, and its
 # checks of tampered answers), time_edges (int64 timestamps).
 
-WIRE_PROGS   := attacks client time_edges
+WIRE_PROGS   := attacks client time_edges front
 WIRE_BIN     := $(addprefix $(B)/tests/wire/,$(WIRE_PROGS))
-WIRE_FIXTURE := $(B)/tests/wire/fixture.o
+WIRE_FIXTURE := $(B)/tests/wire/fixture.o $(B)/tests/wire/stub.o
 # libboxkite's own object, not the archive: the archive repeats common/ and gen/, which
 # libbkcore.a already provides.
 WIRE_LIBS    := $(call pic,$(CLIENT_SRC)) $(B)/libbkfront.a $(B)/libbkcore.a

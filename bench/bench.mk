@@ -9,7 +9,10 @@
 #                      executor's own code, no RPC) beside the exec round trip of `true`; execs/s
 #                      with 8 concurrent clients beside one client's rate (1e6 / the round trip's
 #                      p50), and the health latency meanwhile beside that of the same daemon with
-#                      no exec running.
+#                      no exec running; a full listing of 100 000 entries; the health latency while
+#                      8 clients exec and 8 list those entries, beside idle Health. All of it once
+#                      more for BENCH_BASELINE (main unless set; empty: none), built from
+#                      `git archive` in a scratch directory in the same run, and ours against it.
 #   files              bench/files_bench.c, driven by bench/files.sh: 256 MiB up and down through
 #                      boxkited beside raw nng, ipc and tcp; 1,000 x 4 KiB with bkctl cp -r
 #                      beside a local cp -r.

@@ -224,6 +224,7 @@ static void snapshots_drop(bk_fs *fs)
 static bk_fs_snapshot *snapshot_read(int fd, const struct stat *st)
 {
 	_cleanup_free_ char *pool = NULL;
+	_cleanup_free_ char **sorted = NULL;
 	size_t used = 0, cap = 0, n = 0;
 	bk_fs_snapshot *s;
 	struct dirent *de;
@@ -259,17 +260,26 @@ static bk_fs_snapshot *snapshot_read(int fd, const struct stat *st)
 	}
 	closedir(d);
 	s = malloc(sizeof(*s) + used + (n + 1) * sizeof(char *));
-	if (!s) {
+	sorted = malloc((n + 1) * sizeof(char *));
+	if (!s || !sorted) {
+		free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
+	for (size_t i = 0, off = 0; i < n; i++, off += strlen(pool + off) + 1)
+		sorted[i] = pool + off;
+	qsort(sorted, n, sizeof(char *), name_cmp);
+	/* The names copied in their sorted order, so that a page reads its names in one run of
+	 * memory rather than scattered over the pool in the directory's hash order. Their pointers
+	 * after the pool, aligned: the allocation has room (one spare). */
 	memset(s, 0, sizeof(*s));
-	memcpy(s->pool, pool ? pool : "", used);
-	/* The names' pointers after the pool, aligned: the allocation has room (one spare). */
 	s->names = (char **)(void *)(((uintptr_t)(s->pool + used) + sizeof(char *) - 1) & ~(uintptr_t)(sizeof(char *) - 1));
-	for (size_t i = 0, off = 0; i < n; i++, off += strlen(s->pool + off) + 1)
+	for (size_t i = 0, off = 0; i < n; i++) {
+		size_t len = strlen(sorted[i]) + 1;
+		memcpy(s->pool + off, sorted[i], len);
 		s->names[i] = s->pool + off;
-	qsort(s->names, n, sizeof(char *), name_cmp);
+		off += len;
+	}
 	s->n = n;
 	s->bytes = sizeof(*s) + used + (n + 1) * sizeof(char *);
 	s->dev = st->st_dev;

@@ -16,7 +16,8 @@ B          := build
 OPT        := -O2 -g
 endif
 
-SONAME_MAJOR := 0
+# The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
+SONAME_MAJOR := 1
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -44,7 +45,8 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c \
+              client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -53,7 +55,7 @@ SERVER_OBJ := $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
 BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
-LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
+LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check deps test test-unit test-integration test-python test-fuzz \
         test-san bench run install clean
@@ -134,9 +136,6 @@ $(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
 $(B)/libboxkite.a: $(CLIENT_PIC)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/boxkite.pc: client/boxkite.pc.in common/version.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
-
 $(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
@@ -152,7 +151,10 @@ install: all
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
-	install -m 0644 $(B)/boxkite.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	@# Written here, not at build time: it must name the PREFIX it is installed under.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/boxkite.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
 	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/
 	install -m 0644 man/bkctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/bkctl.1
 	install -m 0644 man/boxkited.8 $(DESTDIR)$(PREFIX)/share/man/man8/boxkited.8

@@ -122,3 +122,46 @@ int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t siz
 		*root = r;
 	return 0;
 }
+
+bool bk_symlink_contained(const bk_root *root, const char *link, const char *target)
+{
+	size_t rl = strlen(root->path), depth = 0;
+	const char *p;
+
+	if (!target[0])
+		return false;
+	if (target[0] == '/') {
+		/* Measured from "/": it must first name root's components, then stay below. */
+		if (strncmp(target, root->path, rl) != 0 || (target[rl] != '\0' && target[rl] != '/'))
+			return false;
+		p = target + rl;
+	} else {
+		/* Measured from the link's directory: its depth below root. */
+		for (p = link + rl; *p; p++)
+			depth += *p == '/';
+		if (depth == 0) /* the root itself is no link */
+			return false;
+		depth--; /* the link's own name */
+		p = target;
+	}
+	while (*p) {
+		const char *end;
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		end = strchr(p, '/');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
+			if (depth == 0)
+				return false;
+			depth--;
+		} else if (!(len == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += len;
+	}
+	return true;
+}

@@ -118,9 +118,11 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* The keys are read as root, the executor forked, and then, before any thread, the front
-	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
+	/* The keys are read as root, the ipc:// sockets' directories made, the executor forked, and
+	 * then, before any thread, the front keeps only what listening and becoming --front-uid need
+	 * (privdrop.c). */
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
+	    (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
 	    (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;

@@ -58,7 +58,7 @@ BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check deps test test-unit test-integration test-python test-fuzz \
-        test-san bench run install clean
+        test-san bench run run-stop install clean
 
 all: $(BINS) $(LIBS)
 
@@ -69,6 +69,7 @@ help:
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
+	@echo "                (KEEP=1 leaves it running; make run-stop stops it)"
 	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
 
 # --- generated code ------------------------------------------------------------------------------
@@ -165,6 +166,9 @@ deps:
 run: deps
 	$(MAKE) -s all
 	B=$(B) scripts/run-demo
+
+run-stop:
+	B=$(B) scripts/run-demo stop
 
 clean:
 	rm -rf build build-san

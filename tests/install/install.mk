@@ -7,6 +7,8 @@
 #                      namespace of its own, pivoted into a tmpfs that shows the host's /usr and
 #                      /etc through overlays): their output is checked against what README.md
 #                      shows, and nothing lands on the machine itself.
+#   test_3_make_run    make run's script leaves nothing behind; KEEP=1 through a pipe ends;
+#                      make run-stop stops the daemon it kept and removes its directory.
 # It needs root, util-linux (unshare, pivot_root), bash, pkg-config and /usr/bin/python3; a test
 # that cannot run here says SKIP and why. tests/integration/run.py runs it.
 

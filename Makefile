@@ -38,8 +38,8 @@ GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c
-SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
+              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c
+SERVER_SRC := server/config.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
@@ -123,7 +123,7 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
-$(B)/boxkite-init: sidecar/init/boxkite-init.c
+$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 

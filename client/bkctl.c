@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "json.h"
 #include "keys.h"
+#include "mkdir.h"
 #include "version.h"
 
 static const bkctl_command commands[] = {
@@ -262,7 +263,7 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = { { "id", required_argument, NULL, 'i' }, { 0 } };
 	const char *id = "k1", *path;
-	char dir[4096];
+	char dir[4096], failed[4096] = "";
 	bk_error *err = NULL;
 	bk_status st;
 	int c, help = 0, rv;
@@ -282,10 +283,10 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	path = argv[optind];
 	/* As a packaged daemon's key would be: a directory of its own that only its owner reads. */
 	bkctl_path_dir(path, dir, sizeof(dir));
-	rv = bkctl_mkdir_p(dir, 0700, 0700);
+	rv = bk_mkdir_p(dir, 0700, 0700, true, failed, sizeof(failed));
 	if (rv < 0) {
-		bk_status_set(&st, bk_status_from_errno(-rv), 0, false, "cannot create the key's directory %s: %s", dir,
-			      strerror(-rv));
+		bk_status_set(&st, bk_status_from_errno(-rv), 0, false, "cannot create %s, the key's directory: %s",
+			      failed[0] ? failed : dir, strerror(-rv));
 		return bkctl_fail(ctl, &st);
 	}
 	if (bk_keyfile_create(path, id, &err) < 0) {

@@ -5,7 +5,6 @@
 #include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
-#include <sys/types.h>
 
 #include "boxkite/boxkite.h"
 
@@ -108,10 +107,6 @@ void bkctl_path_base(const char *path, char *out, size_t size);
 
 /* The directory part of path ("." for a bare name, "/" for "/x"). */
 void bkctl_path_dir(const char *path, char *out, size_t size);
-
-/* mkdir -p: path (mode) and its missing parents (parents_mode); 0 or -errno (-ENOTDIR when
- * path exists and is not a directory). */
-int bkctl_mkdir_p(const char *path, mode_t parents_mode, mode_t mode);
 
 /* dir/name with exactly one slash between them (malloc'd; NULL when out of memory). */
 char *bkctl_path_join(const char *dir, const char *name);

@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "json.h"
+#include "mkdir.h"
 
 /* A bk_file_info freed when it goes out of scope (the library fills it whole, or leaves it empty). */
 #define _cleanup_file_info_ _cleanup_(bk_file_info_free)
@@ -413,29 +414,6 @@ static bool safe_entry_name(const char *name)
 	return name[0] && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/');
 }
 
-int bkctl_mkdir_p(const char *path, mode_t parents_mode, mode_t mode)
-{
-	char buf[4096];
-	size_t len = strlen(path);
-	struct stat sb;
-
-	if (len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; p <= buf + len; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-		*p = '\0';
-		if (mkdir(buf, c ? parents_mode : mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = c;
-	}
-	if (stat(path, &sb) < 0)
-		return -errno;
-	return S_ISDIR(sb.st_mode) ? 0 : -ENOTDIR;
-}
-
 void bkctl_path_dir(const char *path, char *out, size_t size)
 {
 	const char *slash = strrchr(path, '/');
@@ -649,7 +627,7 @@ static bool cp_download(cp_run *r, cp_file *f)
 	fd = mkostemp(tmp, O_CLOEXEC);
 	/* The destination's parents are made as needed (mkostemp consumed the template). */
 	if (fd < 0 && errno == ENOENT) {
-		int rv = bkctl_mkdir_p(dir, 0777, 0777);
+		int rv = bk_mkdir_p(dir, 0777, 0777, false, NULL, 0);
 		if (rv < 0) {
 			bk_status_errno(&st, -rv, "%s", dir);
 			return cp_failed(r, f->src, &st, NULL, NULL);
@@ -746,7 +724,7 @@ static void cp_make_dirs(cp_run *r)
 			rv = bk_file_mkdir(r->client, d->path, true, keep ? (d->mode & 0777) | 0700 : 0, &st);
 		} else {
 			/* Locally the kept mode is set once the files are in (cp_keep_dir_modes). */
-			rv = bkctl_mkdir_p(d->path, 0777, keep ? 0700 : 0777);
+			rv = bk_mkdir_p(d->path, 0777, keep ? 0700 : 0777, false, NULL, 0);
 			if (rv < 0)
 				bk_status_errno(&st, -rv, "%s", d->path);
 		}

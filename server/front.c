@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "mkdir.h"
 #include "server.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -103,8 +104,9 @@ static void slot_cb(void *arg)
  * removes a stale one at the next start.) */
 static int ipc_dir_make(const char *url, bk_error **err)
 {
-	char dir[4096];
+	char dir[4096], failed[4096] = "";
 	char *slash;
+	int ret;
 
 	if (strncmp(url, "ipc://", 6) != 0)
 		return 0;
@@ -114,23 +116,10 @@ static int ipc_dir_make(const char *url, bk_error **err)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
-	for (char *p = dir + 1;; p++) {
-		char c = *p;
-
-		if (c != '/' && c != '\0')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) == 0) {
-			if (chmod(dir, 0755) < 0)
-				return bk_error_errno(err, errno, "cannot set up the directory %s for %s", dir, url);
-			bk_log(BK_LOG_INFO, "made directory %s for the ipc socket", dir);
-		} else if (errno != EEXIST) {
-			return bk_error_errno(err, errno, "cannot create the directory %s for %s", dir, url);
-		}
-		*p = c;
-		if (!c)
-			return 0;
-	}
+	ret = bk_mkdir_p(dir, 0755, 0755, true, failed, sizeof(failed));
+	if (ret < 0)
+		return bk_error_errno(err, -ret, "cannot create the directory %s for %s", failed[0] ? failed : dir, url);
+	return 0;
 }
 
 int bk_front_make_dirs(const bk_config *cfg, bk_error **err)

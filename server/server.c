@@ -8,6 +8,7 @@
 #include "exec.h"
 #include "handlers.h"
 #include "log.h"
+#include "replaylog.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -22,6 +23,15 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	srv->replay = bk_replay_new(cfg->replay_capacity, cfg->window_ms, cfg->replay_answer_cap);
 	if (!srv->replay)
 		return bk_error_errno(err, ENOMEM, "replay cache");
+	if (cfg->state_dir) {
+		ret = bk_replay_log_open(cfg->state_dir, cfg->window_ms, srv->replay, bk_clock_realtime_ms(),
+					 &srv->replay_log, err);
+		if (ret < 0)
+			return ret;
+		if (bk_replay_log_restored(srv->replay_log))
+			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
+			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
+	}
 	return bk_methods_init(srv, err);
 }
 
@@ -78,6 +88,7 @@ void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *
 void bk_server_fini(bk_server *srv)
 {
 	bk_front_stop(srv);
+	bk_replay_log_free(srv->replay_log);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);
 	free(srv->methods);

@@ -17,6 +17,7 @@
 
 #include "bkctl.h"
 #include "json.h"
+#include "mkdir.h"
 
 #define CAPTURE(buf, write)                                                                        \
 	do {                                                                                       \
@@ -199,7 +200,7 @@ static void sizes_with_binary_suffixes(void **state)
 
 static void path_dir_and_mkdir_p(void **state)
 {
-	char out[64], dir[] = "/tmp/bkctl-mkdir-XXXXXX", path[128], cmd[160];
+	char out[64], dir[] = "/tmp/bkctl-mkdir-XXXXXX", path[128], cmd[160], failed[160];
 	struct stat sb;
 
 	(void)state;
@@ -212,13 +213,27 @@ static void path_dir_and_mkdir_p(void **state)
 
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/x/y", dir);
-	assert_int_equal(bkctl_mkdir_p(path, 0700, 0700), 0);
+	assert_int_equal(bk_mkdir_p(path, 0700, 0700, false, NULL, 0), 0);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0700);
-	assert_int_equal(bkctl_mkdir_p(path, 0700, 0700), 0); /* existing: no error */
+	assert_int_equal(bk_mkdir_p(path, 0700, 0700, false, NULL, 0), 0); /* existing: no error */
+	/* Exact modes whatever the umask (022 here), or the umask applied. */
+	snprintf(path, sizeof(path), "%s/exact/z", dir);
+	assert_int_equal(bk_mkdir_p(path, 0775, 0777, true, NULL, 0), 0);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0777);
+	snprintf(path, sizeof(path), "%s/masked", dir);
+	assert_int_equal(bk_mkdir_p(path, 0777, 0777, false, NULL, 0), 0);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0755);
+	/* A file in the way: the directory that could not be made is named. */
 	snprintf(path, sizeof(path), "%s/f", dir);
 	fclose(fopen(path, "w"));
-	assert_int_equal(bkctl_mkdir_p(path, 0700, 0700), -ENOTDIR);
+	assert_int_equal(bk_mkdir_p(path, 0700, 0700, false, NULL, 0), -ENOTDIR);
+	snprintf(path, sizeof(path), "%s/f/sub/x", dir);
+	assert_int_equal(bk_mkdir_p(path, 0700, 0700, false, failed, sizeof(failed)), -ENOTDIR);
+	snprintf(cmd, sizeof(cmd), "%s/f/sub", dir);
+	assert_string_equal(failed, cmd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
 }

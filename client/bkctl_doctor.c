@@ -11,8 +11,7 @@
 static const char probe_script[] =
 	"cat_() { while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done < \"$1\"; }\n"
 	"echo '@@status'; cat_ /proc/self/status\n"
-	"echo '@@pid'; echo \"$$\"\n"
-	"echo '@@init'; cat_ /proc/1/comm\n"
+	"echo '@@pid'; echo \"$$ $PPID\"\n"
 	"echo '@@pids'; for d in /proc/[0-9]*; do echo \"${d#/proc/}\"; done\n"
 	"echo '@@netdev'; cat_ /proc/net/dev\n"
 	"echo '@@route'; cat_ /proc/net/route\n"
@@ -22,9 +21,9 @@ static const char probe_script[] =
 	"echo '@@mounts'; cat_ /proc/self/mountinfo\n";
 
 /* The probe's sections, as its "@@name" lines name them. */
-enum section { S_STATUS, S_PID, S_INIT, S_PIDS, S_NETDEV, S_ROUTE, S_ROUTE6, S_CGROUP, S_LIMITS, S_MOUNTS, N_SECTIONS };
+enum section { S_STATUS, S_PID, S_PIDS, S_NETDEV, S_ROUTE, S_ROUTE6, S_CGROUP, S_LIMITS, S_MOUNTS, N_SECTIONS };
 static const char *const section_names[N_SECTIONS] = {
-	[S_STATUS] = "status", [S_PID] = "pid",       [S_INIT] = "init",     [S_PIDS] = "pids",     [S_NETDEV] = "netdev",
+	[S_STATUS] = "status", [S_PID] = "pid",       [S_PIDS] = "pids",     [S_NETDEV] = "netdev",
 	[S_ROUTE] = "route",   [S_ROUTE6] = "route6", [S_CGROUP] = "cgroup", [S_LIMITS] = "limits",
 	[S_MOUNTS] = "mounts",
 };
@@ -165,55 +164,40 @@ static void check_network(struct report *r, const char *netdev, const char *rout
 	row(r, "network", value, only_lo && routes == 0 ? OK : FAIL, "a fresh namespace: only lo, no routes out");
 }
 
-/* The probe's PID namespace: its own, holding the probe and at most the exec's init
- * (boxkite-init --exec, PID 1, as docker run --init), so that no other command is visible. */
-static void check_pidns(struct report *r, const char *pid, const char *init, const char *pids)
+/* pid: "PID PPID" of the probe's shell: 2, a child of the exec's own init (pid 1). */
+static void check_pidns(struct report *r, const char *pid, const char *pids)
 {
-	char value[160];
-	int n = 0, me = atoi(pid);
-	bool under_init = strncmp(init, "boxkite-init\n", 13) == 0;
+	char value[128];
+	int n = 0, self = 0, parent = 0;
 
 	for (const char *p = pids; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
 		n += *p >= '0' && *p <= '9';
-	snprintf(value, sizeof(value), "the probe is pid %d%s; %d process(es) visible", me,
-		 me != 1 && under_init ? " under boxkite-init" : "", n);
-	row(r, "pid namespace", value, (me == 1 || under_init) && n <= 2 ? OK : FAIL,
-	    "a namespace of its own (the probe, and boxkite-init as its pid 1): other commands are invisible");
+	if (sscanf(pid, "%d %d", &self, &parent) != 2)
+		self = parent = 0;
+	snprintf(value, sizeof(value), "the probe is pid %d, child of pid %d; %d process(es) visible", self, parent, n);
+	row(r, "pid namespace", value, self == 2 && parent == 1 ? OK : FAIL,
+	    "a namespace of its own (the probe is pid 2, under the exec's init): other commands are invisible");
 }
 
-/* Every line of /proc/self/cgroup at "/": a cgroup namespace rooted at the exec's own cgroup. */
-static bool cgroup_namespaced(const char *cgroup)
-{
-	bool any = false;
-
-	for (const char *p = cgroup; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		const char *colon = strchr(p, ':'), *nl = strchr(p, '\n');
-		if (!colon || (nl && colon > nl) || !(colon = strchr(colon + 1, ':')) || (nl && colon > nl))
-			continue;
-		if (colon[1] != '/' || (colon[2] != '\n' && colon[2] != '\0'))
-			return false;
-		any = true;
-	}
-	return any;
-}
-
+/* With a cgroup namespace of its own, the exec sees its cgroup as "/" in every hierarchy. */
 static void check_cgroup(struct report *r, const char *cgroup, const char *profile)
 {
 	char value[512];
 	const char *mode = strstr(profile, "cgroup-");
-	bool none = !mode || strncmp(mode, "cgroup-none", 11) == 0;
-	const char *exec = strstr(cgroup, "/exec-");
-	bool own_ns = !exec && cgroup_namespaced(cgroup);
-	int len = exec ? (int)strcspn(exec, "\n") : 0;
+	bool none = !mode || strncmp(mode, "cgroup-none", 11) == 0, rooted = cgroup && *cgroup;
 
+	for (const char *p = cgroup; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t len = strcspn(p, "\n");
+		rooted &= len >= 2 && strncmp(p + len - 2, ":/", 2) == 0;
+	}
 	if (none)
 		snprintf(value, sizeof(value), "none: rlimits only");
-	else if (own_ns)
-		snprintf(value, sizeof(value), "%.*s, in a cgroup namespace of its own", (int)strcspn(mode, ","), mode);
 	else
-		snprintf(value, sizeof(value), "%.*s: %.*s", (int)strcspn(mode, ","), mode, len, exec ? exec : "?");
-	row(r, "cgroup", value, none ? WARN : exec || own_ns ? OK : FAIL,
-	    "a per-exec cgroup with pids and memory limits (none where no cgroup hierarchy is writable)");
+		snprintf(value, sizeof(value), "%.*s: %s", (int)strcspn(mode, ","), mode,
+			 rooted ? "its own cgroup, seen as / (a cgroup namespace)" : "host cgroup paths visible");
+	row(r, "cgroup", value, none ? WARN : rooted ? OK : FAIL,
+	    "a per-exec cgroup with pids and memory limits, in a cgroup namespace of its own (none where no cgroup "
+	    "hierarchy is writable)");
 }
 
 static void check_limits(struct report *r, const char *limits)
@@ -256,10 +240,9 @@ static bool mounted_over(const char *p, const char *mp)
  * the exec's own /proc is mounted over the sandbox's, and only the one on top counts. */
 static void check_mounts(struct report *r, const char *mounts)
 {
-	static const char *const expected_rw[] = { "/workspace",  "/tmp",         "/var/tmp", "/dev/shm",
-						   "/dev/pts",    "/proc",        "/dev/null", "/dev/zero",
-						   "/dev/full",   "/dev/random",  "/dev/urandom", "/dev/tty",
-						   "/home/sandbox" };
+	static const char *const expected_rw[] = { "/workspace",  "/tmp",      "/home/sandbox", "/dev/shm",
+						   "/dev/pts",    "/proc",     "/dev/null",     "/dev/zero",
+						   "/dev/full",   "/dev/random", "/dev/urandom", "/dev/tty" };
 	char value[1024] = "writable:", mp[512], opts[256];
 	enum verdict v = OK;
 
@@ -279,8 +262,7 @@ static void check_mounts(struct report *r, const char *mounts)
 		snprintf(value + strlen(value), sizeof(value) - strlen(value), " %s%s", mp, expected ? "" : "(!)");
 	}
 	row(r, "mounts", value, v,
-	    "/ read-only; writable only /workspace, /tmp, /var/tmp, /dev/shm, the sandbox user's home (and /proc, "
-	    "/dev/pts, the device nodes)");
+	    "/ read-only; writable only /workspace, /tmp, /home/sandbox, /dev/shm (and /proc, /dev/pts, the device nodes)");
 }
 
 int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
@@ -331,7 +313,7 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	check_identity(&r, sec[S_STATUS]);
 	check_caps(&r, sec[S_STATUS]);
 	check_network(&r, sec[S_NETDEV], sec[S_ROUTE], sec[S_ROUTE6]);
-	check_pidns(&r, sec[S_PID], sec[S_INIT], sec[S_PIDS]);
+	check_pidns(&r, sec[S_PID], sec[S_PIDS]);
 	check_cgroup(&r, sec[S_CGROUP], res.isolation_profile);
 	check_limits(&r, sec[S_LIMITS]);
 	check_mounts(&r, sec[S_MOUNTS]);

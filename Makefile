@@ -16,7 +16,8 @@ B          := build
 OPT        := -O2 -g
 endif
 
-SONAME_MAJOR := 0
+# The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
+SONAME_MAJOR := 1
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -43,7 +44,7 @@ GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c
+              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
 FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/replaylog.c server/dispatch.c \
@@ -53,7 +54,8 @@ FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/replaylog
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c \
+              client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -64,10 +66,10 @@ EXEC_OBJ   := $(call obj,$(EXEC_SRC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
 BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
-LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
+LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
-        test-san bench run install clean
+        test-san bench run run-stop install clean
 
 all: $(BINS) $(LIBS)
 
@@ -79,6 +81,7 @@ help:
 	@echo "make docs       regenerate SECURITY.md's list of the seccomp filter (CI checks it is current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
+	@echo "                (KEEP=1 leaves it running; make run-stop stops it)"
 	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
 
 # --- generated code ------------------------------------------------------------------------------
@@ -159,10 +162,11 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkfront.a $(B)/libbkcore.a
 $(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
 
-# The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
+# The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
+# the project's include paths (its <spawn.h> is libc's).
 $(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/init_status.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # SECURITY.md's list of the filter, printed from the filter's own tables.
 $(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
@@ -187,9 +191,6 @@ $(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
 $(B)/libboxkite.a: $(CLIENT_PIC)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/boxkite.pc: client/boxkite.pc.in common/version.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
-
 $(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
@@ -206,7 +207,10 @@ install: all
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
-	install -m 0644 $(B)/boxkite.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	@# Written here, not at build time: it must name the PREFIX it is installed under.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/boxkite.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
 	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/
 	install -m 0644 man/bkctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/bkctl.1
 	install -m 0644 man/boxkited.8 $(DESTDIR)$(PREFIX)/share/man/man8/boxkited.8
@@ -217,6 +221,9 @@ deps:
 run: deps
 	$(MAKE) -s all
 	B=$(B) scripts/run-demo
+
+run-stop:
+	B=$(B) scripts/run-demo stop
 
 clean:
 	rm -rf build build-san

@@ -178,6 +178,28 @@ static int serve_mkdir(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 0, NULL);
 }
 
+static const char *check_symlink(const bk_roots *roots, const bk_order *o)
+{
+	size_t len = strlen(o->symlink->target);
+
+	/* Whether the target stays in the root is the operation's to check (bk_fs_symlink). */
+	if (!len || len >= 4096)
+		return "not a symlink target";
+	return bk_order_check_path(roots, o->symlink->path);
+}
+
+static int serve_symlink(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct worker *w = server;
+	bk_fs_error e = { 0 };
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_symlink(&w->fs, o->symlink->path, o->symlink->target, &e) < 0)
+		return reply_fs_error(w, o->id, "symlink", &e);
+	return reply_done(w, o->id, 0, NULL);
+}
+
 static const char *check_remove(const bk_roots *roots, const bk_order *o)
 {
 	return bk_order_check_path(roots, o->remove->path);
@@ -241,6 +263,7 @@ static const bk_order_row fileworker_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP, 0, check_create_temp, serve_create_temp },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_COMMIT, 1, check_commit, serve_commit },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_MKDIR, 0, check_mkdir, serve_mkdir },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK, 0, check_symlink, serve_symlink },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, 0, check_remove, serve_remove },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, 0, check_rename, serve_rename },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, 0, check_usage, serve_usage },

@@ -131,7 +131,8 @@ static const struct syscall_group refused[] = {
 static const struct syscall_group files_allowed[] = {
 	{ "files beneath its roots",
 	  NAMES("openat", "openat2", "close", "fstat", "newfstatat", "statx", "lseek", "getdents64", "readlinkat",
-		"mkdirat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod", "fcntl") },
+		"mkdirat", "symlinkat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod",
+		"fcntl") },
 	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
 	{ "memory, time and the rest of the C library",
 	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",

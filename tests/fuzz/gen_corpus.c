@@ -188,6 +188,16 @@ static void seeds_orders(void)
 	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
 	o.mkdir = &mk;
 	order("mkdir", TABLE_FILES, &o);
+	Boxkite__Executor__Symlink ln = BOXKITE__EXECUTOR__SYMLINK__INIT;
+	ln.path = "/workspace/d/link";
+	ln.target = "../f";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK;
+	o.symlink = &ln;
+	order("symlink", TABLE_FILES, &o);
+	ln.target = "../../etc/passwd";
+	order("symlink-out-of-its-root", TABLE_FILES, &o);
+	ln.target = "";
+	order("symlink-no-target", TABLE_FILES, &o);
 	Boxkite__Executor__Remove rm = BOXKITE__EXECUTOR__REMOVE__INIT;
 	rm.path = "/workspace/tree";
 	rm.recursive = true;

@@ -259,7 +259,7 @@ class KernelSurfaces(bkit.ProbeAssertions, unittest.TestCase):
 class Terminal(bkit.ProbeAssertions, unittest.TestCase):
     """No terminal reachable: every exec is a session of its own without a controlling terminal,
     and TIOCSTI/TIOCSETD are refused even on a terminal the command made itself. (The attack on
-    the operator's own terminal, with boxkited started from one, is test_6_terminal.py.)"""
+    the operator's own terminal, with boxkited started from one, is test_7_terminal.py.)"""
 
     def test_no_controlling_terminal_and_no_input_injection(self):
         r = self.assertDenied(D, "tty", "BKMARK", reason=None)
@@ -305,6 +305,14 @@ class SetIdFiles(bkit.ProbeAssertions, unittest.TestCase):
 
 
 class Identity(bkit.ProbeAssertions, unittest.TestCase):
+    def test_doctor_finds_every_layer_in_force(self):
+        r = D.bkctl("doctor")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("isolated: 0 failed, 0 warning(s)", r.stdout)
+        for row in ("pid namespace  ok    the probe is pid 2, child of pid 1", "seccomp        ok",
+                    "network        ok    interfaces: lo;"):
+            self.assertIn(row, r.stdout)
+
     def test_caps(self):
         self.assertDenied(D, "caps", reason="caps-0-nnp-seccomp2")
 

@@ -24,7 +24,7 @@ import bkit
 sys.path.insert(0, str(bkit.REPO / "gen" / "python"))
 from boxkite.executor import order_pb2 as op  # noqa: E402
 
-EINVAL, ENOENT, EALREADY = 22, 2, 114
+EINVAL, ENOENT, EXDEV, EALREADY = 22, 2, 18, 114
 GUARD = 20  # seconds: a hang guard on every answer and exit
 
 
@@ -319,6 +319,7 @@ class FileWorker(unittest.TestCase):
             "a spawn": {"spawn": op.Spawn(exec_id=9, argv=["true"], cwd="/workspace")},
             "the key file": {"open_key_file": op.OpenKeyFile()},
             "a commit without its file": {"commit": op.Commit(path="/workspace/x")},
+            "a symlink without a target": {"symlink": op.Symlink(path="/workspace/l")},
         }.items():
             with self.subTest(what):
                 reply, fds = self.order(**order)
@@ -336,6 +337,18 @@ class FileWorker(unittest.TestCase):
         self.assertEqual((self.workspace / "made.txt").read_bytes(), b"made by the worker\n")
         reply, _ = self.order(stat=op.Stat(path="/workspace/made.txt"))
         self.assertEqual((reply.errnum, reply.done.info.size), (0, 19), reply)
+
+    def test_a_symlink_stays_in_its_root_whatever_the_front_checked(self):
+        # The front refuses these too; a compromised front would not.
+        for target in ("/etc/shadow", "../etc/shadow", "/tmp/x", "d/../../x"):
+            with self.subTest(target):
+                reply, _ = self.order(symlink=op.Symlink(path="/workspace/out", target=target))
+                self.assertEqual(reply.errnum, EXDEV, reply)
+                self.assertFalse(os.path.lexists(self.workspace / "out"))
+        reply, _ = self.order(symlink=op.Symlink(path="/workspace/in", target="made.txt"))
+        self.assertEqual(reply.errnum, 0, reply)
+        self.assertEqual(os.readlink(self.workspace / "in"), "made.txt")
+        self.assertEqual(os.lstat(self.workspace / "in").st_uid, bkit.SANDBOX_UID)
 
     def test_it_is_started_again_when_it_dies(self):
         os.kill(self.pid, signal.SIGKILL)

@@ -1,5 +1,6 @@
 /* Unit tests of common/sbpath.c: the lexical normalization of sandbox paths and the roots they
- * must lie under — what the front and the executor both check before anything touches a file. */
+ * must lie under — what the front and the executor both check before anything touches a file —
+ * and the rule for a symlink's target (bk_symlink_contained), which FileSymlink enforces. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,12 +108,46 @@ static void test_roots(void **state)
 	assert_int_equal(bk_roots_add(&roots, "/one-too-many", &why), -EINVAL);
 }
 
+static void symlink_targets_stay_in_their_root(void **state)
+{
+	static const struct {
+		const char *link, *target;
+		bool contained;
+	} cases[] = {
+		{ "/workspace/a", "b", true },
+		{ "/workspace/a", "./b/../c", true },
+		{ "/workspace/d/l", "../x", true },         /* /workspace/x */
+		{ "/workspace/d/e/l", "../../x", true },    /* /workspace/x */
+		{ "/workspace/d/e/l", "../../../x", false }, /* above /workspace */
+		{ "/workspace/a", "..", false },
+		{ "/workspace/d/l", "../a/../../y", false },
+		{ "/workspace/d/l", "/workspace/d/f", true },
+		{ "/workspace/d/l", "/workspace", true },
+		{ "/workspace/d/l", "/workspace/../etc", false },
+		{ "/workspace/d/l", "/workspacex/f", false },
+		{ "/workspace/d/l", "/etc/passwd", false },
+		{ "/workspace/d/l", "/tmp/x", false },       /* another root is still out of this one */
+		{ "/workspace/d/l", "", false },
+		{ "/workspace", "x", false },                /* the root itself is no link */
+	};
+	bk_roots roots;
+
+	(void)state;
+	bk_roots_default(&roots);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (bk_symlink_contained(&roots.root[0], cases[i].link, cases[i].target) != cases[i].contained)
+			fail_msg("%s -> %s: expected %s", cases[i].link, cases[i].target,
+				 cases[i].contained ? "contained" : "refused");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_normalization),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_roots),
+		cmocka_unit_test(symlink_targets_stay_in_their_root),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

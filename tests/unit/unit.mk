@@ -6,7 +6,7 @@
 UNIT_TESTS := envelope mac_vectors replay replaylog keys channel fsops cgroup sbpath
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server and executor libraries.
-UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files
+UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text
 UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS) $(UNIT_CLIENT_BINS))
 
 # Unit tests reach modules of every directory.
@@ -23,7 +23,7 @@ $(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
 	@mkdir -p $(@D)
 	objcopy --localize-symbol=main $< $@
 
-$(B)/tests/unit/test_bkctl_files: %: %.o $(B)/tests/unit/bkctl_nomain.o \
+$(UNIT_CLIENT_BINS): %: %.o $(B)/tests/unit/bkctl_nomain.o \
 		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
 

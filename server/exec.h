@@ -4,8 +4,15 @@
 #ifndef BK_EXEC_H
 #define BK_EXEC_H
 
+#include "files.h"
 #include "link.h"
 #include "server.h"
+
+/* What one Exec request may carry: argv (or the shell line) and the environment together, which
+ * must fit one order to the executor; and stdin, no more than a file chunk. Its body limit is
+ * their sum and room for its other fields (methods.c). */
+#define BK_EXEC_STRINGS_MAX (512u << 10)
+#define BK_EXEC_STDIN_MAX BK_FILE_CHUNK_MAX
 
 typedef struct bk_execs bk_execs;
 

@@ -15,9 +15,9 @@
 static const bk_method method_rows[] = {
 	/* name                 auth   handler               max request body */
 	{ "Health",             false, bk_handle_health,     1 * KiB },
-	/* argv and environment (512 KiB at most, server/exec.c) and stdin: no larger than a chunk,
-	 * which sets the largest message (bk_server_init) */
-	{ "Exec",               true,  bk_handle_exec,       BK_FILE_CHUNK_MAX + 64 * KiB },
+	/* stdin, argv and the environment at their most (exec.h), and the other fields: the
+	 * largest body, which sets the largest message (bk_server_init) */
+	{ "Exec",               true,  bk_handle_exec,       BK_EXEC_STDIN_MAX + BK_EXEC_STRINGS_MAX + 64 * KiB },
 	{ "FileUploadBegin",    true,  bk_handle_upload_begin, 16 * KiB },
 	/* a chunk, compressed or not (zstd's worst case adds under 0.5 %), and its fields */
 	{ "FileUploadChunk",    true,  bk_handle_upload_chunk, BK_FILE_CHUNK_MAX + 64 * KiB },

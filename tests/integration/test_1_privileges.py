@@ -7,9 +7,12 @@ test fail until someone decides, in this file too, that the new capability is ne
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import unittest
+from pathlib import Path
 
 import bkit
 
@@ -243,10 +246,16 @@ class FileWorkerSeenFromTheSandbox(unittest.TestCase):
 
 class ExecutorPath(unittest.TestCase):
     def test_a_missing_executor_stops_boxkited_with_the_reason(self):
-        r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--executor", "/nonexistent/x"],
+        # Its state and socket directories are made before the executor is started: in a
+        # scratch directory, not on the machine.
+        d = Path(tempfile.mkdtemp(prefix="bk-itest-executor-path."))
+        bkit.defer(shutil.rmtree, d, ignore_errors=True)
+        r = subprocess.run([str(bkit.BOXKITED), "--listen", f"ipc://{d}/run/s", "--state-dir", str(d / "state"),
+                            "--executor", str(d / "absent")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--executor", r.stderr)
+        self.assertIn(str(d / "absent"), r.stderr)
 
 
 class FrontUid(unittest.TestCase):

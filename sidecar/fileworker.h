@@ -1,5 +1,5 @@
 /* The file worker: every file operation of the front's (Stat, List, OpenRead, CreateTemp,
- * Commit, Mkdir, Remove, Rename, Usage), served in a process of its own, so that no filesystem
+ * Commit, Mkdir, Symlink, Remove, Rename, Usage), served in a process of its own, so that no filesystem
  * walk runs in the privileged executor and none can delay a spawn. It is forked by the executor
  * for each sandbox that is ready, and then is the sandbox user in the sandbox's mount namespace
  * and a network namespace of its own with nothing in it: no capability in any set, an empty

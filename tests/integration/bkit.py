@@ -87,6 +87,23 @@ def _run(entry):
         print(f"bkit: cleanup {getattr(fn, '__name__', fn)}: {e}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def scope():
+    """Undo, on leaving the block, everything registered inside it (LIFO): for a test that makes
+    and tears down several daemons or pods in turn."""
+    with _cleanup_lock:
+        mark = len(_cleanups)
+    try:
+        yield
+    finally:
+        while True:
+            with _cleanup_lock:
+                if len(_cleanups) <= mark:
+                    break
+                entry = _cleanups.pop()
+            _run(entry)
+
+
 def cleanup_all():
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the undoing short
@@ -704,7 +721,7 @@ class Pod:
     mistaken for one of the few small pids inside an exec's own PID namespace.
     """
 
-    def __init__(self, tag="pod", daemon_args=()):
+    def __init__(self, tag="pod", daemon_args=(), caps=None):
         require_tools("unshare", "nsenter", "setpriv")
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)
@@ -732,9 +749,13 @@ class Pod:
         run(["nsenter", "-t", self.pause, "-p", "-m", "--", "sh", "-c",
              f"echo {1000 + secrets.randbelow(20000)} > /proc/sys/kernel/ns_last_pid"], check=True)
         self.init_pid = None
+        # caps: the sidecar as a container with exactly these capabilities (manifest names,
+        # e.g. SYS_ADMIN) and a read-only /sys/fs/cgroup (sidecar_container.sh).
+        container = [] if caps is None else ["/bin/bash", HERE / "sidecar_container.sh", ",".join(caps), "--"]
         self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
-                                     "unshare", "--mount", "--propagation", "private", "--mount-proc"])
+                                     "unshare", "--mount", "--propagation", "private", "--mount-proc",
+                                     *container])
         self.daemon.cgroup = ContainerCgroup(f"bk-itest-{os.getpid()}-{tag}-sidecar")
 
     def _kill_pause(self):

@@ -44,7 +44,8 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
+              client/json.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -137,7 +138,18 @@ $(B)/libboxkite.a: $(CLIENT_PIC)
 $(B)/boxkite.pc: client/boxkite.pc.in common/version.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/libboxkite.a
+# bkctl kube renders deploy/sandbox/pod.yaml: compiled in as a C string, so that the pod bkctl
+# makes is the one make test validates.
+$(B)/gen-kube/sandbox_pod.c: deploy/sandbox/pod.yaml
+	@mkdir -p $(@D)
+	{ echo 'const char bkctl_sandbox_pod_yaml[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
+$(B)/obj/gen-kube/sandbox_pod.o: $(B)/gen-kube/sandbox_pod.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIE -c $< -o $@
+
+$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
 # --- install -------------------------------------------------------------------------------------

@@ -44,6 +44,11 @@ static const bkctl_command commands[] = {
 	{ "mkdir", bkctl_mkdir, "make sandbox directories", "PATH...",
 	  "  -p, --parents     make missing parents; an existing directory is no error\n"
 	  "  -m, --mode MODE   octal permission bits (default 755)\n" },
+	{ "kube", bkctl_kube, "print a sandbox's Secret (fresh key and TLS certificate) and pod for kubectl apply -f -",
+	  "[-n NAMESPACE] [--template FILE] NAME",
+	  "  -n, --namespace NS  the namespace (default boxkite)\n"
+	  "  --template FILE     the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
+	  "                      e.g. kubectl kustomize deploy/overlays/NAME\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force       replace an existing TO\n"
 	  "Onto an existing directory, FROM moves inside it.\n" },

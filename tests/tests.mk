@@ -5,6 +5,7 @@
 #   integration  the real boxkited as root: privileges, sandbox, escape probes
 #   files        the real boxkited as root: uploads, downloads and file operations, attacked
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
+#   k8s          deploy/ rendered and validated offline: schemas, invariants, the policy truth table
 # `make test` runs them all, then the C tiers and bkctl's copies again under ASan+UBSan (SAN=1),
 # and ends by saying how many tests were skipped, if any (never "all passed" over a skip).
 
@@ -19,14 +20,14 @@ PYTHON      := /usr/bin/python3
 # never reads as one that ran them all.
 export BOXKITE_TEST_RESULTS ?= $(CURDIR)/$(B)/test-results
 TEST_RUN        := $(PYTHON) $(CURDIR)/tests/integration/run.py
-TEST_SKIP_TIERS := escape-selftest integration files python files-bkctl
+TEST_SKIP_TIERS := escape-selftest integration files python k8s files-bkctl
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-files test-files-bkctl test-python test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-files test-files-bkctl test-python test-k8s test-san
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
 	$(MAKE) gen-check
-	$(MAKE) all test-unit test-wire test-fuzz test-integration test-files test-python
+	$(MAKE) all test-unit test-wire test-fuzz test-integration test-files test-python test-k8s
 	$(MAKE) SAN=1 test-san
 	@total=0; tiers=; \
 	for t in $(TEST_SKIP_TIERS); do \
@@ -45,3 +46,4 @@ include tests/fuzz/fuzz.mk
 include tests/integration/integration.mk
 include tests/files/files.mk
 include tests/python/python.mk
+include tests/k8s/k8s.mk

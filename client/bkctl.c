@@ -54,12 +54,13 @@ static const bkctl_command commands[] = {
 	  "Onto an existing directory, FROM moves inside it.\n" },
 };
 
-enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };
+enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };
 
 static const struct option global_longopts[] = {
 	{ "url", required_argument, NULL, OPT_URL },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "key-id", required_argument, NULL, OPT_KEY_ID },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
 	{ "output", required_argument, NULL, 'o' },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -70,6 +71,7 @@ static const char global_help[] =
 	"  --url URL        boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
 	"  --key-file PATH  key file (env BOXKITE_KEY_FILE)\n"
 	"  --key-id ID      which key of the file (default: the first)\n"
+	"  --tls-cert PATH  tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
 	"  -o, --output FMT text (default) or json\n"
 	"  --timeout S      seconds to wait for an answer (default 30; exec adds its own timeout)\n"
 	"  -h, --help       this help\n";
@@ -104,6 +106,9 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 		return true;
 	case OPT_KEY_ID:
 		ctl->key_id = arg;
+		return true;
+	case OPT_TLS_CERT:
+		ctl->tls_cert = arg;
 		return true;
 	case 'o':
 		if (strcmp(arg, "json") && strcmp(arg, "text")) {
@@ -158,7 +163,8 @@ int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, co
 
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
 {
-	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms,
+				.tls_cert = ctl->tls_cert };
 	bk_client *c = NULL;
 	bk_status st;
 
@@ -278,7 +284,8 @@ int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	bkctl ctl = { .url = getenv("BOXKITE_URL"), .key_file = getenv("BOXKITE_KEY_FILE"), .prog = "bkctl" };
+	bkctl ctl = { .url = getenv("BOXKITE_URL"), .key_file = getenv("BOXKITE_KEY_FILE"),
+		      .tls_cert = getenv("BOXKITE_TLS_CERT"), .prog = "bkctl" };
 	char prog[64];
 	int c, help = 0;
 

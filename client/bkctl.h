@@ -23,6 +23,7 @@ typedef struct bkctl {
 	const char *url;
 	const char *key_file;
 	const char *key_id;
+	const char *tls_cert;
 	int timeout_ms;
 	bool json;
 	const char *prog; /* "bkctl health" etc., for messages */

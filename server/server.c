@@ -16,12 +16,16 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	srv->cfg = *cfg;
 	srv->started_ms = bk_clock_monotonic_ms();
 	srv->mode = "none";
-	ret = bk_keystore_open(cfg->key_file, &srv->keystore, err);
+	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, &srv->keystore, err)
+			   : bk_keystore_open(cfg->key_file, &srv->keystore, err);
 	if (ret < 0)
 		return ret;
 	srv->replay = bk_replay_new(cfg->replay_capacity, cfg->window_ms, cfg->replay_answer_cap);
 	if (!srv->replay)
 		return bk_error_errno(err, ENOMEM, "replay cache");
+	/* Read as root, like the keys: the Secret's files are root's, mode 0400. */
+	if (cfg->tls_cert && (ret = bk_tls_server_config(cfg->tls_cert, cfg->tls_key, &srv->tls, err)) < 0)
+		return ret;
 	return bk_methods_init(srv, err);
 }
 
@@ -80,6 +84,8 @@ void bk_server_fini(bk_server *srv)
 	bk_front_stop(srv);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);
+	if (srv->tls)
+		nng_tls_config_free(srv->tls);
 	free(srv->methods);
 	memset(srv, 0, sizeof(*srv));
 }

@@ -18,6 +18,7 @@
 #include "envelope.h"
 #include "keystore.h"
 #include "replay.h"
+#include "tls.h"
 
 typedef struct bk_server bk_server;
 typedef struct bk_call bk_call;
@@ -61,6 +62,7 @@ struct bk_server {
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
 	char profile[160];   /* the executor's isolation profile id */
+	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_execs *execs;
 	struct bk_files *files;

@@ -46,6 +46,7 @@ typedef struct bk_client_options {
 	const uint8_t *key;  /* raw secret, 32..64 bytes, used when key_file is NULL */
 	size_t key_len;
 	int timeout_ms;      /* default timeout of a call; 0 = 30000 */
+	const char *tls_cert; /* tls+tcp:// URLs: the server's certificate (PEM), the only one accepted */
 } bk_client_options;
 
 BK_EXPORT int bk_client_open(bk_client **out, const char *url, const bk_client_options *opts, bk_status *st);

@@ -40,7 +40,7 @@ COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c com
               common/sbpath.c common/utf8.c common/fullio.c common/tls.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/exec.c server/files.c server/workers.c \
+              server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c

@@ -26,7 +26,11 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	/* Read as root, like the keys: the Secret's files are root's, mode 0400. */
 	if (cfg->tls_cert && (ret = bk_tls_server_config(cfg->tls_cert, cfg->tls_key, &srv->tls, err)) < 0)
 		return ret;
-	return bk_methods_init(srv, err);
+	if ((ret = bk_methods_init(srv, err)) < 0)
+		return ret;
+	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
+		return bk_error_errno(err, ENOMEM, "metrics");
+	return 0;
 }
 
 void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
@@ -87,5 +91,6 @@ void bk_server_fini(bk_server *srv)
 	if (srv->tls)
 		nng_tls_config_free(srv->tls);
 	free(srv->methods);
+	bk_metrics_fini(&srv->metrics);
 	memset(srv, 0, sizeof(*srv));
 }

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "envelope.h"
 #include "keystore.h"
+#include "metrics.h"
 #include "replay.h"
 #include "tls.h"
 
@@ -69,6 +70,8 @@ struct bk_server {
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
+	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
+	bk_metrics metrics;
 };
 
 /* The executor's events (sandbox state, exec exits), routed to their modules. */

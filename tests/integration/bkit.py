@@ -395,7 +395,7 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n"):
+                 config_name="boxkited.conf", config_text="# integration tests\n", key_env=None):
         self.tag = tag
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)  # the pod emulation's sandbox init is copied from here
@@ -419,10 +419,15 @@ class Daemon:
         self.cgroup = None  # a ContainerCgroup to start it in, like a pod's container
         run([BKCTL, "keygen", self.key], check=True)
         self.key_secret = self.key.read_text().split()[-1]
+        # key_env: boxkited reads the key from this variable (--key-env, as a Kubernetes
+        # secretKeyRef gives it), not from the file; clients still use the file.
+        self.key_env = key_env
+        if key_env:
+            self.extra_env[key_env] = self.key.read_text()
 
     def argv(self):
-        a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url,
-                           "--key-file", str(self.key)]
+        a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
+        a += ["--key-env", self.key_env] if self.key_env else ["--key-file", str(self.key)]
         if self.tcp:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
@@ -700,6 +705,34 @@ def tcp_listener(host, port, netns=None):
     return p
 
 
+# --- TLS and HTTP ------------------------------------------------------------------------------
+
+def tls_files(directory, name="bk-itest"):
+    """A sidecar's certificate and key as `bkctl kube NAME` makes them (its Secret's tls.crt and
+    tls.key, decoded), written to directory; returns (cert path, key path)."""
+    import base64
+    r = run([BKCTL, "kube", name], check=True)
+    secret = r.stdout.split("\n---\n", 1)[0]
+    data = dict(line.strip().split(": ", 1) for line in secret.split("data:\n", 1)[1].splitlines() if ": " in line)
+    cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+    cert.write_bytes(base64.b64decode(data["tls.crt"]))
+    key.write_bytes(base64.b64decode(data["tls.key"]))
+    os.chmod(key, 0o400)
+    return cert, key
+
+
+def http_get(url, timeout=5, method="GET"):
+    """(status, body text) of one plain HTTP request to a loopback URL."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
 # --- the pod emulation ------------------------------------------------------------------------
 
 class Pod:
@@ -721,7 +754,7 @@ class Pod:
     mistaken for one of the few small pids inside an exec's own PID namespace.
     """
 
-    def __init__(self, tag="pod", daemon_args=(), caps=None):
+    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None):
         require_tools("unshare", "nsenter", "setpriv")
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)
@@ -752,7 +785,7 @@ class Pod:
         # caps: the sidecar as a container with exactly these capabilities (manifest names,
         # e.g. SYS_ADMIN) and a read-only /sys/fs/cgroup (sidecar_container.sh).
         container = [] if caps is None else ["/bin/bash", HERE / "sidecar_container.sh", ",".join(caps), "--"]
-        self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False,
+        self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False, key_env=key_env,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
                                      "unshare", "--mount", "--propagation", "private", "--mount-proc",
                                      *container])

@@ -1,8 +1,9 @@
 """6. The sidecar's capability list is proven, not guessed (DESIGN.md section 8).
 
 The list is read from the manifest (deploy/sandbox/pod.yaml, the sidecar's
-securityContext.capabilities.add, with drop: [ALL]). The real boxkited --pod runs on the emulated
-pod (bkit.Pod) as a container with exactly that list would (sidecar_container.sh: bounding set
+securityContext.capabilities.add, with drop: [ALL]). The real boxkited --pod, with the manifest's
+arguments (its TLS listener, HTTP probes and --key-env, on loopback ports here), runs on the
+emulated pod (bkit.Pod) as a container with exactly that list would (sidecar_container.sh: bounding set
 reduced to it, inheritable and ambient empty, /sys/fs/cgroup read-only) and must pass the exec
 and file checks below. Then once per listed capability with that one removed: some check must
 fail, or the capability is not needed and the manifest must lose it. So the test fails when the
@@ -10,6 +11,7 @@ manifest's list and the proven list differ either way -- whatever the executor b
 re-proves the list the manifest says.
 """
 import filecmp
+import json
 import os
 import secrets
 import time
@@ -20,12 +22,46 @@ import bkit
 MANIFEST = bkit.REPO / "deploy" / "sandbox" / "pod.yaml"
 
 
-def manifest_caps():
+def manifest_sidecar():
     import yaml  # python3-yaml (scripts/install-deps)
     pod = yaml.safe_load(MANIFEST.read_text())
-    sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "sidecar")
-    caps = sidecar["securityContext"]["capabilities"]
+    return next(c for c in pod["spec"]["containers"] if c["name"] == "sidecar")
+
+
+def manifest_caps():
+    caps = manifest_sidecar()["securityContext"]["capabilities"]
     return caps.get("drop"), list(caps.get("add", []))
+
+
+class SidecarArgs:
+    """The manifest's boxkited arguments, for this machine: its listeners on 127.0.0.1 and free
+    ports, its TLS files (a Secret volume there) made here by bkctl kube, its --key-env kept
+    (bkit gives the variable the daemon's key)."""
+
+    def __init__(self, directory):
+        self.cert, self.key = bkit.tls_files(directory)
+        self.args, self.key_env, self.api, self.http = [], None, None, None
+        given = manifest_sidecar()["args"]
+        for i, a in enumerate(given):
+            prev = given[i - 1] if i else None
+            if a == "--pod":
+                continue  # bkit.Pod passes it
+            if prev == "--key-env":
+                self.key_env = a
+                self.args.pop()
+                continue
+            if a.startswith(("tls+tcp://0.0.0.0:", "tcp://0.0.0.0:", "http://0.0.0.0:")):
+                scheme = a.split("://")[0]
+                a = f"{scheme}://127.0.0.1:{bkit.free_tcp_port()}"
+                if scheme == "http":
+                    self.http = a
+                else:
+                    self.api = a
+            elif prev == "--tls-cert":
+                a = str(self.cert)
+            elif prev == "--tls-key":
+                a = str(self.key)
+            self.args.append(a)
 
 
 def attempt(what, fn, failures):
@@ -42,7 +78,9 @@ def run_checks(caps, tag):
     list of failed checks (empty: everything worked) and the daemon's log."""
     failures = []
     with bkit.scope():
-        pod = bkit.Pod(tag=tag, caps=caps)
+        tls_dir = bkit.temp_dir(f"{tag}-tls")
+        sa = SidecarArgs(tls_dir)
+        pod = bkit.Pod(tag=tag, caps=caps, daemon_args=sa.args, key_env=sa.key_env)
         d = pod.daemon
         if attempt("boxkited starts and answers Health", d.start, failures) is None:
             return failures, d.log_text()
@@ -91,6 +129,17 @@ def run_checks(caps, tag):
             if (pod.workspace / "a").exists():
                 raise AssertionError("rm -r left the tree")
         attempt("file operations as the sandbox user", files, failures)
+
+        def manifest_listeners():
+            if sa.api:
+                r = d.bkctl("--url", sa.api, "--tls-cert", str(sa.cert), "-o", "json", "exec", "--", "id", "-u")
+                if r.returncode != 0 or json.loads(r.stdout).get("stdout") != "1001\n":
+                    raise AssertionError(f"exec over {sa.api}: {r.returncode} {r.stdout} {r.stderr}")
+            if sa.http:
+                code, body = bkit.http_get(sa.http + "/readyz")
+                if code != 200:
+                    raise AssertionError(f"/readyz: {code} {body}")
+        attempt("the manifest's listeners (TLS API, HTTP probes) answer", manifest_listeners, failures)
 
         def executor_narrowed():
             log = d.log_text()

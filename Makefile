@@ -44,7 +44,7 @@ SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c ser
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c client/bkctl_verify.c \
               client/json.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

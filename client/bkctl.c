@@ -49,6 +49,12 @@ static const bkctl_command commands[] = {
 	  "  -n, --namespace NS  the namespace (default boxkite)\n"
 	  "  --template FILE     the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
 	  "                      e.g. kubectl kustomize deploy/overlays/NAME\n" },
+	{ "verify", bkctl_verify, "check the three network-isolation layers, each from its vantage point",
+	  "[--pod NAME] [-n NAMESPACE]",
+	  "  --pod NAME          the sandbox pod, for the kubectl commands it prints\n"
+	  "  -n, --namespace NS  its namespace (default boxkite)\n"
+	  "Layer 1 from inside an exec, layer 3 against the port without the key; layer 2 (and the\n"
+	  "metadata endpoint) printed as commands to run on your cluster. Exits 1 if a check failed.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force       replace an existing TO\n"
 	  "Onto an existing directory, FROM moves inside it.\n" },

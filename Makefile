@@ -37,7 +37,7 @@ GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c common/tls.c
+              common/sbpath.c common/utf8.c common/fullio.c common/tls.c common/preview.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \

@@ -79,6 +79,16 @@ class DeployHoldsTheInvariants(unittest.TestCase):
         self.assertNotEqual(secrets[0]["key"], secrets[1]["key"])
         self.assertNotEqual(secrets[0]["tls.key"], secrets[1]["tls.key"])
 
+    def test_the_images_hold_what_the_pod_runs(self):
+        """Each container's command is a file its image's build file copies in."""
+        pod = self.pod()
+        for name in ("sandbox", "sidecar"):
+            with self.subTest(name):
+                build = (k8skit.DEPLOY / "images" / f"{name}.Containerfile").read_text()
+                copied = set(re.findall(r"(?m)^COPY \S+ (\S+)$", build))
+                self.assertIn(k8skit.container(pod, name)["command"][0], copied)
+                self.assertIn(k8skit.container(pod, name)["image"].split(":")[0], build)
+
     def pod(self):
         return k8skit.sandbox_pod(dict(self.renderings)["deploy/sandbox"])
 

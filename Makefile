@@ -38,7 +38,7 @@ GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
               common/sbpath.c common/utf8.c common/fullio.c common/tls.c common/preview.c
-SERVER_SRC := server/config.c server/keystore.c server/replay.c server/log.c server/dispatch.c \
+SERVER_SRC := server/config.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
@@ -121,7 +121,7 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
-$(B)/boxkite-init: sidecar/init/boxkite-init.c
+$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 

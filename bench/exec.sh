@@ -42,7 +42,7 @@ echo "== exec: isolated-spawn floor (no RPC) vs round trip through boxkited, com
 floor_p50=$(bench_value "$tmp/floor.out" exec_floor_p50)
 
 "$build/bkctl" keygen "$tmp/key" >/dev/null
-"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" \
+"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" --state-dir "$tmp/state" \
 	2>"$tmp/boxkited.log" &
 pid=$!
 # Until it answers Health with its sandbox ready (at most 10 s), or it exits.

@@ -42,7 +42,7 @@ export BOXKITE_URL="ipc://$tmp/boxkited.sock" BOXKITE_KEY_FILE="$tmp/key"
 for attempt in 1 2 3 4 5; do
 	bk_tcp=$(free_port)
 	"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --listen "tcp://127.0.0.1:$bk_tcp" \
-		--key-file "$tmp/key" --workspace "$tmp/ws" 2>"$tmp/boxkited.log" &
+		--key-file "$tmp/key" --workspace "$tmp/ws" --state-dir "$tmp/state" 2>"$tmp/boxkited.log" &
 	pid=$!
 	up=
 	for _ in $(seq 200); do

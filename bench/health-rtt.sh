@@ -58,7 +58,7 @@ wait_for() {
 for attempt in 1 2 3 4 5; do
 	bk_tcp=$(free_port)
 	"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --listen "tcp://127.0.0.1:$bk_tcp" \
-		--key-file "$tmp/key" --workspace "$tmp/workspace" 2>"$tmp/boxkited.log" &
+		--key-file "$tmp/key" --workspace "$tmp/workspace" --state-dir "$tmp/state" 2>"$tmp/boxkited.log" &
 	boxkited_pid=$!
 	wait_for "$tmp/boxkited.log" "listening on tcp://" "$boxkited_pid" && break
 	stop "$boxkited_pid" || true

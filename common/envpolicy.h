@@ -1,8 +1,10 @@
-/* Which environment variables a request may set for a sandboxed command. The command gets a
- * fixed safe base (server/exec.c) plus request variables that pass this check; a denied name is
- * an error naming it, never a silent drop. The front applies the deny list; the executor checks
- * only that each name is well-formed (bk_env_name_valid), since which variables may be set is
- * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
+/* Which environment variables a request may set for a sandboxed command: any well-formed name.
+ * The command is the caller's own and runs as the sandbox user with no capability and
+ * no_new_privs, so its environment crosses no privilege boundary: a denylist there (LD_PRELOAD,
+ * PYTHONPATH, ...) protects nothing the command could not do itself with `X=y cmd`, and only
+ * gets in the way (SECURITY.md, "The environment"). What keeps the sidecar's own variables out
+ * is that the command's environment is built from a fixed base (server/exec.c), never from
+ * boxkited's. Both the front and the executor check each name. */
 #ifndef BK_ENVPOLICY_H
 #define BK_ENVPOLICY_H
 
@@ -11,8 +13,5 @@
 
 /* A POSIX name: [A-Za-z_][A-Za-z0-9_]*, at most 256 bytes. */
 bool bk_env_name_valid(const char *name, size_t len);
-
-/* NULL when a request may set `name`; otherwise why not. PATH only with allow_path. */
-const char *bk_env_denied(const char *name, size_t len, bool allow_path);
 
 #endif

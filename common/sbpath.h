@@ -10,6 +10,8 @@
 #include <stddef.h>
 
 #define BK_WORKSPACE "/workspace"
+/* The sandbox user's home: outside the workspace, so that dotfiles and caches stay out of it. */
+#define BK_SANDBOX_HOME "/home/sandbox"
 #define BK_ROOTS_MAX 8
 #define BK_ROOT_PATH_MAX 128
 

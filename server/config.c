@@ -37,12 +37,14 @@ static const struct option_def option_defs[] = {
 	{ "replay-answer-cap", OPT_SIZE, FIELD(replay_answer_cap), "BYTES", "answers kept for re-sent requests (default 64M)" },
 	{ "local", OPT_FLAG, FIELD(pod), "", "make a sandbox of our own (the default)" },
 	{ "pod", OPT_FLAG, FIELD(pod), "", "find the pod's sandbox container (shareProcessNamespace)" },
-	{ "workspace", OPT_STRING, FIELD(workspace), "DIR", "local: host directory shown as /workspace (default /var/lib/boxkite/workspace)" },
+	{ "state-dir", OPT_STRING, FIELD(state_dir), "DIR", "boxkited's private state, made mode 0700 (default /var/lib/boxkite)" },
+	{ "workspace", OPT_STRING, FIELD(workspace), "DIR", "local: host directory shown as /workspace (default STATE-DIR/workspace)" },
+	{ "home", OPT_STRING, FIELD(home), "DIR", "local: host directory shown as the sandbox user's home (default STATE-DIR/home)" },
 	{ "init", OPT_STRING, FIELD(init_path), "PATH", "local: the boxkite-init binary (default: next to boxkited)" },
 	{ "init-name", OPT_STRING, FIELD(init_name), "NAME", "pod: process name of the sandbox's init (default boxkite-init)" },
 	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
 	{ "front-uid", OPT_UINT, FIELD(front_uid), "UID", "the user and group the network-facing process runs as (default 65532)" },
-	{ "tmp-size", OPT_SIZE, FIELD(tmp_size), "BYTES", "local: size of the sandbox's /tmp (default 512M)" },
+	{ "tmp-size", OPT_SIZE, FIELD(tmp_size), "BYTES", "local: size of the sandbox's /tmp (default: half of --exec-memory)" },
 	{ "exec-timeout", OPT_SECONDS, FIELD(exec_timeout_ms), "SECONDS", "default exec timeout (default 30)" },
 	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 600)" },
 	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
@@ -52,7 +54,6 @@ static const struct option_def option_defs[] = {
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
 	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
-	{ "allow-path-override", OPT_FLAG, FIELD(allow_path_override), "", "let requests set PATH" },
 	{ "root", OPT_ROOT, FIELD(roots), "PATH[:ro]", "another sandbox path files may be read (and written) under; repeatable" },
 	{ "file-max", OPT_SIZE, FIELD(file_max), "BYTES", "largest file an upload may write (default 16G)" },
 	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
@@ -70,7 +71,6 @@ static void config_defaults(bk_config *cfg)
 	cfg->replay_answer_cap = 64u << 20;
 	cfg->sandbox_uid = 1001;
 	cfg->front_uid = 65532;
-	cfg->tmp_size = 512u << 20;
 	cfg->exec_timeout_ms = 30000;
 	cfg->exec_timeout_max_ms = 600000;
 	cfg->exec_output = 1u << 20;
@@ -95,7 +95,9 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->http_listen);
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
+	free(cfg->state_dir);
 	free(cfg->workspace);
+	free(cfg->home);
 	free(cfg->init_path);
 	free(cfg->init_name);
 	memset(cfg, 0, sizeof(*cfg));
@@ -242,8 +244,28 @@ static int config_finish(bk_config *cfg, bk_error **err)
 	if (cfg->front_uid == 0 || cfg->front_uid == cfg->sandbox_uid)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--front-uid %u: neither 0 nor the sandbox's uid",
 				    cfg->front_uid);
-	if (!cfg->workspace && !(cfg->workspace = strdup("/var/lib/boxkite/workspace")))
+	if (!cfg->state_dir && !(cfg->state_dir = strdup("/var/lib/boxkite")))
 		return bk_error_errno(err, ENOMEM, "config");
+	if (cfg->state_dir[0] != '/')
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--state-dir %s: an absolute path", cfg->state_dir);
+	if (!cfg->workspace && asprintf(&cfg->workspace, "%s/workspace", cfg->state_dir) < 0)
+		return bk_error_errno(err, ENOMEM, "config");
+	if (!cfg->home && asprintf(&cfg->home, "%s/home", cfg->state_dir) < 0)
+		return bk_error_errno(err, ENOMEM, "config");
+	/* tmpfs pages are charged to the memory cgroup of the exec that writes them: a /tmp and
+	 * /dev/shm that could outgrow an exec's memory limit would make a full /tmp an OOM kill
+	 * instead of ENOSPC. So /dev/shm is an eighth of the limit, /tmp half by default, and a
+	 * quarter is always left for the command itself. */
+	cfg->shm_size = cfg->exec_memory / 8;
+	if (!cfg->tmp_size)
+		cfg->tmp_size = cfg->exec_memory / 2;
+	if (!cfg->pod && cfg->tmp_size + cfg->shm_size > cfg->exec_memory - cfg->exec_memory / 4)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--tmp-size %zu with /dev/shm %zu leaves less than a quarter of --exec-memory %zu "
+				    "to the command: a full /tmp would be an OOM kill, not ENOSPC; lower --tmp-size "
+				    "(at most %zu) or raise --exec-memory",
+				    cfg->tmp_size, cfg->shm_size, cfg->exec_memory,
+				    cfg->exec_memory - cfg->exec_memory / 4 - cfg->shm_size);
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
 		return bk_error_errno(err, ENOMEM, "config");
 	if (!cfg->init_path) {

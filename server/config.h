@@ -26,14 +26,18 @@ typedef struct bk_config {
 	size_t replay_capacity;   /* live nonces remembered */
 	size_t replay_answer_cap; /* bytes of answers kept for re-sent requests */
 
+	char *state_dir;          /* boxkited's private state (0700): the replay log, local-mode dirs */
+
 	/* The sandbox (sidecar/sandbox.h) */
 	bool pod;                 /* find the pod's sandbox container instead of making one */
 	char *workspace;          /* local mode: host directory shown as /workspace */
+	char *home;               /* local mode: host directory shown as BK_SANDBOX_HOME */
 	char *init_path;          /* local mode: boxkite-init binary */
 	char *init_name;          /* pod mode: name of the sandbox's init process */
 	unsigned sandbox_uid;     /* the sandbox user (and group) */
 	unsigned front_uid;       /* the front's user (and group) once it listens */
 	size_t tmp_size;          /* local mode: size of /tmp */
+	size_t shm_size;          /* local mode: size of /dev/shm (an eighth of exec_memory) */
 
 	/* Exec defaults and caps */
 	int64_t exec_timeout_ms, exec_timeout_max_ms;
@@ -42,7 +46,6 @@ typedef struct bk_config {
 	unsigned exec_pids;       /* pids cgroup limit per exec */
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
-	bool allow_path_override; /* let a request set PATH */
 
 	/* Files */
 	bk_roots roots;           /* where file operations and cwd may point */

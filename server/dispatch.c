@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "replaylog.h"
 #include "server.h"
 #include "utf8.h"
 
@@ -218,8 +219,20 @@ static bool authenticate(bk_server *srv, bk_call *call)
 		break;
 	}
 	switch (bk_replay_check(srv->replay, key->id, env->nonce.data, now, &answer, &answer_len)) {
-	case BK_REPLAY_FRESH:
+	case BK_REPLAY_FRESH: {
+		/* Recorded before it runs, so that a restarted boxkited refuses it too; a request that
+		 * cannot be recorded does not run. The answer is kept for a re-send like any other. */
+		int ret = srv->replay_log ? bk_replay_log_append(srv->replay_log, key->id, env->nonce.data,
+								 (int64_t)env->timestamp_ms, now)
+					  : 0;
+		if (ret < 0) {
+			bk_log(BK_LOG_ERROR, "replay log: %s", strerror(-ret));
+			call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "the request could not be recorded against replay",
+				 NULL, true);
+			return false;
+		}
 		return true;
+	}
 	case BK_REPLAY_IN_FLIGHT:
 		drop(call);
 		return false;

@@ -20,11 +20,14 @@
 #define ORDER_STRINGS_MAX (512 * 1024) /* argv + env must fit one executor packet */
 #define OUTPUT_INITIAL (64 * 1024)
 #define DISCARD_SIZE (256 * 1024)
+/* How long an exec's pipes may stay open after its init exited before it is answered. */
+#define EXIT_GRACE_MS 200
 
-/* The environment every command starts from; request variables are added or replace these. */
+/* The environment every command starts from — never boxkited's own (its key file, storage
+ * credentials); request variables are added or replace these. */
 static const char *const base_env[] = {
 	"PATH=/usr/local/bin:/usr/bin:/bin",
-	"HOME=/workspace",
+	"HOME=" BK_SANDBOX_HOME,
 	"LANG=C.UTF-8",
 	"TERM=dumb",
 	"TMPDIR=/tmp",
@@ -95,10 +98,10 @@ static void wake(bk_execs *ex)
 
 /* --- the handler (an nng callback thread) ---------------------------------------------------- */
 
-/* The environment: the base, then the request's variables, each checked against the policy.
+/* The environment: the base, then the request's variables (any well-formed name, envpolicy.h).
  * Returns the number of entries, or -1 with *bad naming the variable refused. */
-static int build_env(const Boxkite__V1__ExecRequest *rq, bool allow_path, char **env, char *storage, size_t size,
-		     const char **bad, const char **why)
+static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *storage, size_t size, const char **bad,
+		     const char **why)
 {
 	size_t n = 0, used = 0;
 
@@ -109,8 +112,10 @@ static int build_env(const Boxkite__V1__ExecRequest *rq, bool allow_path, char *
 		size_t nlen = strlen(name), vlen = strlen(value), j;
 
 		*bad = name;
-		if ((*why = bk_env_denied(name, nlen, allow_path)))
+		if (!bk_env_name_valid(name, nlen)) {
+			*why = "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*, at most 256 bytes)";
 			return -1;
+		}
 		for (j = BK_ARRAY_SIZE(base_env); j < n; j++) {
 			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
 				*why = "set twice in the request";
@@ -155,6 +160,8 @@ static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply 
 static void maybe_finish(bk_execs *ex, struct exec_run *run);
 static struct exec_run *run_find(bk_execs *ex, uint64_t id);
 static void unwatch_close(bk_execs *ex, int *fd);
+static void run_finish(bk_execs *ex, struct exec_run *run);
+static void watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind);
 
 /* The executor's answer to SPAWN (reader thread): the command's pipes, or why not. */
 static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
@@ -178,6 +185,21 @@ static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	bk_reply_free(reply);
 }
 
+/* The exec's init is gone but its pipes are still open: answer in EXIT_GRACE_MS with what was
+ * read by then. The timeout's timer becomes the grace's (it may be gone already: it fired). */
+static void arm_grace(bk_execs *ex, struct exec_run *run)
+{
+	struct itimerspec its = { .it_value = { .tv_nsec = EXIT_GRACE_MS * 1000000L } };
+
+	if (run->timer_fd < 0) {
+		run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (run->timer_fd >= 0)
+			watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER);
+	}
+	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0)
+		run_finish(ex, run); /* no grace without a timer: answered now */
+}
+
 void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 {
 	bk_execs *ex = srv->execs;
@@ -188,9 +210,13 @@ void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 	if (run) {
 		run->exit = *exited;
 		run->exited = true;
-		unwatch_close(ex, &run->timer_fd);
 		/* Usually its pipes are at EOF already: answered here, at once. */
 		maybe_finish(ex, run);
+		/* If not, a process outside the exec's tree holds them (its stdout handed to another
+		 * exec over a unix socket): what it writes is not this exec's output. The timer, now
+		 * the grace's, answers with what was read. */
+		if (!run->finished)
+			arm_grace(ex, run);
 		if (ex->dead)
 			wake(ex);
 	}
@@ -265,7 +291,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	nenv = build_env(rq, cfg->allow_path_override, env, env_storage, env_bytes, &bad, &why);
+	nenv = build_env(rq, env, env_storage, env_bytes, &bad, &why);
 	if (nenv < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
 		return;
@@ -444,8 +470,9 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 }
 
 /* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
- * neither blocked on a full pipe nor killed for talking too much. */
-static void output_read(bk_execs *ex, struct exec_run *run, struct output *o)
+ * neither blocked on a full pipe nor killed for talking too much. last: the grace after the exit
+ * is over, the stream ends with what is there now. */
+static void output_read(bk_execs *ex, struct exec_run *run, struct output *o, bool last)
 {
 	for (;;) {
 		ssize_t n;
@@ -475,11 +502,14 @@ static void output_read(bk_execs *ex, struct exec_run *run, struct output *o)
 				continue;
 			}
 		}
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && !last)
 			return;
 		/* EOF (or an error, which ends the stream the same way) */
 		unwatch_close(ex, &o->fd);
-		maybe_finish(ex, run);
+		if (!last)
+			maybe_finish(ex, run);
 		return;
 	}
 }
@@ -520,12 +550,20 @@ static void on_event(bk_execs *ex, struct watch *w)
 		break;
 	case WATCH_STDOUT:
 	case WATCH_STDERR:
-		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1]);
+		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1], false);
 		break;
 	case WATCH_TIMER:
 		if (read(run->timer_fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
 			break;
 		unwatch_close(ex, &run->timer_fd);
+		if (run->exited) {
+			/* The grace after the exit is over: what the pipes hold now, then the answer. */
+			for (int i = 0; i < 2; i++)
+				if (run->out[i].fd >= 0)
+					output_read(ex, run, &run->out[i], true);
+			run_finish(ex, run);
+			break;
+		}
 		run->timed_out = true;
 		run_kill(ex, run);
 		break;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "files.h"
@@ -13,6 +14,37 @@
 #include "log.h"
 #include "privdrop.h"
 #include "server.h"
+
+/* boxkited's private state directory (the replay log; local mode's workspace and home beneath
+ * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that
+ * no other user of the host reaches what the sandbox wrote there. */
+static int state_dir_make(const char *dir, bk_error **err)
+{
+	char path[4096];
+	struct stat st;
+
+	if (strlen(dir) >= sizeof(path))
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "--state-dir is too long");
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return bk_error_errno(err, errno, "cannot create %s (for --state-dir %s)", path, dir);
+		*p = '/';
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return bk_error_errno(err, errno, "cannot create the state directory %s", dir);
+	if (lstat(dir, &st) < 0)
+		return bk_error_errno(err, errno, "cannot stat the state directory %s", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return bk_error_set(err, BK_FAILED_PRECONDITION, ENOTDIR,
+				    "the state directory %s is not a directory of boxkited's own user", dir);
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
+		return bk_error_errno(err, errno, "chmod 0700 %s", dir);
+	return 0;
+}
 
 /* Ask the executor what it found; the answer feeds Health. */
 static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
@@ -122,7 +154,7 @@ int main(int argc, char **argv)
 
 	/* The keys are read as root, the executor forked, and then, before any thread, the front
 	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
+	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
 	    (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;

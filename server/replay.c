@@ -1,5 +1,6 @@
 #include "replay.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -168,12 +169,53 @@ static void hashes(const bk_replay *r, const char *key_id, const uint8_t *nonce,
 	*hash = hash_bytes(*key_hash, nonce, BK_NONCE_LEN);
 }
 
+/* A new entry for (hash, key_hash, nonce) in the newest generation; NULL when full. Locked. */
+static struct entry *insert(bk_replay *r, uint64_t hash, uint64_t key_hash, const uint8_t *nonce)
+{
+	struct generation *g = &r->gen[0];
+	struct entry *e;
+
+	if (r->count >= r->capacity)
+		return NULL;
+	if (g->n >= g->nbuckets && generation_grow(g) < 0)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = hash;
+	e->key_hash = key_hash;
+	memcpy(e->nonce, nonce, BK_NONCE_LEN);
+	e->hnext = g->buckets[hash & (g->nbuckets - 1)];
+	g->buckets[hash & (g->nbuckets - 1)] = e;
+	g->n++;
+	r->count++;
+	return e;
+}
+
+int bk_replay_forget(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], int64_t now_ms)
+{
+	uint64_t hash, key_hash;
+	struct entry *e;
+	int ret = 0;
+
+	hashes(r, key_id, nonce, &hash, &key_hash);
+	pthread_mutex_lock(&r->lock);
+	rotate(r, now_ms);
+	if (lookup(r, hash, key_hash, nonce))
+		ret = -EEXIST;
+	else if (!(e = insert(r, hash, key_hash, nonce)))
+		ret = -ENOSPC;
+	else
+		e->answered = true;
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
 bk_replay_verdict bk_replay_check(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], int64_t now_ms,
 				  uint8_t **answer, size_t *answer_len)
 {
 	bk_replay_verdict v = BK_REPLAY_FULL;
 	uint64_t hash, key_hash;
-	struct generation *g;
 	struct entry *e;
 
 	hashes(r, key_id, nonce, &hash, &key_hash);
@@ -193,22 +235,8 @@ bk_replay_verdict bk_replay_check(bk_replay *r, const char *key_id, const uint8_
 		}
 		goto out;
 	}
-	if (r->count >= r->capacity)
-		goto out;
-	g = &r->gen[0];
-	if (g->n >= g->nbuckets && generation_grow(g) < 0)
-		goto out;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		goto out;
-	e->hash = hash;
-	e->key_hash = key_hash;
-	memcpy(e->nonce, nonce, BK_NONCE_LEN);
-	e->hnext = g->buckets[hash & (g->nbuckets - 1)];
-	g->buckets[hash & (g->nbuckets - 1)] = e;
-	g->n++;
-	r->count++;
-	v = BK_REPLAY_FRESH;
+	if (insert(r, hash, key_hash, nonce))
+		v = BK_REPLAY_FRESH;
 out:
 	pthread_mutex_unlock(&r->lock);
 	return v;

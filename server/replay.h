@@ -39,6 +39,11 @@ bk_replay_verdict bk_replay_check(bk_replay *r, const char *key_id, const uint8_
 void bk_replay_answer(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], const uint8_t *answer,
 		      size_t len);
 
+/* Record (key_id, nonce) as answered with no answer kept, so that it is refused REPLAYED: what
+ * the replay log (replaylog.h) puts back after a restart. 0, or -ENOSPC when the cache is full
+ * (-EEXIST when already there). */
+int bk_replay_forget(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], int64_t now_ms);
+
 /* Live entries and kept answer bytes, for tests and metrics. */
 size_t bk_replay_count(bk_replay *r);
 size_t bk_replay_answer_bytes(bk_replay *r);

@@ -8,6 +8,7 @@
 #include "exec.h"
 #include "handlers.h"
 #include "log.h"
+#include "replaylog.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -26,6 +27,15 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	/* Read as root, like the keys: the Secret's files are root's, mode 0400. */
 	if (cfg->tls_cert && (ret = bk_tls_server_config(cfg->tls_cert, cfg->tls_key, &srv->tls, err)) < 0)
 		return ret;
+	if (cfg->state_dir) {
+		ret = bk_replay_log_open(cfg->state_dir, cfg->window_ms, srv->replay, bk_clock_realtime_ms(),
+					 &srv->replay_log, err);
+		if (ret < 0)
+			return ret;
+		if (bk_replay_log_restored(srv->replay_log))
+			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
+			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
+	}
 	if ((ret = bk_methods_init(srv, err)) < 0)
 		return ret;
 	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
@@ -86,6 +96,7 @@ void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *
 void bk_server_fini(bk_server *srv)
 {
 	bk_front_stop(srv);
+	bk_replay_log_free(srv->replay_log);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);
 	if (srv->tls)

@@ -56,6 +56,7 @@ struct bk_server {
 	bk_config cfg;
 	bk_keystore *keystore;
 	bk_replay *replay;
+	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
 	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
@@ -79,7 +80,8 @@ void bk_server_executor_event(void *srv, Boxkite__Executor__Reply *event, int *f
 
 void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong);
 
-/* Set up everything but the transport: keys, replay cache, method table. */
+/* Set up everything but the transport: keys, replay cache (and its log in cfg->state_dir, when
+ * set), method table. */
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err);
 void bk_server_fini(bk_server *srv);
 

@@ -20,7 +20,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_PIDNS] = "new PID namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK] = "network namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT] = "setns(mnt)",
-	[BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC] = "setns(ipc)",
+	[BOXKITE__EXECUTOR__STEP__STEP_IPC_NS] = "new IPC namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS] = "setns(uts)",
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS] = "unshare(mnt)",
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC] = "mount /proc",
@@ -37,10 +37,12 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS] = "close fds",
 	[BOXKITE__EXECUTOR__STEP__STEP_SIGNALS] = "reset signals",
 	[BOXKITE__EXECUTOR__STEP__STEP_SECCOMP] = "seccomp",
-	[BOXKITE__EXECUTOR__STEP__STEP_EXECVE] = "execve",
+	[BOXKITE__EXECUTOR__STEP__STEP_EXECVE] = "execve of boxkite-init",
 	[BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT] = "build sandbox root",
 	[BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT] = "pivot_root",
 	[BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME] = "sethostname",
+	[BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS] = "new cgroup namespace",
+	[BOXKITE__EXECUTOR__STEP__STEP_SESSION] = "setsid",
 };
 
 /* A step a child can fail at (STEP_NONE is not one). */
@@ -195,7 +197,10 @@ int bk_child_close_fds(const int *keep, size_t n)
 	}
 }
 
-int bk_child_seccomp(const struct sock_fprog *prog)
+int bk_child_seccomp(const bk_seccomp *filter)
 {
-	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog);
+	/* The allowlist first: it lets seccomp() through for the second. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter->allowlist) < 0)
+		return -1;
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter->arguments);
 }

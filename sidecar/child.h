@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "boxkite/executor/order.pb-c.h"
+#include "filter.h"
 
 /* The nice value of sandboxed commands and of other background work (the netns pool): below
  * boxkited's, so that a CPU-bound sandbox leaves Health probes and requests their CPU. */
@@ -80,7 +81,8 @@ int bk_child_reset_signals(void);
  * they are: nothing is renumbered. Raw system calls only, async-signal-safe. 0, or -1. */
 int bk_child_close_fds(const int *keep, size_t n);
 
-/* Step 7, last: install the precompiled filter (no_new_privs must already be set). */
-int bk_child_seccomp(const struct sock_fprog *prog);
+/* Step 7, last: install the precompiled filter's two programs (no_new_privs must already be
+ * set). */
+int bk_child_seccomp(const bk_seccomp *filter);
 
 #endif

@@ -32,6 +32,7 @@
 #include "sbpath.h"
 #include "filter.h"
 #include "spawn.h"
+#include "init/status.h"
 
 typedef Boxkite__Executor__Order order_t;
 typedef Boxkite__Executor__Reply reply_t;
@@ -47,6 +48,7 @@ struct exec_entry {
 	struct exec_entry *next;
 	uint64_t id;
 	int pidfd;
+	int status_fd; /* the init's word on how its command ended (init/status.h) */
 	bk_exec_cgroup cgroup;
 };
 
@@ -138,9 +140,11 @@ static void cgroups_restage(struct executor *ex)
 }
 
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
- * environment, a cwd inside a sandbox root. Which variables a request may set is the front's
- * policy, not a privilege boundary: the command runs unprivileged whatever its environment. */
-static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz)
+ * environment, a cwd inside a sandbox root (*root: which; the child resolves the rest beneath
+ * it as the sandbox user). The command runs unprivileged whatever its environment: any
+ * well-formed variable is its own business. */
+static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz,
+			       const bk_root **root)
 {
 	const char *why = NULL;
 
@@ -153,7 +157,7 @@ static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__S
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
-	if (bk_sandbox_path(roots, s->cwd, cwd, cwdsz, NULL, &why) < 0)
+	if (bk_sandbox_path(roots, s->cwd, cwd, cwdsz, root, &why) < 0)
 		return why;
 	return NULL;
 }
@@ -167,13 +171,14 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	bk_error *err = NULL;
 	bk_spawned out;
 	char cwd[4096], msg[512];
-	const char *why, *path = "/usr/local/bin:/usr/bin:/bin";
+	const char *why, *cwd_rel;
+	const bk_root *root = NULL;
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
 
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
-	why = spawn_check(&ex->cfg->roots, s, cwd, sizeof(cwd));
+	why = spawn_check(&ex->cfg->roots, s, cwd, sizeof(cwd), &root);
 	if (why)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
@@ -188,9 +193,8 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	}
 	memcpy(argv, s->argv, s->n_argv * sizeof(*argv));
 	memcpy(envp, s->env, s->n_env * sizeof(*envp));
-	for (size_t i = 0; i < s->n_env; i++)
-		if (strncmp(s->env[i], "PATH=", 5) == 0)
-			path = s->env[i] + 5;
+	cwd_rel = cwd + strlen(root->path);
+	cwd_rel = *cwd_rel == '/' ? cwd_rel + 1 : ".";
 
 	e->id = s->exec_id;
 	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
@@ -203,12 +207,14 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	bk_spawn_request rq = {
 		.argv = argv,
 		.envp = envp,
-		.path = path,
-		.cwd = cwd,
+		.cwd_root = root->path,
+		.cwd_rel = cwd_rel,
 		.limits = {
 			.fsize = ex->cfg->exec_fsize,
 			.nofile = ex->cfg->exec_nofile,
-			.nproc = ex->cfg->exec_nproc,
+			/* The pids cgroup is the real limit; RLIMIT_NPROC, which counts the sandbox uid's
+			 * processes across the node, only where there is none. */
+			.nproc = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_nproc : 0,
 			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
 		},
@@ -233,6 +239,7 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 		return ret;
 	}
 	e->pidfd = out.pidfd;
+	e->status_fd = out.status_r;
 	e->next = ex->execs;
 	ex->execs = e;
 	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e });
@@ -280,6 +287,7 @@ static void exec_remove(struct executor *ex, struct exec_entry *e)
 	}
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, e->pidfd, NULL);
 	bk_close(e->pidfd);
+	bk_close(e->status_fd);
 	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
 	free(e);
 }
@@ -292,14 +300,25 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	Boxkite__Executor__Exited exited = BOXKITE__EXECUTOR__EXITED__INIT;
 	siginfo_t info;
 
+	struct bk_init_status st;
+
 	memset(&info, 0, sizeof(info));
 	if (waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
 		return 0; /* not yet: a spurious wake-up */
 	exited.exec_id = e->id;
-	if (info.si_code == CLD_EXITED)
+	/* The init's record of its command's end; without one (the init itself was killed: a
+	 * timeout, the OOM killer), the init's own status. */
+	if (read(e->status_fd, &st, sizeof(st)) == (ssize_t)sizeof(st) &&
+	    (st.how == BK_INIT_EXITED || st.how == BK_INIT_SIGNALED)) {
+		if (st.how == BK_INIT_EXITED)
+			exited.exit_code = st.value;
+		else
+			exited.signal = st.value;
+	} else if (info.si_code == CLD_EXITED) {
 		exited.exit_code = info.si_status;
-	else
+	} else {
 		exited.signal = info.si_status;
+	}
 	/* Asked whatever the exit: the OOM killer may have taken any process of the exec's tree,
 	 * not only its first. */
 	exited.oom_killed = bk_exec_cgroup_oom_killed(&ex->cgroups, &e->cgroup);
@@ -533,8 +552,10 @@ static int executor_setup(struct executor *ex, int sock)
 	bk_sandbox_config scfg = {
 		.pod = ex->cfg->pod,
 		.workspace = ex->cfg->workspace,
+		.home = ex->cfg->home,
 		.init_path = ex->cfg->init_path,
 		.tmp_size = ex->cfg->tmp_size,
+		.shm_size = ex->cfg->shm_size,
 		.init_name = ex->cfg->init_name,
 		.uid = ex->cfg->sandbox_uid,
 		.gid = ex->cfg->sandbox_uid,
@@ -572,7 +593,7 @@ static int executor_setup(struct executor *ex, int sock)
 	}
 	if (drop_capabilities() < 0)
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
-	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, scfg.uid, scfg.gid, &err)) < 0) {
+	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, ex->cfg->init_path, scfg.uid, scfg.gid, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;

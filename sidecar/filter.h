@@ -1,19 +1,25 @@
-/* The exec seccomp filter: built with libseccomp once at start-up and exported as BPF, so the
- * exec child makes one seccomp() call just before execve (STYLE.md §4, DESIGN.md §3 step 7). */
+/* The sandbox's seccomp filter: built with libseccomp once at start-up and exported as BPF, so
+ * that a child makes two seccomp() calls just before execve and nothing else (STYLE.md §4,
+ * DESIGN.md §3 step 7). filter.c says what is in it and why. */
 #ifndef BK_FILTER_H
 #define BK_FILTER_H
 
 #include <linux/filter.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 
 typedef struct bk_seccomp {
-	struct sock_fprog prog;
-	uint32_t id; /* FNV-1a of the program: names the filter in the isolation profile */
+	struct sock_fprog allowlist; /* which system calls exist (default ENOSYS) */
+	struct sock_fprog arguments; /* refusals by argument (default allow) */
+	uint32_t id; /* FNV-1a of both programs: names the filter in the isolation profile */
 } bk_seccomp;
 
 int bk_seccomp_compile(bk_seccomp *out, bk_error **err);
-void bk_seccomp_free(bk_seccomp *f);
+void bk_seccomp_free(bk_seccomp *f); /* accepts a zeroed or half-built filter */
+
+/* The filter in words (markdown), from the same tables it is built from: SECURITY.md's list. */
+void bk_seccomp_describe(FILE *out);
 
 #endif

@@ -18,8 +18,10 @@
 
 #include "cleanup.h"
 #include "kfile.h"
+#include "sbpath.h"
 
 #define SANDBOX_HOSTNAME "sandbox"
+#define SANDBOX_USER "sandbox"
 
 /* What the local sandbox shows of the host, read-only: programs and libraries, and /etc.
  * Nothing else — not /run, /home, /root, the host's /tmp, nor any socket: a read-only mount does
@@ -97,15 +99,16 @@ static int tree_attach(int tree, const char *target)
 
 /* The minimal /dev: a few nodes bound from the host's, a private devpts, a tmpfs /dev/shm,
  * the usual symlinks; then the tmpfs itself read-only. */
-static int build_dev(void)
+static int build_dev(size_t shm_size)
 {
 	static const char *const links[][2] = {
 		{ "/proc/self/fd", "dev/fd" },     { "/proc/self/fd/0", "dev/stdin" },
 		{ "/proc/self/fd/1", "dev/stdout" }, { "/proc/self/fd/2", "dev/stderr" },
 		{ "pts/ptmx", "dev/ptmx" },
 	};
-	char path[64];
+	char path[64], shm_opts[64];
 
+	snprintf(shm_opts, sizeof(shm_opts), "mode=1777,size=%zu", shm_size);
 	if (mkdir("dev", 0755) < 0 ||
 	    mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
 		return -1;
@@ -124,7 +127,7 @@ static int build_dev(void)
 	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
 		return -1;
 	if (mkdir("dev/shm", 01777) < 0 ||
-	    mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0)
+	    mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts) < 0)
 		return -1;
 	for (size_t i = 0; i < BK_ARRAY_SIZE(links); i++)
 		if (symlink(links[i][0], links[i][1]) < 0)
@@ -132,9 +135,46 @@ static int build_dev(void)
 	return mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL);
 }
 
+/* Write `content` to a new file at path in the root's tmpfs and bind it, read-only, over
+ * `target` (a file of the read-only /etc). */
+static int bind_file(const char *path, const char *content, const char *target)
+{
+	size_t len = strlen(content);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, content, len) != (ssize_t)len) {
+		bk_close(fd);
+		return -1;
+	}
+	bk_close(fd);
+	if (mount(path, target, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	return mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+/* The sandbox user has a name, a group and a home, as in a container image: whoami, id -un,
+ * Python's pwd module and ssh-style tools look them up. The host's own users are not shown. */
+static int write_identity(const bk_sandbox_config *cfg)
+{
+	char passwd[512], group[256];
+
+	snprintf(passwd, sizeof(passwd),
+		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		 SANDBOX_USER ":x:%u:%u:boxkite sandbox:" BK_SANDBOX_HOME ":/bin/sh\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 (unsigned)cfg->uid, (unsigned)cfg->gid);
+	snprintf(group, sizeof(group), "root:x:0:\n" SANDBOX_USER ":x:%u:\nnogroup:x:65534:\n", (unsigned)cfg->gid);
+	if (mkdir(".boxkite", 0755) < 0 || bind_file(".boxkite/passwd", passwd, "etc/passwd") < 0 ||
+	    bind_file(".boxkite/group", group, "etc/group") < 0)
+		return -1;
+	return 0;
+}
+
 /* Populate the new root (the current directory, a fresh tmpfs) from the trees cloned before
  * the host's /tmp was covered. */
-static int build_root(const int *host_trees, int workspace_tree, size_t tmp_size)
+static int build_root(const bk_sandbox_config *cfg, const int *host_trees, int workspace_tree, int home_tree)
 {
 	char opts[64];
 	struct stat st;
@@ -163,24 +203,31 @@ static int build_root(const int *host_trees, int workspace_tree, size_t tmp_size
 	}
 	if (mkdir("proc", 0555) < 0 || mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -1;
-	if (build_dev() < 0)
+	if (build_dev(cfg->shm_size) < 0)
 		return -1;
-	snprintf(opts, sizeof(opts), "mode=1777,size=%zu", tmp_size);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%zu", cfg->tmp_size);
 	if (mkdir("tmp", 01777) < 0 || mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return -1;
+	/* /var/tmp, which tools expect to exist: the same tmpfs as /tmp. */
+	if (mkdir("var", 0755) < 0 || symlink("/tmp", "var/tmp") < 0)
 		return -1;
 	if (mkdir("workspace", 0755) < 0 || tree_attach(workspace_tree, "workspace") < 0)
 		return -1;
-	return 0;
+	if (mkdir("home", 0755) < 0 || mkdir("home/" SANDBOX_USER, 0755) < 0 ||
+	    tree_attach(home_tree, BK_SANDBOX_HOME + 1) < 0)
+		return -1;
+	return write_identity(cfg);
 }
 
 /* The sandbox's first process, pid 1 of its new PID namespace, in its own mount namespace.
  * Runs as a fork of the executor (no shared memory), so ordinary calls are fine up to the
  * privilege drop; from there on it is the same sequence as an exec. */
 __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk_spawner *sp, int workspace_tree,
-						  int init_fd, int report)
+						  int home_tree, int init_fd, int report)
 {
 	int host_trees[BK_ARRAY_SIZE(host_ro_dirs)];
 	bk_step failed;
+	int null_fd;
 
 	/* If the executor dies, the sandbox — and with its init every process in it — goes too. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -203,7 +250,7 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 	}
 	/* The new root: a small tmpfs over the host's /tmp (in this namespace only). */
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 || chdir("/tmp") < 0 ||
-	    build_root(host_trees, workspace_tree, sb->cfg.tmp_size) < 0)
+	    build_root(&sb->cfg, host_trees, workspace_tree, home_tree) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT);
 	/* Swap roots and drop the host's entirely, then make the root itself read-only. */
 	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 ||
@@ -211,6 +258,13 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT);
 	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME);
+	/* No controlling terminal and no descriptor of boxkited's own stdio (the operator's
+	 * terminal, when it was started from one): a session of its own, stdio on /dev/null. */
+	if (setsid() < 0)
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SESSION);
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	failed = bk_child_drop_privileges(&sp->creds);
 	if (failed)
 		bk_child_fail(report, failed);
@@ -219,7 +273,7 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 	/* Keep only stdio, the report pipe and the init binary (both close-on-exec). */
 	if (bk_child_close_fds((const int[]){ report, init_fd }, 2) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
-	if (bk_child_seccomp(&sp->seccomp->prog) < 0)
+	if (bk_child_seccomp(sp->seccomp) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 	{
 		char *const argv[] = { "boxkite-init", NULL };
@@ -229,45 +283,47 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 	bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 }
 
-/* The workspace directory on the host, created if missing, owned by the sandbox user. */
-static int workspace_open(const bk_sandbox_config *cfg, bk_error **err)
+/* A host directory the sandbox shows (the workspace, the home), created if missing, owned by
+ * the sandbox user, cloned as a detached mount without set-id and device files. Cloned here, in
+ * the mount namespace the path lives in (the host's); the child attaches the copy in its own. */
+static int user_tree(const bk_sandbox_config *cfg, const char *what, const char *dir, bk_error **err)
 {
 	_cleanup_close_ int fd = -1;
-
-	bool created = mkdir(cfg->workspace, 0755) == 0;
+	bool created = mkdir(dir, 0755) == 0;
+	char path[64];
+	int tree;
 
 	if (!created && errno != EEXIST)
-		return bk_error_errno(err, errno, "cannot create the workspace %s", cfg->workspace);
-	fd = open(cfg->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		return bk_error_errno(err, errno, "cannot create the %s %s", what, dir);
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return bk_error_errno(err, errno, "cannot open the workspace %s", cfg->workspace);
-	char path[64];
+		return bk_error_errno(err, errno, "cannot open the %s %s", what, dir);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	/* A umask may have narrowed a directory we made; it is the sandbox user's home. Before the
-	 * chown, while it is still ours: the executor holds no CAP_FOWNER. */
+	/* A umask may have narrowed a directory we made. Before the chown, while it is still
+	 * ours: the executor holds no CAP_FOWNER. */
 	if (created && chmod(path, 0755) < 0)
-		return bk_error_errno(err, errno, "chmod %s", cfg->workspace);
+		return bk_error_errno(err, errno, "chmod %s", dir);
 	if (chown(path, cfg->uid, cfg->gid) < 0)
-		return bk_error_errno(err, errno, "cannot give the workspace %s to uid %u", cfg->workspace,
-				      (unsigned)cfg->uid);
-	return TAKE_FD(fd);
+		return bk_error_errno(err, errno, "cannot give the %s %s to uid %u", what, dir, (unsigned)cfg->uid);
+	tree = tree_clone(fd, "", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (tree < 0)
+		return bk_error_errno(err, errno, "cannot clone the %s mount %s", what, dir);
+	return tree;
 }
 
 static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 {
-	_cleanup_close_ int workspace_fd = -1, workspace_tree = -1, init_fd = -1;
+	_cleanup_close_ int workspace_tree = -1, home_tree = -1, init_fd = -1;
 	int rep[2], pidfd = -1, r;
 	struct bk_step_report report;
 	long pid;
 
-	workspace_fd = workspace_open(&sb->cfg, err);
-	if (workspace_fd < 0)
-		return workspace_fd;
-	/* Cloned here, in the mount namespace the workspace path lives in (the host's); the child
-	 * attaches the detached copy in its own. */
-	workspace_tree = tree_clone(workspace_fd, "", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	workspace_tree = user_tree(&sb->cfg, "workspace", sb->cfg.workspace, err);
 	if (workspace_tree < 0)
-		return bk_error_errno(err, errno, "cannot clone the workspace mount %s", sb->cfg.workspace);
+		return workspace_tree;
+	home_tree = user_tree(&sb->cfg, "home", sb->cfg.home, err);
+	if (home_tree < 0)
+		return home_tree;
 	init_fd = open(sb->cfg.init_path, O_RDONLY | O_CLOEXEC);
 	if (init_fd < 0)
 		return bk_error_errno(err, errno, "cannot open the sandbox init %s", sb->cfg.init_path);
@@ -278,7 +334,7 @@ static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 		      &pidfd, NULL, NULL);
 	if (pid == 0) {
 		bk_close(rep[0]);
-		local_child(sb, sp, workspace_tree, init_fd, rep[1]);
+		local_child(sb, sp, workspace_tree, home_tree, init_fd, rep[1]);
 	}
 	bk_close(rep[1]);
 	if (pid < 0) {

@@ -3,7 +3,8 @@
  *   local (boxkited --local, the default): the executor creates the sandbox itself — new
  *     mount, PID, IPC and UTS namespaces; a root that shows what a container image would (the
  *     host's /usr, /etc and /bin, /lib* read-only, a fresh /proc, a minimal /dev, a tmpfs /tmp,
- *     the workspace) and none of the host's state; boxkite-init as its PID 1, uid 1001.
+ *     the workspace, the sandbox user's home, a passwd and group naming it) and none of the
+ *     host's state; boxkite-init as its PID 1, uid 1001, in a session without a terminal.
  *   pod (boxkited --pod): Kubernetes with shareProcessNamespace; the sandbox container's
  *     boxkite-init is found once by name, uid and a parent outside the PID namespace (only the
  *     container runtime starts such a process), pinned with a pidfd, watched, and found again
@@ -23,8 +24,10 @@
 typedef struct bk_sandbox_config {
 	bool pod;
 	const char *workspace; /* local: host directory shown as /workspace */
+	const char *home;      /* local: host directory shown as BK_SANDBOX_HOME */
 	const char *init_path; /* local: the boxkite-init binary */
 	size_t tmp_size;       /* local: size of the /tmp tmpfs */
+	size_t shm_size;       /* local: size of the /dev/shm tmpfs */
 	const char *init_name; /* pod: argv[0] basename of the sandbox's init */
 	uid_t uid;
 	gid_t gid;

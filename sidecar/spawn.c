@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "init/status.h"
 
 #define CHILD_STACK_SIZE (256 * 1024)
 #define OUTPUT_PIPE_SIZE (1024 * 1024)
@@ -24,12 +26,13 @@
 struct child_ctx {
 	const bk_spawner *sp;
 	const bk_spawn_request *rq;
-	int stdin_r, stdout_w, stderr_w, report_w;
+	char *const *init_argv; /* boxkite-init --exec --status-fd=N -- argv... */
+	int stdin_r, stdout_w, stderr_w, report_w, status_w;
 	int pidfd; /* of the exec's init, however it was made */
-	char pathbuf[PATH_MAX];
 };
 
 #define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_PIDFD)
+#define RESOLVE_CONTAINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 /* A network namespace of its own: from the pool, or made by the clone itself. */
 static int netns_flag(const bk_spawn_request *rq)
@@ -45,64 +48,35 @@ static int set_rlimit(int resource, uint64_t value)
 }
 
 /* Step 6: core 0, nice and rtprio 0 (no lowering its nice value, no real-time scheduling),
- * nofile, fsize, nproc, and data when asked (without a memory cgroup). */
+ * nofile, fsize; nproc only when no pids cgroup limits the exec (RLIMIT_NPROC counts every
+ * process of the uid on the node, other pods' sandboxes included), and data when asked
+ * (without a memory cgroup). */
 static int apply_rlimits(const bk_spawn_limits *l)
 {
 	if (set_rlimit(RLIMIT_CORE, 0) < 0 || set_rlimit(RLIMIT_NICE, 0) < 0 || set_rlimit(RLIMIT_RTPRIO, 0) < 0 ||
-	    set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 || set_rlimit(RLIMIT_FSIZE, l->fsize) < 0 ||
-	    set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
+	    set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 || set_rlimit(RLIMIT_FSIZE, l->fsize) < 0)
+		return -1;
+	if (l->nproc && set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
 		return -1;
 	return l->data ? set_rlimit(RLIMIT_DATA, l->data) : 0;
 }
 
-/* Step 8: execve, searching PATH as execvp would — without execvp, which may allocate. */
-static void exec_command(struct child_ctx *c)
-{
-	const char *name = c->rq->argv[0];
-	const char *p = c->rq->path;
-	size_t nlen = strlen(name);
-	int saved = ENOENT;
-
-	if (strchr(name, '/')) {
-		execve(name, c->rq->argv, c->rq->envp);
-		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
-	}
-	while (p) {
-		const char *end = strchr(p, ':');
-		size_t dlen = end ? (size_t)(end - p) : strlen(p);
-
-		if (dlen == 0) {
-			/* An empty PATH element means the current directory. */
-			c->pathbuf[0] = '.';
-			dlen = 1;
-		} else if (dlen < sizeof(c->pathbuf)) {
-			memcpy(c->pathbuf, p, dlen);
-		}
-		if (dlen + 1 + nlen < sizeof(c->pathbuf)) {
-			c->pathbuf[dlen] = '/';
-			memcpy(c->pathbuf + dlen + 1, name, nlen + 1);
-			execve(c->pathbuf, c->rq->argv, c->rq->envp);
-			if (errno == EACCES)
-				saved = EACCES;
-			else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != ENAMETOOLONG)
-				bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
-		}
-		p = end ? end + 1 : NULL;
-	}
-	errno = saved;
-	bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
-}
-
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
- * from clone). Each step is one of DESIGN.md §3, in order; any failure is reported by name. */
+ * from clone) until it becomes the exec's init. Each step is one of DESIGN.md §3, in order; any
+ * failure is reported by name. */
 static int exec_child(void *arg)
 {
 	struct child_ctx *c = arg;
 	const bk_spawn_request *rq = c->rq;
 	const int rfd = c->report_w;
+	int root_fd, cwd_fd;
 
-	/* 0. Below boxkited in the CPU's eyes (child.h); raising one's nice value needs no
-	 *    privilege, and with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	/* 0. A session of its own, without a controlling terminal: whatever terminal boxkited was
+	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. Then below
+	 *    boxkited in the CPU's eyes (child.h); raising one's nice value needs no privilege, and
+	 *    with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	if (setsid() < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SESSION);
 	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 
 	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
@@ -119,24 +93,30 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
 	}
 
-	/* 2. The sandbox's filesystem, IPC and hostname... */
+	/* 2. The sandbox's filesystem and hostname; System V IPC of its own, whose objects die
+	 *    with the exec instead of piling up in the sandbox outside any exec's memory limit... */
 	if (setns(rq->ns->mnt, CLONE_NEWNS) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT);
-	if (setns(rq->ns->ipc, CLONE_NEWIPC) < 0)
-		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC);
 	if (setns(rq->ns->uts, CLONE_NEWUTS) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS);
+	if (unshare(CLONE_NEWIPC) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_IPC_NS);
 	/*    ...in a copy of its mount table, receiving but never propagating mounts, where a
 	 *    fresh /proc shows only this exec's PID namespace: other execs' processes cannot be
-	 *    seen, read or signalled although they run as the same uid. */
+	 *    seen, read or signalled although they run as the same uid... */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
+	/*    ...and a cgroup namespace rooted at its own cgroup: /proc/self/cgroup shows "/", not
+	 *    the host's cgroup paths and the executor's pid. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS);
 
-	/* 4. The working directory, checked against the allowed roots by the front and again
-	 *    by the executor before the clone. */
-	if (chdir(rq->cwd) < 0)
+	/* 4. The working directory's root, here in the exec's own mount table (a mount point of
+	 *    the sandbox's read-only root, not something a command can replace)... */
+	root_fd = open(rq->cwd_root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
 	/* 5. The sandbox user, no capabilities in any set, no_new_privs. */
@@ -144,23 +124,36 @@ static int exec_child(void *arg)
 	if (failed)
 		bk_child_fail(rfd, failed);
 
+	/* 4. ...and the directory itself, resolved beneath that root as the sandbox user: a symlink
+	 *    that leaves the root, an absolute one, or a directory the sandbox user may not enter is
+	 *    refused, as the file rpcs refuse them. */
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_CONTAINED };
+	cwd_fd = (int)syscall(SYS_openat2, root_fd, rq->cwd_rel, &how, sizeof(how));
+	if (cwd_fd < 0 || fchdir(cwd_fd) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
+
 	/* 6. Resource limits that hold with or without a cgroup. */
 	if (apply_rlimits(&rq->limits) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_RLIMIT);
 
-	/* 7. stdio onto the pipes, default signal state, no other descriptor, then seccomp —
-	 *    last, so nothing above needs a syscall the filter denies. */
-	if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0)
+	/* 7. stdio onto the pipes, default signal state, no other descriptor than the init's status
+	 *    pipe (kept across its execve), then seccomp — last, so nothing above needs a syscall
+	 *    the filter refuses. */
+	if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0 ||
+	    fcntl(c->status_w, F_SETFD, 0) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	if (bk_child_reset_signals() < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
-	if (bk_child_close_fds(&rfd, 1) < 0)
+	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd }, 3) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
-	if (bk_child_seccomp(&c->sp->seccomp->prog) < 0)
+	if (bk_child_seccomp(c->sp->seccomp) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 
-	/* 8. */
-	exec_command(c);
+	/* 8. The exec's init (as `docker run --init`): it starts the command as its child, forwards
+	 *    signals, reaps, and ends with the command's status — so the command is not PID 1, and
+	 *    its signals to itself and abort() behave as on any machine. */
+	syscall(SYS_execveat, c->sp->init_fd, "", c->init_argv, rq->envp, AT_EMPTY_PATH);
+	bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
 	return 127;
 }
 
@@ -183,10 +176,16 @@ static int pidns_helper(void *arg)
 	return 0;
 }
 
-int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, uid_t uid, gid_t gid, bk_error **err)
+int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
+		     bk_error **err)
 {
 	memset(sp, 0, sizeof(*sp));
-	sp->self_pidns = -1;
+	sp->self_pidns = sp->init_fd = -1;
+	/* Opened here, outside any sandbox, and executed by descriptor in each exec's mount
+	 * namespace: the sandbox's root need not hold it, and nothing in the sandbox can swap it. */
+	sp->init_fd = open(init_path, O_RDONLY | O_CLOEXEC);
+	if (sp->init_fd < 0)
+		return bk_error_errno(err, errno, "cannot open the exec init %s", init_path);
 	sp->seccomp = seccomp;
 	sp->creds.uid = uid;
 	sp->creds.gid = gid;
@@ -214,22 +213,42 @@ void bk_spawner_fini(bk_spawner *sp)
 		munmap(sp->stack, 2 * (sp->stack_size + 4096));
 	sp->stack = NULL;
 	sp->self_pidns = bk_close(sp->self_pidns);
+	sp->init_fd = bk_close(sp->init_fd);
 }
 
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err)
 {
-	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 };
+	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 }, st[2] = { -1, -1 };
 	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1 };
 	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
+	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
+	_cleanup_free_ char **init_argv = NULL;
+	size_t argc = 0;
 	int ret, r;
 	pid_t pid;
 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0 ||
-	    pipe2(rep, O_CLOEXEC) < 0) {
+	    pipe2(rep, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) {
 		ret = bk_error_errno(err, errno, "pipe2");
 		goto out;
 	}
+	/* The init's command line: built here, the child may not allocate. */
+	while (rq->argv[argc])
+		argc++;
+	init_argv = calloc(argc + 5, sizeof(*init_argv));
+	if (!init_argv) {
+		ret = bk_error_errno(err, ENOMEM, "init argv");
+		goto out;
+	}
+	snprintf(status_arg, sizeof(status_arg), BK_INIT_STATUS_FLAG "%d", st[1]);
+	init_argv[0] = "boxkite-init";
+	init_argv[1] = BK_INIT_EXEC_FLAG;
+	init_argv[2] = status_arg;
+	init_argv[3] = "--";
+	memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
+	ctx.init_argv = init_argv;
+	ctx.status_w = st[1];
 	/* Large pipes: output capture runs at ~2 GB/s with 1 MiB, ~1.4 with the default 64 KiB. */
 	fcntl(o[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
 	fcntl(e[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
@@ -271,6 +290,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	o[1] = bk_close(o[1]);
 	e[1] = bk_close(e[1]);
 	rep[1] = bk_close(rep[1]);
+	st[1] = bk_close(st[1]);
 	r = bk_step_report_read(rep[0], report);
 	if (r != 0) {
 		siginfo_t info;
@@ -288,6 +308,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	out->stdin_w = TAKE_FD(in[1]);
 	out->stdout_r = TAKE_FD(o[0]);
 	out->stderr_r = TAKE_FD(e[0]);
+	out->status_r = TAKE_FD(st[0]);
 	ret = 0;
 out:
 	bk_close(ctx.pidfd);
@@ -299,5 +320,7 @@ out:
 	bk_close(e[1]);
 	bk_close(rep[0]);
 	bk_close(rep[1]);
+	bk_close(st[0]);
+	bk_close(st[1]);
 	return ret;
 }

@@ -1,26 +1,35 @@
-/* boxkite-init: the sandbox's first process. In local mode boxkited starts it as PID 1 of the
- * sandbox it builds; in a pod it is the sandbox container's command (the executor finds it by
- * this name). It only reaps: orphans re-parented to it are waited for, so none stays a zombie,
- * and it exits on SIGTERM or SIGINT so the container stops promptly.
+/* boxkite-init: the first process of a sandbox, and of each exec.
+ *
+ *   boxkite-init                                   the sandbox's init. In local mode boxkited
+ *       starts it as PID 1 of the sandbox it builds; in a pod it is the sandbox container's
+ *       command (the executor finds it by this name). It only reaps: orphans re-parented to it
+ *       are waited for, so none stays a zombie, and it exits on SIGTERM or SIGINT so the
+ *       container stops promptly.
+ *   boxkite-init --exec --status-fd=N -- ARGV...    an exec's init, PID 1 of the exec's own PID
+ *       namespace, already inside every layer of the sandbox (the executor execs it by
+ *       descriptor as the last step of the exec path). As `docker run --init`: it runs ARGV as
+ *       its child, so that the command is not PID 1 (whose signals to itself without a handler
+ *       are ignored, and whose abort() looks like a segfault), forwards the signals it gets to
+ *       it, reaps every orphan, and when the command ends writes how on N (init/status.h) and
+ *       exits with its status — taking every process left in the namespace with it.
  *
  * Built static: it runs inside the sandbox's root, which need not have our libraries. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-int main(int argc, char **argv)
+#include "status.h"
+
+static int sandbox_init(void)
 {
 	sigset_t set;
 	int sig;
 
-	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		printf("Usage: boxkite-init\n\nThe boxkite sandbox's init: reaps orphans until SIGTERM or SIGINT.\n");
-		return 0;
-	}
 	/* When it is not PID 1 (a pod's PID 1 is the pause container), orphans of its
 	 * descendants still come to it. */
 	if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
@@ -44,4 +53,90 @@ int main(int argc, char **argv)
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
 	}
+}
+
+/* The command's end, told to the executor, then as our own exit. */
+__attribute__((noreturn)) static void finish(int status_fd, int wstatus)
+{
+	struct bk_init_status st;
+
+	if (WIFSIGNALED(wstatus))
+		st = (struct bk_init_status){ .how = BK_INIT_SIGNALED, .value = WTERMSIG(wstatus) };
+	else
+		st = (struct bk_init_status){ .how = BK_INIT_EXITED, .value = WEXITSTATUS(wstatus) };
+	if (write(status_fd, &st, sizeof(st)) != (ssize_t)sizeof(st)) {
+		/* The executor then takes our exit status for the command's. */
+	}
+	_exit(st.how == BK_INIT_SIGNALED ? 128 + st.value : st.value);
+}
+
+static int exec_init(int status_fd, char **argv)
+{
+	sigset_t all, none;
+	int sig, wstatus;
+	pid_t child, pid;
+
+	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
+	 * before the fork, so none sent meanwhile is lost. */
+	sigfillset(&all);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	child = fork();
+	if (child < 0) {
+		fprintf(stderr, "boxkite: cannot start %s: fork: %s\n", argv[0], strerror(errno));
+		return 126;
+	}
+	if (child == 0) {
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(status_fd);
+		/* PATH is the command's own (the environment the executor built). */
+		execvp(argv[0], argv);
+		fprintf(stderr, "boxkite: %s: %s\n", argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	/* The command's stdio is its own: our copies would keep its pipes open after it ends. */
+	close(0);
+	close(1);
+	close(2);
+	/* Nothing in the namespace may read our memory or descriptors (the status pipe). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	for (;;) {
+		siginfo_t info;
+
+		sig = sigwaitinfo(&all, &info);
+		if (sig < 0)
+			continue; /* EINTR: nothing is lost, the signals stay pending */
+		if (sig != SIGCHLD) {
+			kill(child, sig);
+			continue;
+		}
+		while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0)
+			if (pid == child)
+				finish(status_fd, wstatus);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	size_t flag_len = strlen(BK_INIT_STATUS_FLAG);
+
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("Usage: boxkite-init\n       boxkite-init " BK_INIT_EXEC_FLAG " " BK_INIT_STATUS_FLAG
+		       "N -- COMMAND [ARG...]\n\n"
+		       "The boxkite sandbox's init: reaps orphans until SIGTERM or SIGINT. With " BK_INIT_EXEC_FLAG
+		       ", an exec's init:\nruns COMMAND as its child, forwards signals to it, reaps, and exits "
+		       "with its status.\n");
+		return 0;
+	}
+	if (argc == 1)
+		return sandbox_init();
+	if (argc >= 5 && strcmp(argv[1], BK_INIT_EXEC_FLAG) == 0 && strncmp(argv[2], BK_INIT_STATUS_FLAG, flag_len) == 0 &&
+	    strcmp(argv[3], "--") == 0) {
+		char *end;
+		long fd = strtol(argv[2] + flag_len, &end, 10);
+		if (*end == '\0' && end != argv[2] + flag_len && fd > 2 && fd < 65536)
+			return exec_init((int)fd, argv + 4);
+	}
+	fprintf(stderr, "boxkite-init: bad arguments (see --help)\n");
+	return 2;
 }

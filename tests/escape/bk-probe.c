@@ -35,6 +35,7 @@
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -44,6 +45,7 @@
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
 #include <linux/reboot.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <linux/userfaultfd.h>
 #include <net/if.h>
@@ -58,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -1545,6 +1548,241 @@ static int probe_fsize_bomb(char **argv)
 	return probe_allowed("wrote-%llu-bytes", written);
 }
 
+/* --- socket families, terminals, set-id modes, unlisted calls ------------------------------ */
+
+/* socket() with the domain as a raw 64-bit register: a value with high bits set is the same
+ * family to the kernel (it takes an int), and must be to a filter too. */
+static void family_try(struct tally *t, const char *step, unsigned long domain, int type, int protocol)
+{
+	long fd = syscall(SYS_socket, domain, (unsigned long)(type | SOCK_CLOEXEC), (unsigned long)protocol);
+
+	if (fd >= 0) {
+		close((int)fd);
+		tally_add(t, OUTCOME_ALLOWED, step, "opened");
+	} else {
+		tally_try(t, step, errno, socket_refusals);
+	}
+}
+
+static int probe_vsock(char **argv)
+{
+	struct tally t = { 0 };
+	long fd;
+
+	(void)argv;
+	/* AF_VSOCK ignores network namespaces: a socket that binds is on the host's port space. */
+	fd = syscall(SYS_socket, (unsigned long)AF_VSOCK, (unsigned long)(SOCK_STREAM | SOCK_CLOEXEC), 0UL);
+	if (fd >= 0) {
+		struct { sa_family_t family; unsigned short reserved; unsigned int port, cid; unsigned char zero[4]; }
+			addr = { .family = AF_VSOCK, .port = 0xb0c5, .cid = 0xffffffffu /* VMADDR_CID_ANY */ };
+		int bound = bind((int)fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen((int)fd, 1) == 0;
+		tally_add(&t, OUTCOME_ALLOWED, "stream", bound ? "bound-and-listening" : "opened");
+		close((int)fd);
+	} else {
+		tally_try(&t, "stream", errno, socket_refusals);
+	}
+	family_try(&t, "dgram", AF_VSOCK, SOCK_DGRAM, 0);
+	family_try(&t, "high-bits", (1UL << 32) | AF_VSOCK, SOCK_STREAM, 0);
+	return tally_report(&t);
+}
+
+/* Every family but unix, IPv4, IPv6 and netlink, and netlink protocols but NETLINK_ROUTE. */
+static int probe_socket_families(char **argv)
+{
+	static const int netlink_protocols[] = { 4 /* SOCK_DIAG */, 6 /* XFRM */, 9 /* AUDIT */, 12 /* NETFILTER */,
+						 15 /* KOBJECT_UEVENT */, 16 /* GENERIC */ };
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET };
+	struct tally t = { 0 };
+	char step[64];
+	int refused[256] = { 0 }; /* how many attempts each errno refused */
+
+	(void)argv;
+	for (int f = 0; f < AF_MAX; f++) {
+		if (f == AF_UNIX || f == AF_INET || f == AF_INET6 || f == AF_NETLINK)
+			continue;
+		for (size_t i = 0; i < BK_ARRAY_SIZE(types); i++) {
+			long fd = syscall(SYS_socket, (unsigned long)f, (unsigned long)(types[i] | SOCK_CLOEXEC), 0UL);
+			snprintf(step, sizeof(step), "af%d/%d", f, types[i]);
+			if (fd >= 0) {
+				close((int)fd);
+				tally_add(&t, OUTCOME_ALLOWED, step, "opened");
+			} else if (!errno_in(errno, socket_refusals) || errno >= (int)BK_ARRAY_SIZE(refused)) {
+				tally_add(&t, OUTCOME_UNDECIDED, step, "%s", errname(errno));
+			} else {
+				refused[errno]++;
+			}
+		}
+	}
+	/* The refusals are many and read alike: one entry per errno, with its count. */
+	for (int e = 0; e < (int)BK_ARRAY_SIZE(refused); e++)
+		if (refused[e])
+			tally_add(&t, OUTCOME_DENIED, "families", "%s", errname(e));
+	for (size_t i = 0; i < BK_ARRAY_SIZE(netlink_protocols); i++) {
+		snprintf(step, sizeof(step), "netlink-%d", netlink_protocols[i]);
+		family_try(&t, step, AF_NETLINK, SOCK_RAW, netlink_protocols[i]);
+	}
+	return tally_report(&t);
+}
+
+/* An ioctl with the request as a raw 64-bit register (the kernel reads 32 bits of it). */
+static int ioctl_raw(int fd, unsigned long request, void *arg)
+{
+	return errno_of(syscall(SYS_ioctl, (unsigned long)fd, request, arg));
+}
+
+/* In a child that made a pty of its own its controlling terminal (as a shell's session would):
+ * push a byte into its input, change its line discipline. Natively both work on one's own
+ * terminal (TIOCSTI while dev.tty.legacy_tiocsti is 1, EIO otherwise). */
+static void own_terminal(struct tally *t)
+{
+	int p[2], results[3];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		tally_add(t, OUTCOME_UNDECIDED, "own-pty", "pipe=%s", errname(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int r[3] = { -1, -1, -1 }, ldisc = 0 /* N_TTY */;
+		char c = '#';
+		int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), slave = -1;
+		if (master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0 && setsid() >= 0)
+			slave = open(ptsname(master), O_RDWR | O_CLOEXEC); /* becomes our terminal */
+		if (slave >= 0) {
+			r[0] = ioctl_raw(slave, TIOCSTI, &c);
+			r[1] = ioctl_raw(slave, (1UL << 32) | TIOCSTI, &c);
+			r[2] = ioctl_raw(slave, TIOCSETD, &ldisc);
+		} else {
+			r[0] = r[1] = r[2] = -errno;
+		}
+		_exit(write(p[1], r, sizeof(r)) == sizeof(r) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0 || read(p[0], results, sizeof(results)) != sizeof(results)) {
+		tally_add(t, OUTCOME_UNDECIDED, "own-pty", "no-result");
+	} else if (results[0] < 0) {
+		tally_add(t, OUTCOME_UNDECIDED, "own-pty", "setup=%s", errname(-results[0]));
+	} else {
+		/* EIO: the kernel's own refusal while dev.tty.legacy_tiocsti is 0. */
+		static const int tiocsti_refusals[] = { EPERM, EACCES, ENOSYS, EIO, 0 };
+		tally_try(t, "TIOCSTI", results[0], tiocsti_refusals);
+		tally_try(t, "TIOCSTI-high-bits", results[1], tiocsti_refusals);
+		tally_try(t, "TIOCSETD", results[2], refusals);
+	}
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/* The operator's terminal: /dev/tty must lead nowhere (no controlling terminal), and no
+ * terminal input can be pushed. MARK is written to /dev/tty when it opens, and pushed into it,
+ * for a harness watching the other end. */
+static int probe_tty(char **argv)
+{
+	struct tally t = { 0 };
+	int fd = open("/dev/tty", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		size_t len = strlen(argv[0]);
+		ssize_t w = write(fd, argv[0], len);
+		int sti = 0;
+		for (size_t i = 0; i < len && !sti; i++)
+			sti = ioctl_raw(fd, TIOCSTI, argv[0] + i);
+		tally_add(&t, OUTCOME_ALLOWED, "dev-tty", "opened(write=%s,TIOCSTI=%s)", w == (ssize_t)len ? "ok" : "failed",
+			  sti ? errname(sti) : "ok");
+		close(fd);
+	} else if (errno == ENXIO) {
+		tally_add(&t, OUTCOME_DENIED, "dev-tty", "no-ctty");
+	} else {
+		tally_try(&t, "dev-tty", errno, refusals);
+	}
+	own_terminal(&t);
+	return tally_report(&t);
+}
+
+/* Set-id bits on a file the sandbox user owns, every way a mode is set. DIR: where (it must be
+ * writable); nothing is left there. */
+static int probe_setid_mode(char **argv)
+{
+	static const mode_t modes[] = { S_ISUID | 0755, S_ISGID | 0755 };
+	struct tally t = { 0 };
+	char path[PATH_MAX], step[64];
+	struct stat st;
+
+	for (size_t m = 0; m < BK_ARRAY_SIZE(modes); m++) {
+		const char *bit = modes[m] & S_ISUID ? "setuid" : "setgid";
+		int fd, err;
+
+		snprintf(path, sizeof(path), "%s/bk-setid-%d", argv[0], (int)getpid());
+		/* Each way, its own file: created without set-id bits, then asked for them. */
+		for (int way = 0; way < 6; way++) {
+			static const char *const ways[] = { "chmod", "fchmod", "fchmodat", "open-create", "creat", "mknod" };
+			unlink(path);
+			snprintf(step, sizeof(step), "%s-%s", ways[way], bit);
+			if (way < 3) {
+				fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0755);
+				if (fd < 0)
+					return probe_error("create %s=%s (pick a writable DIR)", path, errname(errno));
+				err = way == 0 ? errno_of(chmod(path, modes[m]))
+				      : way == 1 ? errno_of(fchmod(fd, modes[m]))
+						 : errno_of(fchmodat(AT_FDCWD, path, modes[m], 0));
+				close(fd);
+			} else if (way == 3) {
+				err = errno_of(syscall(SYS_openat, AT_FDCWD, path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+						       (unsigned long)modes[m]));
+			} else if (way == 4) {
+				err = errno_of(syscall(SYS_creat, path, (unsigned long)modes[m]));
+			} else {
+				err = errno_of(syscall(SYS_mknodat, AT_FDCWD, path, (unsigned long)(S_IFREG | modes[m]), 0UL));
+			}
+			/* Believe the file, not the return value (umask may have masked a bit). */
+			if (!err && stat(path, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)))
+				tally_add(&t, OUTCOME_DENIED, step, "bit-not-set");
+			else if (!err)
+				tally_add(&t, OUTCOME_ALLOWED, step, "mode=%o", (unsigned)(st.st_mode & 07777));
+			else
+				tally_try(&t, step, err, refusals);
+		}
+		unlink(path);
+	}
+	return tally_report(&t);
+}
+
+static int probe_modify_ldt(char **argv)
+{
+	unsigned char ldt[64];
+	struct tally t = { 0 };
+
+	(void)argv;
+	/* func 0 reads the LDT: harmless, and what an exploit of the LDT code starts from. */
+	tally_try(&t, "read", errno_of(syscall(SYS_modify_ldt, 0, ldt, sizeof(ldt))), refusals);
+	return tally_report(&t);
+}
+
+/* System calls the kernel has and an allowlist does not list: they must not exist. Each would
+ * succeed, or fail for its arguments, if it were let through. */
+static int probe_unlisted(char **argv)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC };
+	struct clone_args ca = { 0 };
+	struct tally t = { 0 };
+	long r;
+
+	(void)argv;
+	r = syscall(SYS_get_mempolicy, NULL, NULL, 0UL, NULL, 0UL);
+	tally_gate(&t, "get_mempolicy", errno_of(r));
+	r = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+	if (r >= 0)
+		close((int)r);
+	tally_gate(&t, "openat2", errno_of(r));
+	/* A size too small for any clone_args: EINVAL from the kernel, no child. */
+	tally_gate(&t, "clone3", errno_of(syscall(SYS_clone3, &ca, 1UL)));
+	r = syscall(SYS_mbind, NULL, 0UL, 0UL, NULL, 0UL, 0UL);
+	tally_gate(&t, "mbind", errno_of(r));
+	return tally_report(&t);
+}
+
 /* --- the table ------------------------------------------------------------------------------ */
 
 static const struct probe probes[] = {
@@ -1632,6 +1870,18 @@ static const struct probe probes[] = {
 	  "capability sets, no_new_privs, seccomp; DENIED caps-0-nnp-seccomp2" },
 	{ "ids", "", 0, 0, PROBE_OBSERVE, probe_ids,
 	  "real/effective/saved ids; DENIED uid=1001 with no supplementary groups" },
+	{ "vsock", "", 0, 0, PROBE_ATTACK, probe_vsock,
+	  "socket(AF_VSOCK) stream (bind and listen if it opens), dgram, and with high bits in the family" },
+	{ "socket-families", "", 0, 0, PROBE_ATTACK, probe_socket_families,
+	  "every family but unix/inet/inet6/netlink, 4 types each; netlink protocols but ROUTE" },
+	{ "tty", "MARK", 1, 1, PROBE_ATTACK, probe_tty,
+	  "open /dev/tty (write and TIOCSTI MARK if it opens); TIOCSTI and TIOCSETD on a pty of our own" },
+	{ "setid-mode", "DIR", 1, 1, PROBE_ATTACK, probe_setid_mode,
+	  "make a file in DIR setuid/setgid by chmod, fchmod, fchmodat, open, creat, mknod" },
+	{ "modify-ldt", "", 0, 0, PROBE_ATTACK, probe_modify_ldt,
+	  "modify_ldt(0): read the LDT" },
+	{ "unlisted", "", 0, 0, PROBE_ATTACK, probe_unlisted,
+	  "get_mempolicy, openat2, clone3, mbind: calls an allowlist leaves out; DENIED ENOSYS" },
 	{ "whoami", "", 0, 0, PROBE_OBSERVE, probe_whoami,
 	  "INFO uid= euid= gid= egid= (for setuid-exec)" },
 };

@@ -20,7 +20,7 @@ $(B)/bk-probe: tests/escape/bk-probe.c
 
 $(B)/bk-seccomp-shim: tests/escape/seccomp-shim.c
 	@mkdir -p $(@D)
-	$(CC) $(ESCAPE_CFLAGS) -static -o $@ $<
+	$(CC) $(ESCAPE_CFLAGS) -static -o $@ $< -lseccomp
 
 test-escape-selftest: $(B)/bk-probe $(B)/bk-seccomp-shim
 	tests/escape/selftest.sh $(B)/bk-probe $(B)/bk-seccomp-shim

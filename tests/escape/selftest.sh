@@ -169,6 +169,25 @@ for kind in raw-socket packet-socket; do
 	expect DENIED '^EPERM$' in_userns "$kind"
 done
 
+# vsock (which ignores network namespaces) and the other families: only a filter refuses them.
+expect 'ALLOWED|DENIED' '^(stream=|EAFNOSUPPORT )' as_root vsock # DENIED where the kernel has no vsock
+expect DENIED '^EAFNOSUPPORT stream=EAFNOSUPPORT,dgram=EAFNOSUPPORT,high-bits=EAFNOSUPPORT$' sandboxed vsock
+expect ALLOWED 'netlink-4=opened' as_root socket-families
+expect DENIED '^families=EAFNOSUPPORT,netlink-4=EPROTONOSUPPORT,.*netlink-16=EPROTONOSUPPORT$' sandboxed socket-families
+
+echo "== terminals"
+# Under script(1), a pty as controlling terminal; what the probe wrote to it precedes its line.
+with_ctty() {
+	local out rc
+	out=$(script -qec "$probe $*" /dev/null </dev/null)
+	rc=$?
+	printf '%s\n' "$out" | tr -d '\r' | sed -n 's/.*\(PROBE .*\)/\1/p'
+	return $rc
+}
+expect ALLOWED '^dev-tty=opened\(write=ok,TIOCSTI=ok\)' with_ctty tty BKSELFTESTMARK
+expect ALLOWED 'TIOCSETD=ok' as_root tty BKSELFTESTMARK
+expect DENIED '^dev-tty=no-ctty,TIOCSTI=EPERM,TIOCSTI-high-bits=EPERM,TIOCSETD=EPERM$' sandboxed tty BKSELFTESTMARK
+
 echo "== other processes (a root 'sleep' holding a secret in its environment)"
 BK_SELFTEST_SECRET=$secret sleep 300 &
 victim=$!
@@ -269,6 +288,11 @@ expect ALLOWED '^mknod-char-1:3=ok$' as_root mknod "$work/fs/null"
 check "mknod removed the node it made" [ ! -e "$work/fs/null" ]
 expect DENIED '^EPERM mknod-char-1:3=EPERM$' as_nobody mknod "$work/shared/null"
 expect ERROR '^mknod=EEXIST' as_root mknod "$work/fs/existing"
+expect ALLOWED '^chmod-setuid=mode=4755,.*mknod-setgid=mode=2755$' as_root setid-mode "$work/fs"
+expect ALLOWED '^chmod-setuid=mode=4755,' as_nobody setid-mode "$work/shared" # one's own files: yes
+expect DENIED '^EPERM chmod-setuid=EPERM,.*mknod-setgid=EPERM$' sandboxed setid-mode "$work/shared"
+check "setid-mode left no file behind" [ -z "$(find "$work/fs" "$work/shared" -name 'bk-setid-*')" ]
+expect ERROR '^create ' as_root setid-mode /nonexistent/bk-selftest
 
 echo "== kernel surfaces"
 expect 'ALLOWED|DENIED' '^(init_module=passed-privilege-check|ENOSYS )' as_root module
@@ -314,6 +338,10 @@ expect DENIED '^EPERM ' in_userns settime
 expect ALLOWED '^read-implies-exec=persona=0x400000,addr-no-randomize=persona=0x40000$' as_root personality
 expect ALLOWED '^read-implies-exec=' as_nobody personality
 expect DENIED '^EPERM read-implies-exec=EPERM,addr-no-randomize=EPERM$' sandboxed personality
+expect ALLOWED '^read=ok$' as_root modify-ldt
+expect DENIED '^EPERM read=EPERM$' sandboxed modify-ldt
+expect ALLOWED '^get_mempolicy=passed-privilege-check\(ok\),openat2=passed-privilege-check\(ok\),clone3=passed-privilege-check\(EINVAL\)' as_root unlisted
+expect DENIED '^ENOSYS get_mempolicy=ENOSYS,openat2=ENOSYS,clone3=ENOSYS,mbind=ENOSYS$' sandboxed unlisted
 # i386 works wherever the kernel has IA32 emulation; x32 is rarely built in.
 expect 'ALLOWED|DENIED' '^(i386=getpid=|ENOSYS |i386=SIGSEGV)' as_root foreign-arch
 expect DENIED '^SIGSYS i386=SIGSYS,x32=SIGSYS$' sandboxed foreign-arch

@@ -279,6 +279,12 @@ def proc_children(pid):
 proc_descendants = boxkited_process.descendants  # pids below pid, parents before children
 
 
+def is_sandbox_init(pid):
+    """A sandbox's boxkite-init (started without arguments), not an exec's (boxkite-init --exec)."""
+    argv = proc_cmdline(pid)
+    return len(argv) == 1 and os.path.basename(argv[0]) == "boxkite-init"
+
+
 def find_processes(uid=None, argv=None):
     """Host pids of live processes with this real uid and exactly this argv."""
     found = []
@@ -432,6 +438,8 @@ class Daemon:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
             a += ["--workspace", str(self.workspace)]
+        # Its own state (the replay log), kept across restarts of this daemon.
+        a += ["--state-dir", str(self.dir / "state")]
         return a + self.args
 
     def start(self, ready_timeout=15):
@@ -485,7 +493,8 @@ class Daemon:
         return kids[0]
 
     def local_init_pid(self):
-        kids = [p for p in proc_children(self.executor_pid()) if proc_comm(p) == "boxkite-init"]
+        # The sandbox's init, not an exec's (boxkite-init --exec ..., also the executor's child).
+        kids = [p for p in proc_children(self.executor_pid()) if is_sandbox_init(p)]
         if len(kids) != 1:
             raise AssertionError(f"expected one boxkite-init child of the executor, found {kids}")
         return kids[0]
@@ -846,7 +855,8 @@ class Pod:
             except OSError:
                 continue
             m = re.search(r"^Pid:\s*(-?\d+)", info, re.M)
-            if m and int(m.group(1)) > 0 and proc_comm(int(m.group(1))) == "boxkite-init":
+            # An exec's init is a boxkite-init too (with --exec): not the sandbox's.
+            if m and int(m.group(1)) > 0 and is_sandbox_init(int(m.group(1))):
                 return int(m.group(1))
         return None
 

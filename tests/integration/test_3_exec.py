@@ -185,10 +185,35 @@ class Refusals(unittest.TestCase):
                 res = self.assertRefused(status, "--cwd", cwd, "--", "pwd")
                 self.assertEqual(res["error"]["message"], f"cwd: {reason}", res)
 
-    def test_denied_env_name_is_refused_by_name(self):
-        for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PATH"):
+    def test_ill_formed_env_name_is_refused_by_name(self):
+        for name in ("1ABC", "A-B", "A.B"):
             with self.subTest(name):
                 self.assertRefused("INVALID_ARGUMENT", "-e", f"{name}=x", "--", "true", mention=name)
+
+    def test_everyday_variables_reach_the_command(self):
+        """The environment crosses no privilege boundary (SECURITY.md): what a shell line
+        `X=y cmd` could set, a request may set too."""
+        names = ["PYTHONPATH", "NODE_PATH", "LD_LIBRARY_PATH", "NODE_OPTIONS", "PERL5LIB", "GIT_CONFIG_COUNT",
+                 "MAKEFLAGS", "LOCPATH"]
+        args = [a for n in names for a in ("-e", f"{n}=/bk-{n}")]
+        rc, res, err = D.exec_json(*args, "--", "/usr/bin/env")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        for n in names:
+            self.assertIn(f"{n}=/bk-{n}\n", res["stdout"])
+
+    def test_path_from_the_request_is_searched(self):
+        (D.workspace / "bk-bin").mkdir(exist_ok=True)
+        tool = D.workspace / "bk-bin" / "bk-hello"
+        tool.write_text("#!/bin/sh\necho hello from PATH\n")
+        os.chmod(tool, 0o755)
+        rc, res, err = D.exec_json("-e", "PATH=/workspace/bk-bin:/usr/bin:/bin", "--", "bk-hello")
+        self.assertEqual((rc, res["stdout"]), (0, "hello from PATH\n"), f"{res} {err}")
+
+    def test_boxkiteds_own_environment_is_not_the_base(self):
+        rc, res, err = D.exec_json("--", "/usr/bin/env")
+        self.assertEqual(rc, 0, err)
+        names = sorted(line.split("=", 1)[0] for line in res["stdout"].splitlines())
+        self.assertEqual(names, ["HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "USER"], res)
 
     def test_allowed_env_is_delivered(self):
         rc, res, err = D.exec_json("-e", "BK_GREETING=hello", "--shell", 'printf %s "$BK_GREETING"')
@@ -207,3 +232,205 @@ class Refusals(unittest.TestCase):
         os.chmod(D.workspace / "not-exec", 0o644)
         rc, res, err = D.exec_json("--", "/workspace/not-exec")
         self.assertEqual(rc, 126, f"{res} {err}")
+
+
+class Pid1(unittest.TestCase):
+    """The command runs under a minimal init (PID 1 of the exec's namespace), as with
+    `docker run --init`: its own signals and abort() behave as on any machine, its status and
+    signal are reported as they are, and its end still ends everything it started."""
+
+    def test_a_signal_the_command_sends_itself_kills_it(self):
+        rc, res, err = D.exec_json("--shell", "kill -TERM $$; echo survived")
+        self.assertEqual((rc, res["signal"], res["exit_code"], res["stdout"]), (128 + 15, 15, 0, ""), f"{res} {err}")
+
+    def test_abort_is_sigabrt(self):
+        rc, res, err = D.exec_json("--", "python3", "-c", "import os; os.abort()")
+        self.assertEqual((rc, res["signal"]), (128 + 6, 6), f"{res} {err}")
+
+    def test_a_handled_signal_is_handled(self):
+        rc, res, err = D.exec_json("--shell", "trap 'echo caught; exit 3' TERM; kill -TERM $$; sleep 5")
+        self.assertEqual((rc, res["exit_code"], res["signal"], res["stdout"]), (3, 3, 0, "caught\n"), f"{res} {err}")
+
+    def test_exit_codes_pass_through(self):
+        for code in (0, 1, 42, 255):
+            with self.subTest(code):
+                rc, res, err = D.exec_json("--shell", f"exit {code}")
+                self.assertEqual((rc, res["exit_code"], res["signal"]), (code, code, 0), f"{res} {err}")
+
+    def test_the_command_is_not_pid_1_and_orphans_are_reaped(self):
+        script = "echo $$ $PPID; (sleep 0.1 &); sleep 0.5; ps -o stat= -e | grep -c Z; true"
+        rc, res, err = D.exec_json("--shell", script)
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertEqual(res["stdout"].split(), ["2", "1", "0"], "pid, ppid, zombies: %s" % res)
+
+    def test_daemonized_children_die_with_the_command(self):
+        token = f"777.{secrets.randbelow(10**6):06d}"
+        rc, res, err = D.exec_json("--shell", f"setsid sh -c 'sleep {token}' & sleep 0.2; exit 0")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        bkit.wait_for(lambda: not bkit.find_processes(bkit.SANDBOX_UID, ["sleep", token]), 10,
+                      what=f"the daemonized sleep {token} to be gone")
+
+
+class PerExecNamespaces(unittest.TestCase):
+    def test_sysv_ipc_objects_die_with_the_exec(self):
+        """Three execs each leaving a 32 MiB segment held 96 MiB outside any exec's limit: each
+        exec has an IPC namespace of its own now."""
+        for _ in range(3):
+            rc, res, err = D.exec_json("--", "ipcmk", "-M", "32M")
+            self.assertEqual(rc, 0, f"{res} {err}")
+        rc, res, err = D.exec_json("--shell", "ipcs -m | grep -c '^0x' || true")
+        self.assertEqual(res["stdout"].strip(), "0", res)
+        # And in the sandbox's own IPC namespace, seen from the host: nothing either.
+        r = bkit.run(["nsenter", "-t", D.local_init_pid(), "--ipc", "ipcs", "-m"], check=True)
+        self.assertNotRegex(r.stdout, r"(?m)^0x", r.stdout)
+
+    def test_proc_self_cgroup_shows_no_host_path(self):
+        rc, res, err = D.exec_json("--", "cat", "/proc/self/cgroup")
+        self.assertEqual(rc, 0, err)
+        lines = res["stdout"].splitlines()
+        self.assertTrue(lines, res)
+        for line in lines:
+            self.assertTrue(line.endswith(":/"), f"a cgroup path shows: {line!r}")
+        self.assertNotIn("boxkite", res["stdout"])
+
+    def test_rlimit_nproc_only_without_a_pids_cgroup(self):
+        """RLIMIT_NPROC counts every process of uid 1001 on the node (other pods' sandboxes too):
+        with a pids cgroup it is not what limits an exec."""
+        d = bkit.Daemon("nproc", args=["--exec-nproc", "77"]).start()
+        try:
+            rc, res, err = d.exec_json("--shell", "grep '^Max processes' /proc/self/limits | tr -s ' ' | cut -d' ' -f3")
+            cgroups = "cgroup-none" not in res["isolation_profile"]
+        finally:
+            d.stop()
+        self.assertEqual(rc, 0, err)
+        if cgroups:
+            self.assertNotEqual(res["stdout"].strip(), "77", res)
+        else:
+            self.assertEqual(res["stdout"].strip(), "77", res)
+
+
+class WorkingDirectory(unittest.TestCase):
+    """The cwd is resolved beneath its root as the sandbox user, after the privilege drop: not
+    as text, not as root."""
+
+    @classmethod
+    def setUpClass(cls):
+        ws = D.workspace
+        for name, target in (("bk-link-etc", "/etc"), ("bk-link-private", "/etc/ssl/private"),
+                             ("bk-link-up", "../../../../etc"), ("bk-link-in", "bk-real-dir")):
+            if not (ws / name).is_symlink():
+                os.symlink(target, ws / name)
+        (ws / "bk-real-dir").mkdir(exist_ok=True)
+        os.chown(ws / "bk-real-dir", bkit.SANDBOX_UID, bkit.SANDBOX_UID)
+        (ws / "bk-root-only").mkdir(exist_ok=True)
+        os.chmod(ws / "bk-root-only", 0o700)
+
+    def cwd_of(self, cwd):
+        return D.exec_json("--cwd", cwd, "--", "pwd")
+
+    def test_symlinks_out_of_the_workspace_are_refused(self):
+        for cwd in ("bk-link-etc", "bk-link-private", "bk-link-up", "/workspace/bk-link-etc/ssl"):
+            with self.subTest(cwd):
+                rc, res, err = self.cwd_of(cwd)
+                self.assertEqual(rc, bkit.EXIT_FAILED, f"{res} {err}")
+                self.assertIn("cwd", res["error"]["message"], res)
+
+    def test_a_directory_the_sandbox_user_may_not_enter_is_refused(self):
+        rc, res, err = self.cwd_of("bk-root-only")
+        self.assertEqual(rc, bkit.EXIT_FAILED, f"{res} {err}")
+        self.assertEqual(res["error"]["status"], "PERMISSION_DENIED", res)
+
+    def test_a_symlink_inside_the_workspace_is_followed(self):
+        rc, res, err = self.cwd_of("bk-link-in")
+        self.assertEqual((rc, res["stdout"]), (0, "/workspace/bk-real-dir\n"), f"{res} {err}")
+
+
+class Identity(unittest.TestCase):
+    def test_the_sandbox_user_has_a_name_and_a_home_outside_the_workspace(self):
+        rc, res, err = D.exec_json("--shell", "whoami; id -gn; echo $HOME; cd && pwd && echo dot > ~/.bk-dotfile; "
+                                   "python3 -c 'import pwd,os; print(pwd.getpwuid(os.getuid()).pw_dir)'; "
+                                   "test -d /var/tmp && echo var-tmp; getent passwd 0 | cut -d: -f1")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertEqual(res["stdout"].split(), ["sandbox", "sandbox", "/home/sandbox", "/home/sandbox",
+                                                 "/home/sandbox", "var-tmp", "root"], res)
+        self.assertFalse((D.workspace / ".bk-dotfile").exists(), "the dotfile landed in the workspace")
+
+    def test_the_hosts_users_are_not_listed(self):
+        rc, res, err = D.exec_json("--", "cut", "-d:", "-f1", "/etc/passwd")
+        self.assertEqual((rc, res["stdout"].split()), (0, ["root", "sandbox", "nobody"]), f"{res} {err}")
+
+
+class FullTmp(unittest.TestCase):
+    def test_a_full_tmp_is_enospc_not_an_oom_kill(self):
+        """/tmp is a tmpfs whose pages count against the writer's memory cgroup: it is sized so
+        that it fills before the exec's memory limit is reached."""
+        rc, res, err = D.exec_json("--shell", "head -c 2G /dev/zero > /tmp/bk-fill; echo rc=$?; rm -f /tmp/bk-fill",
+                                   timeout=120)
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertIs(res["oom_killed"], False, res)
+        self.assertEqual(res["signal"], 0, res)
+        self.assertIn("No space left on device", res["stderr"])
+        self.assertIn("rc=1", res["stdout"])
+
+    def test_tmp_larger_than_the_memory_limit_allows_is_refused_at_start(self):
+        r = bkit.run([bkit.BOXKITED, "--listen", "ipc:///nonexistent/bk.sock", "--exec-memory", "256M",
+                      "--tmp-size", "256M"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--tmp-size", r.stderr)
+        self.assertIn("ENOSPC", r.stderr)
+
+
+class AnswerAfterExit(unittest.TestCase):
+    """Once an exec's init is gone it is answered, within a short grace, with what was read —
+    also when a process outside its tree holds its stdout (handed over a unix socket)."""
+
+    HOLDER = """
+import array, os, socket, sys, time
+path = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind(path); s.listen(4)
+print("ready", flush=True)
+held = []
+while True:
+    c, _ = s.accept()
+    _, anc, _, _ = c.recvmsg(16, socket.CMSG_LEN(4))
+    fds = array.array("i"); fds.frombytes(anc[0][2]); held.append(fds[0])
+"""
+    GIVER = """
+import socket, sys, time
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect(sys.argv[1])
+socket.send_fds(c, [b"x"], [1, 2])
+print("handed over", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+    def setUp(self):
+        (D.workspace / "bk-holder.py").write_text(self.HOLDER)
+        (D.workspace / "bk-giver.py").write_text(self.GIVER)
+        self.sock = f"/tmp/bk-holder-{secrets.token_hex(4)}.sock"
+        self.holder = bkit.popen([bkit.BKCTL, "--url", D.url, "--key-file", D.key, "exec", "--timeout", "120",
+                                  "--", "python3", "/workspace/bk-holder.py", self.sock],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.holder_argv = ["python3", "/workspace/bk-holder.py", self.sock]
+        bkit.wait_for(self.holder_alive, 20, what="the holder exec")
+        time.sleep(0.5)  # its socket bound (its stdout reaches us only at its end)
+
+    def tearDown(self):
+        for pid in bkit.find_processes(bkit.SANDBOX_UID, self.holder_argv):
+            os.kill(pid, 9)
+        self.holder.wait(timeout=30)
+
+    def holder_alive(self):
+        return bool(bkit.find_processes(bkit.SANDBOX_UID, self.holder_argv))
+
+    def test_a_timed_out_exec_is_answered_while_its_stdout_is_held_elsewhere(self):
+        rc, res, err = D.exec_json("--timeout", "2", "--", "python3", "/workspace/bk-giver.py", self.sock, "100",
+                                   timeout=60)
+        self.assertEqual(rc, bkit.EXIT_TIMEOUT, f"{res} {err}")
+        self.assertIs(res["timed_out"], True, res)
+        self.assertEqual(res["stdout"], "handed over\n", res)
+        self.assertTrue(self.holder_alive(), "the answer waited for the holder to end")
+
+    def test_an_exec_that_exits_is_answered_while_its_stdout_is_held_elsewhere(self):
+        rc, res, err = D.exec_json("--", "python3", "/workspace/bk-giver.py", self.sock, "0", timeout=60)
+        self.assertEqual((rc, res["exit_code"], res["stdout"]), (0, 0, "handed over\n"), f"{res} {err}")
+        self.assertTrue(self.holder_alive(), "the answer waited for the holder to end")

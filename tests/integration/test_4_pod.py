@@ -106,7 +106,7 @@ class PodMode(bkit.ProbeAssertions, unittest.TestCase):
                              (("interfaces",), "only-lo"), (("pids",), "own-tree-only"), (("mount",), "EPERM"),
                              (("write", "/x"), "EROFS"), (("write", "/etc/x"), "EROFS"),
                              (("write", "/bk/boxkite-init"), "EROFS"), (("unshare", "user"), "EPERM"),
-                             (("setns", "/proc/1/ns/mnt"), "EPERM"), (("mknod", "/tmp/n"), "EPERM")):
+                             (("setns", "/proc/self/ns/mnt"), "EPERM"), (("mknod", "/tmp/n"), "EPERM")):
             with self.subTest(" ".join(args)):
                 self.assertDenied(D, *args, reason=reason)
 

@@ -111,7 +111,7 @@ class Boxkited:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
                     [BOXKITED, "--listen", "tcp://127.0.0.1:%d" % self.port, "--key-file", self.key_file,
-                     "--workspace", self.workspace] + self.args,
+                     "--workspace", self.workspace, "--state-dir", os.path.join(self.dir, "state")] + self.args,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             if self._wait_ready():
                 self._after_ready()
@@ -151,11 +151,22 @@ class Boxkited:
         except FileNotFoundError:
             return ""
 
-    def stop(self, term_wait=10.0):
+    def restart(self, sig=signal.SIGTERM):
+        """Stop the daemon (with sig: SIGKILL for a crash) and start it again on the same
+        directory: its key, workspace and state. Returns the old process's exit status."""
+        if sig != signal.SIGTERM and self.proc is not None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        status = self.stop(remove=False)
+        self._start()
+        return status
+
+    def stop(self, term_wait=10.0, remove=True):
         """SIGTERM; SIGKILL after term_wait s. Then whatever it started and left behind is killed
         too: nothing outlives a test. Returns the exit status (None if never started); sets
         died_early (it had exited before we asked), hung (SIGTERM was not enough), leftover (pids
-        that outlived it) and last_log (its log, read after it stopped)."""
+        that outlived it) and last_log (its log, read after it stopped). remove=False keeps its
+        directory for a restart."""
         status = None
         if self.proc is not None:
             self.died_early, self.hung, self.leftover = False, False, []
@@ -185,7 +196,7 @@ class Boxkited:
                     pass
             self.leftover = sorted(left)
             self.proc = None
-        if self.dir is not None:
+        if self.dir is not None and remove:
             self.last_log = self.log()
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

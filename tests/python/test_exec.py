@@ -65,12 +65,20 @@ class ExecTest(unittest.TestCase):
         self.assertTrue(r.stdout_truncated)
         self.assertEqual(r.stdout_dropped, 99000)
 
-    def test_denied_variable_is_an_error_naming_it(self):
-        with self.assertRaises(bk.CallError) as cm:
-            self.exec(argv=["true"], env=[pb.EnvVar(name="LD_PRELOAD", value="/tmp/x.so")])
-        self.assertEqual(bk.status_name(cm.exception.code), "INVALID_ARGUMENT")
-        self.assertIn("LD_PRELOAD", cm.exception.message)
+    def test_any_well_formed_variable_reaches_the_command(self):
+        """The command runs unprivileged: loader and interpreter variables are its own business."""
+        names = ["LD_PRELOAD", "PYTHONPATH", "NODE_OPTIONS", "PATH", "BOXKITE_X", "GIT_CONFIG_COUNT"]
+        r = self.exec(argv=["/usr/bin/env"], env=[pb.EnvVar(name=n, value="/x-" + n) for n in names])
+        self.assertEqual(r.exit_code, 0, r.stderr)
+        for n in names:
+            self.assertIn(("%s=/x-%s\n" % (n, n)).encode(), r.stdout)
 
+    def test_an_ill_formed_variable_name_is_an_error_naming_it(self):
+        for name in ("1ABC", "A-B", "A=B", ""):
+            with self.subTest(name=name), self.assertRaises(bk.CallError) as cm:
+                self.exec(argv=["true"], env=[pb.EnvVar(name=name, value="x")])
+            self.assertEqual(bk.status_name(cm.exception.code), "INVALID_ARGUMENT")
+            self.assertIn("'%s'" % name, cm.exception.message)
 
 if __name__ == "__main__":
     unittest.main()

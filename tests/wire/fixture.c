@@ -64,6 +64,9 @@ int wire_start(wire **out, bool keyed, const char *const *extra)
 	}
 	snprintf(w->url, sizeof(w->url), "ipc://%s/s.sock", w->dir);
 	argv[argc++] = w->url;
+	/* Its replay log in the temp dir, like a daemon's in its state directory. */
+	argv[argc++] = "--state-dir";
+	argv[argc++] = w->dir;
 	if (keyed) {
 		snprintf(w->key_path, sizeof(w->key_path), "%s/key", w->dir);
 		if (bk_keyfile_create(w->key_path, WIRE_KEY_ID, &err) < 0 ||
@@ -121,6 +124,10 @@ void wire_stop(wire *w)
 		unlink(path);
 		if (w->key_path[0])
 			unlink(w->key_path);
+		for (int i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/replay.%d", w->dir, i);
+			unlink(path);
+		}
 		if (rmdir(w->dir) < 0)
 			fprintf(stderr, "wire fixture: cannot remove %s: %s\n", w->dir, strerror(errno));
 	}

@@ -2525,13 +2525,13 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[25] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[27] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
   { "STEP_LOOPBACK", "BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK", 2 },
   { "STEP_SETNS_MNT", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT", 3 },
-  { "STEP_SETNS_IPC", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC", 4 },
+  { "STEP_IPC_NS", "BOXKITE__EXECUTOR__STEP__STEP_IPC_NS", 4 },
   { "STEP_SETNS_UTS", "BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS", 5 },
   { "STEP_MOUNT_NS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC", 7 },
@@ -2552,18 +2552,22 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_SANDBOX_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT", 22 },
   { "STEP_PIVOT_ROOT", "BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT", 23 },
   { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
+  { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
+  { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 25}
+{0, 0},{0, 27}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[25] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[27] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
+  { "STEP_CGROUP_NS", 25 },
   { "STEP_CHDIR", 8 },
   { "STEP_CLOSE_FDS", 18 },
   { "STEP_EXECVE", 21 },
   { "STEP_HOSTNAME", 24 },
+  { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
@@ -2575,8 +2579,8 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_RLIMIT", 16 },
   { "STEP_SANDBOX_ROOT", 22 },
   { "STEP_SECCOMP", 20 },
+  { "STEP_SESSION", 26 },
   { "STEP_SETGROUPS", 10 },
-  { "STEP_SETNS_IPC", 4 },
   { "STEP_SETNS_MNT", 3 },
   { "STEP_SETNS_UTS", 5 },
   { "STEP_SETRESGID", 11 },
@@ -2591,9 +2595,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  25,
+  27,
   boxkite__executor__step__enum_values_by_number,
-  25,
+  27,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

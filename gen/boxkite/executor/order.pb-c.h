@@ -43,17 +43,21 @@ typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
 /* --- enums --- */
 
 /*
- * The steps a freshly cloned child goes through before execve, as the exec path (sidecar/
- * spawn.c) and the local sandbox's init (sidecar/sandbox.c) name them when one fails. Typed so
- * that the front can tell a command that could not be executed (EXECVE: exit 127 or 126, as a
- * shell would) and a working directory that is not there (CHDIR) from a failure of the sandbox.
+ * The steps a freshly cloned child goes through before it executes boxkite-init (EXECVE), as
+ * the exec path (sidecar/spawn.c) and the local sandbox's init (sidecar/sandbox.c) name them
+ * when one fails. Typed so that the front can tell a working directory that is not there or may
+ * not be entered (CHDIR) from a failure of the sandbox. A command that cannot be executed is
+ * not a failed step: the exec's init says so on stderr and exits 127 or 126, as a shell would.
  */
 typedef enum _Boxkite__Executor__Step {
   BOXKITE__EXECUTOR__STEP__STEP_NONE = 0,
   BOXKITE__EXECUTOR__STEP__STEP_PIDNS = 1,
   BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK = 2,
   BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT = 3,
-  BOXKITE__EXECUTOR__STEP__STEP_SETNS_IPC = 4,
+  /*
+   * a new IPC namespace of the exec's own
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_IPC_NS = 4,
   BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS = 5,
   BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS = 6,
   BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC = 7,
@@ -76,7 +80,15 @@ typedef enum _Boxkite__Executor__Step {
    */
   BOXKITE__EXECUTOR__STEP__STEP_SANDBOX_ROOT = 22,
   BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT = 23,
-  BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME = 24
+  BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME = 24,
+  /*
+   * a new cgroup namespace, rooted at the exec's cgroup
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS = 25,
+  /*
+   * setsid: no controlling terminal
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

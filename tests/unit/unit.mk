@@ -23,7 +23,7 @@ $(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
 	objcopy --localize-symbol=main $< $@
 
 $(B)/tests/unit/test_bkctl_files: %: %.o $(B)/tests/unit/bkctl_nomain.o \
-		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/libboxkite.a
+		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
 
 # Under SAN=1, full stacks for LeakSanitizer's reports (libcrypto has no frame pointers).

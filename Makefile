@@ -56,7 +56,7 @@ CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
 
-.PHONY: all help gen gen-check deps test test-unit test-integration test-python test-fuzz \
+.PHONY: all help gen gen-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
         test-san bench run install clean
 
 all: $(BINS) $(LIBS)
@@ -66,6 +66,7 @@ help:
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
 	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
+	@echo "make docs       regenerate SECURITY.md's list of the seccomp filter (CI checks it is current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
 	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
@@ -124,6 +125,19 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
 $(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+
+# SECURITY.md's list of the filter, printed from the filter's own tables.
+$(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
+
+docs: $(B)/bk-filter-doc
+	scripts/security-md $(B)/bk-filter-doc > $(B)/SECURITY.md && mv $(B)/SECURITY.md SECURITY.md
+
+docs-check: $(B)/bk-filter-doc
+	@if scripts/security-md $(B)/bk-filter-doc | cmp -s - SECURITY.md; then \
+	  echo "docs-check: SECURITY.md lists the filter as it is built"; \
+	else echo "docs-check: SECURITY.md's seccomp list is not the filter's; run make docs and commit" >&2; \
+	  scripts/security-md $(B)/bk-filter-doc | diff SECURITY.md - | head -20 >&2; exit 1; fi
 
 # --- client library and bkctl --------------------------------------------------------------------
 

@@ -30,6 +30,7 @@
 #include "filter.h"
 #include "netns.h"
 #include "sandbox.h"
+#include "sbpath.h"
 #include "spawn.h"
 #include "stats.h"
 
@@ -66,9 +67,10 @@ static void drain(int fd)
 static int run_floor(const char *workspace, const char *init, int iterations, int warmup, double *p50)
 {
 	static char *const argv[] = { "true", NULL };
-	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL };
-	bk_sandbox_config scfg = { .workspace = workspace, .init_path = init, .tmp_size = 64u << 20, .uid = 1001,
-				   .gid = 1001 };
+	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" BK_SANDBOX_HOME, NULL };
+	char home[4096];
+	bk_sandbox_config scfg = { .workspace = workspace, .home = home, .init_path = init, .tmp_size = 64u << 20,
+				   .shm_size = 16u << 20, .uid = 1001, .gid = 1001 };
 	bk_seccomp seccomp;
 	bk_spawner sp;
 	bk_cgroups cg;
@@ -77,7 +79,8 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 	bk_error *err = NULL;
 	double *us = calloc((size_t)iterations, sizeof(*us));
 
-	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, 1001, 1001, &err) < 0 ||
+	snprintf(home, sizeof(home), "%s-home", workspace);
+	if (!us || bk_seccomp_compile(&seccomp, &err) < 0 || bk_spawner_init(&sp, &seccomp, init, 1001, 1001, &err) < 0 ||
 	    bk_cgroups_init(&cg, "/sys/fs/cgroup", "/proc/self/cgroup", 512u << 20, 256, &err) < 0 ||
 	    bk_netns_pool_start(&pool, 8, &err) < 0) {
 		fprintf(stderr, "floor: set-up: %s\n", bk_error_msg(err));
@@ -103,8 +106,8 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		bk_spawn_request rq = {
 			.argv = argv,
 			.envp = envp,
-			.path = "/usr/local/bin:/usr/bin:/bin",
-			.cwd = "/workspace",
+			.cwd_root = BK_WORKSPACE,
+			.cwd_rel = ".",
 			.limits = { .fsize = 1u << 30, .nofile = 1024, .nproc = 4096 },
 			.ns = &sb.ns,
 			.netns = bk_netns_pool_take(&pool),
@@ -123,6 +126,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 			return 1;
 		}
 		close(out.stdin_w);
+		close(out.status_r);
 		drain(out.stdout_r);
 		drain(out.stderr_r);
 		waitid(P_PIDFD, (id_t)out.pidfd, &info, WEXITED);

@@ -56,7 +56,6 @@ struct exec_run {
 	struct watch watches[4];
 	bk_call *call;
 	uint64_t id;
-	const char *argv0;
 	uint32_t timeout_ms;
 	struct timespec started;
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
@@ -304,7 +303,6 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	clock_gettime(CLOCK_MONOTONIC, &run->started);
 	run->call = call;
 	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
-	run->argv0 = rq->n_argv ? rq->argv[0] : "/bin/sh";
 	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
 	run->stdin_fd = run->timer_fd = -1;
 	run->stdin_data = rq->stdin.data;
@@ -379,36 +377,20 @@ static void run_finish(bk_execs *ex, struct exec_run *run)
 	run_retire(ex, run);
 }
 
-/* The spawn failed (reply NULL: the executor went away). execve itself failing is answered as a
- * shell would — 127 not found, 126 not executable — with the reason on stderr; a working
- * directory that is not there as such; any other step failing is an error of the sandbox, not
- * of the command. */
+/* The spawn failed (reply NULL: the executor went away). A working directory that is not there
+ * or may not be entered is the cwd's error; any other step failing is an error of the sandbox,
+ * not of the command. (A command that cannot be executed is not a failed step: the exec's init
+ * reports it as a shell would, exit 127 or 126.) */
 static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply)
 {
 	int errnum = !reply ? EPIPE : reply->errnum ? reply->errnum : EPROTO;
 	int status = errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(errnum);
 
-	switch (reply ? reply->child_step : BOXKITE__EXECUTOR__STEP__STEP_NONE) {
-	case BOXKITE__EXECUTOR__STEP__STEP_EXECVE: {
-		char msg[512];
-		int n = snprintf(msg, sizeof(msg), "boxkite: %s: %s\n", run->argv0, strerror(errnum));
-		run->out[1].data = malloc((size_t)n);
-		if (run->out[1].data) {
-			memcpy(run->out[1].data, msg, (size_t)n);
-			run->out[1].len = (size_t)n;
-		}
-		run->exit.exit_code = errnum == ENOENT ? 127 : 126;
-		run_finish(ex, run);
-		return;
-	}
-	case BOXKITE__EXECUTOR__STEP__STEP_CHDIR:
+	if (reply && reply->child_step == BOXKITE__EXECUTOR__STEP__STEP_CHDIR)
 		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(errnum));
-		break;
-	default:
+	else
 		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", reply ? reply->step : "executor",
 			      reply ? reply->message : "the executor went away");
-		break;
-	}
 	run_retire(ex, run);
 }
 

@@ -176,9 +176,9 @@ static const char *const argument_rules[] = {
 	"`chmod`, `fchmod`, `fchmodat`, `creat`, `open`, `openat`, `mknod`, `mknodat`: a mode with `S_ISUID` or "
 	"`S_ISGID` `EPERM` — a set-id file made by the sandbox user would give its uid to whoever runs it outside "
 	"the sandbox's nosuid mounts; `openat2` is not in the allowlist (its mode is in memory)",
-	"`personality`: only the query and the plain personas (`0`, `0x8`, `0x20000`, `0x20008`); any change of "
-	"execution domain or address-space layout (`ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC`) is answered like an "
-	"unlisted call",
+	"`personality` (in the allowlist, by value): only the query and the plain personas (`0`, `0x8`, "
+	"`0x20000`, `0x20008`); any change of execution domain or address-space layout (`ADDR_NO_RANDOMIZE`, "
+	"`READ_IMPLIES_EXEC`) is answered like an unlisted call",
 };
 
 BK_DEFINE_PTR_CLEANUP(seccomp_releasep, void, seccomp_release)
@@ -370,7 +370,7 @@ void bk_seccomp_describe(FILE *out)
 	describe_groups(out, allowed, BK_ARRAY_SIZE(allowed));
 	fprintf(out, "\nRefused by name with `EPERM`:\n\n");
 	describe_groups(out, refused, BK_ARRAY_SIZE(refused));
-	fprintf(out, "\nRefused by argument (a second filter, whose default is to allow):\n\n");
+	fprintf(out, "\nRefused by argument (a second program, whose default is to allow):\n\n");
 	for (size_t i = 0; i < BK_ARRAY_SIZE(argument_rules); i++)
 		fprintf(out, "- %s.\n", argument_rules[i]);
 }

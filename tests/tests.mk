@@ -3,6 +3,7 @@
 #   wire         in-process client+server over ipc:// (attacks on the envelope, dispatch)
 #   fuzz         libFuzzer harnesses; `make test` replays their corpus without libFuzzer
 #   integration  the real boxkited as root: privileges, sandbox, escape probes
+#   workloads    the real boxkited as root: the ordinary tools agents run (pip, make, git, node...)
 #   files        the real boxkited as root: uploads, downloads and file operations, attacked
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
 #   k8s          deploy/ rendered and validated offline: schemas, invariants, the policy truth table
@@ -20,14 +21,15 @@ PYTHON      := /usr/bin/python3
 # never reads as one that ran them all.
 export BOXKITE_TEST_RESULTS ?= $(CURDIR)/$(B)/test-results
 TEST_RUN        := $(PYTHON) $(CURDIR)/tests/integration/run.py
-TEST_SKIP_TIERS := escape-selftest integration files python k8s files-bkctl
+TEST_SKIP_TIERS := escape-selftest integration workloads files python k8s files-bkctl
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-files test-files-bkctl test-python test-k8s test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-workloads test-files test-files-bkctl test-python test-k8s \
+        test-san
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
-	$(MAKE) gen-check
-	$(MAKE) all test-unit test-wire test-fuzz test-integration test-files test-python test-k8s
+	$(MAKE) gen-check docs-check
+	$(MAKE) all test-unit test-wire test-fuzz test-integration test-workloads test-files test-python test-k8s
 	$(MAKE) SAN=1 test-san
 	@total=0; tiers=; \
 	for t in $(TEST_SKIP_TIERS); do \
@@ -44,6 +46,7 @@ include tests/unit/unit.mk
 include tests/wire/wire.mk
 include tests/fuzz/fuzz.mk
 include tests/integration/integration.mk
+include tests/workloads/workloads.mk
 include tests/files/files.mk
 include tests/python/python.mk
 include tests/k8s/k8s.mk

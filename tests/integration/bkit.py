@@ -20,6 +20,7 @@ this file creates, and only loopback is dialled in the machine's own namespace.
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -401,8 +403,9 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n", key_env=None):
+                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None):
         self.tag = tag
+        self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)  # the pod emulation's sandbox init is copied from here
         self.key = self.dir / "key"
@@ -448,9 +451,16 @@ class Daemon:
         env.pop("BOXKITE_KEY_FILE", None)
         env.update(self.extra_env)
         self._logf = open(self.log, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._logf,
-                                     stderr=self._logf, env=env,
-                                     preexec_fn=_child_setup(self.netns, self.cgroup))
+        setup = _child_setup(self.netns, self.cgroup)
+        stdio = dict(stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf)
+        if self.tty is not None:
+            def setup_with_terminal(setup=setup):
+                setup()
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            stdio = dict(stdin=self.tty, stdout=self.tty, stderr=self.tty)
+            setup = setup_with_terminal
+        self.proc = subprocess.Popen(self.argv(), env=env, preexec_fn=setup, **stdio)
         defer(self.stop)
         try:
             wait_for(self._ready, ready_timeout, interval=0.1, what=f"boxkited ({self.tag}) to answer Health")

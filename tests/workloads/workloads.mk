@@ -1,0 +1,11 @@
+# workloads tier: see tests/tests.mk. What coding agents run, through the real exec path of a
+# local-mode boxkited of $(B) (as root), under the sandbox's whole isolation and seccomp filter:
+# a Python venv with pip installing a wheel built here, multiprocessing, gcc and make -j, git,
+# node with worker threads, sqlite3, tar and gzip, ps, a process handling its own signals. A
+# sandbox that breaks ordinary tools is not usable: each must work. A tool this machine lacks is
+# a SKIP naming it (scripts/install-deps installs them all). WORKLOADS_ARGS="-k NAME" for one.
+
+WORKLOADS_ARGS ?=
+
+test-workloads: all
+	cd tests/workloads && BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier workloads --dir . $(WORKLOADS_ARGS)

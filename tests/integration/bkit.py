@@ -632,7 +632,7 @@ def sweep_stale_netns():
     except OSError:
         return
     for n in names:
-        m = re.match(r"^bkit(\d+)[a-z]$", n)
+        m = re.match(r"^bkit(\d+)[a-z]+$", n)
         if m and int(m.group(1)) != os.getpid() and not Path(f"/proc/{m.group(1)}").exists():
             run(["ip", "netns", "del", n])
 
@@ -659,9 +659,10 @@ class NetPair:
     CLOUD_ADDR = "169.254.10.2"
     METADATA = "169.254.169.254"
 
-    def __init__(self):
-        self.pod = f"bkit{os.getpid()}p"
-        self.cloud = f"bkit{os.getpid()}c"
+    def __init__(self, tag=""):
+        # tag (lowercase letters): another pair in the same runner (each module's lives until exit)
+        self.pod = f"bkit{os.getpid()}{tag}p"
+        self.cloud = f"bkit{os.getpid()}{tag}c"
         netns_add(self.pod)
         netns_add(self.cloud)
         ip = lambda ns, *a: run(["ip", "-n", ns, *a], check=True)

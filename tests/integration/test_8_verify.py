@@ -32,7 +32,7 @@ def setUpModule():
     bkit.require_root()
     bkit.require_build()
     bkit.require_tools("ip")
-    N = bkit.NetPair()
+    N = bkit.NetPair(tag="verify")
     HITS = bkit.popen([bkit.PYTHON, "-u", "-c", COUNTING_LISTENER, N.METADATA, 80], netns=N.cloud,
                       stdout=subprocess.PIPE, text=True)
     assert HITS.stdout.readline().strip() == "listening"

@@ -121,10 +121,11 @@ $(B)/libbkserver.a: $(SERVER_OBJ)
 $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
-# The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime.
+# The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
+# the project's include paths (its <spawn.h> is libc's).
 $(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # SECURITY.md's list of the filter, printed from the filter's own tables.
 $(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)

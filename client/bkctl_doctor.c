@@ -11,7 +11,7 @@
 static const char probe_script[] =
 	"cat_() { while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done < \"$1\"; }\n"
 	"echo '@@status'; cat_ /proc/self/status\n"
-	"echo '@@pid'; echo \"$$\"\n"
+	"echo '@@pid'; echo \"$$ $PPID\"\n"
 	"echo '@@pids'; for d in /proc/[0-9]*; do echo \"${d#/proc/}\"; done\n"
 	"echo '@@netdev'; cat_ /proc/net/dev\n"
 	"echo '@@route'; cat_ /proc/net/route\n"
@@ -164,33 +164,40 @@ static void check_network(struct report *r, const char *netdev, const char *rout
 	row(r, "network", value, only_lo && routes == 0 ? OK : FAIL, "a fresh namespace: only lo, no routes out");
 }
 
+/* pid: "PID PPID" of the probe's shell: 2, a child of the exec's own init (pid 1). */
 static void check_pidns(struct report *r, const char *pid, const char *pids)
 {
 	char value[128];
-	int n = 0;
+	int n = 0, self = 0, parent = 0;
 
 	for (const char *p = pids; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
 		n += *p >= '0' && *p <= '9';
-	snprintf(value, sizeof(value), "the probe is pid %.*s; %d process(es) visible", (int)strcspn(pid, "\n"), pid,
-		 n);
-	row(r, "pid namespace", value, atoi(pid) == 1 ? OK : FAIL,
-	    "a namespace of its own (the probe is its pid 1): other commands are invisible");
+	if (sscanf(pid, "%d %d", &self, &parent) != 2)
+		self = parent = 0;
+	snprintf(value, sizeof(value), "the probe is pid %d, child of pid %d; %d process(es) visible", self, parent, n);
+	row(r, "pid namespace", value, self == 2 && parent == 1 ? OK : FAIL,
+	    "a namespace of its own (the probe is pid 2, under the exec's init): other commands are invisible");
 }
 
+/* With a cgroup namespace of its own, the exec sees its cgroup as "/" in every hierarchy. */
 static void check_cgroup(struct report *r, const char *cgroup, const char *profile)
 {
 	char value[512];
 	const char *mode = strstr(profile, "cgroup-");
-	bool none = !mode || strncmp(mode, "cgroup-none", 11) == 0;
-	const char *exec = strstr(cgroup, "/exec-");
-	int len = exec ? (int)strcspn(exec, "\n") : 0;
+	bool none = !mode || strncmp(mode, "cgroup-none", 11) == 0, rooted = cgroup && *cgroup;
 
+	for (const char *p = cgroup; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t len = strcspn(p, "\n");
+		rooted &= len >= 2 && strncmp(p + len - 2, ":/", 2) == 0;
+	}
 	if (none)
 		snprintf(value, sizeof(value), "none: rlimits only");
 	else
-		snprintf(value, sizeof(value), "%.*s: %.*s", (int)strcspn(mode, ","), mode, len, exec ? exec : "?");
-	row(r, "cgroup", value, none ? WARN : exec ? OK : FAIL,
-	    "a per-exec cgroup with pids and memory limits (none where no cgroup hierarchy is writable)");
+		snprintf(value, sizeof(value), "%.*s: %s", (int)strcspn(mode, ","), mode,
+			 rooted ? "its own cgroup, seen as / (a cgroup namespace)" : "host cgroup paths visible");
+	row(r, "cgroup", value, none ? WARN : rooted ? OK : FAIL,
+	    "a per-exec cgroup with pids and memory limits, in a cgroup namespace of its own (none where no cgroup "
+	    "hierarchy is writable)");
 }
 
 static void check_limits(struct report *r, const char *limits)
@@ -220,9 +227,9 @@ static void check_limits(struct report *r, const char *limits)
 /* mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ..." — report every writable mount. */
 static void check_mounts(struct report *r, const char *mounts)
 {
-	static const char *const expected_rw[] = { "/workspace", "/tmp",        "/dev/shm",    "/dev/pts",
-						   "/proc",      "/dev/null",   "/dev/zero",   "/dev/full",
-						   "/dev/random", "/dev/urandom", "/dev/tty" };
+	static const char *const expected_rw[] = { "/workspace",  "/tmp",      "/home/sandbox", "/dev/shm",
+						   "/dev/pts",    "/proc",     "/dev/null",     "/dev/zero",
+						   "/dev/full",   "/dev/random", "/dev/urandom", "/dev/tty" };
 	char value[1024] = "writable:", mp[512], opts[256];
 	enum verdict v = OK;
 
@@ -241,7 +248,7 @@ static void check_mounts(struct report *r, const char *mounts)
 		snprintf(value + strlen(value), sizeof(value) - strlen(value), " %s%s", mp, expected ? "" : "(!)");
 	}
 	row(r, "mounts", value, v,
-	    "/ read-only; writable only /workspace, /tmp, /dev/shm (and /proc, /dev/pts, the device nodes)");
+	    "/ read-only; writable only /workspace, /tmp, /home/sandbox, /dev/shm (and /proc, /dev/pts, the device nodes)");
 }
 
 int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)

@@ -16,12 +16,15 @@
  * Built static: it runs inside the sandbox's root, which need not have our libraries. */
 #include <errno.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "status.h"
 
@@ -70,30 +73,48 @@ __attribute__((noreturn)) static void finish(int status_fd, int wstatus)
 	_exit(st.how == BK_INIT_SIGNALED ? 128 + st.value : st.value);
 }
 
+/* The command, as a child with the default signal dispositions and an empty mask: a vfork-like
+ * clone (posix_spawn's), cheaper than a fork on the path of every exec. PATH is the command's own
+ * (the environment the executor built, ours). Returns its pid, or -1 having said why. */
+static pid_t start_command(int status_fd, char **argv)
+{
+	posix_spawn_file_actions_t actions;
+	posix_spawnattr_t attr;
+	sigset_t all, none;
+	pid_t pid = -1;
+	int err;
+
+	sigfillset(&all);
+	sigemptyset(&none);
+	posix_spawn_file_actions_init(&actions);
+	posix_spawn_file_actions_addclose(&actions, status_fd);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&actions);
+	if (err) {
+		fprintf(stderr, "boxkite: %s: %s\n", argv[0], strerror(err));
+		return err == ENOENT ? -127 : -126;
+	}
+	return pid;
+}
+
 static int exec_init(int status_fd, char **argv)
 {
-	sigset_t all, none;
+	sigset_t all;
 	int sig, wstatus;
 	pid_t child, pid;
 
 	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
-	 * before the fork, so none sent meanwhile is lost. */
+	 * before the command starts, so none sent meanwhile is lost. */
 	sigfillset(&all);
-	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	child = fork();
-	if (child < 0) {
-		fprintf(stderr, "boxkite: cannot start %s: fork: %s\n", argv[0], strerror(errno));
-		return 126;
-	}
-	if (child == 0) {
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		close(status_fd);
-		/* PATH is the command's own (the environment the executor built). */
-		execvp(argv[0], argv);
-		fprintf(stderr, "boxkite: %s: %s\n", argv[0], strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
-	}
+	child = start_command(status_fd, argv);
+	if (child < 0)
+		return -child; /* 127 not found, 126 not executable: as a shell says it */
 	/* The command's stdio is its own: our copies would keep its pipes open after it ends. */
 	close(0);
 	close(1);

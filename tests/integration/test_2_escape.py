@@ -305,6 +305,14 @@ class SetIdFiles(bkit.ProbeAssertions, unittest.TestCase):
 
 
 class Identity(bkit.ProbeAssertions, unittest.TestCase):
+    def test_doctor_finds_every_layer_in_force(self):
+        r = D.bkctl("doctor")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("isolated: 0 failed, 0 warning(s)", r.stdout)
+        for row in ("pid namespace  ok    the probe is pid 2, child of pid 1", "seccomp        ok",
+                    "network        ok    interfaces: lo;"):
+            self.assertIn(row, r.stdout)
+
     def test_caps(self):
         self.assertDenied(D, "caps", reason="caps-0-nnp-seccomp2")
 

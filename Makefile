@@ -16,7 +16,8 @@ B          := build
 OPT        := -O2 -g
 endif
 
-SONAME_MAJOR := 0
+# The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
+SONAME_MAJOR := 1
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -37,15 +38,15 @@ GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c common/tls.c common/preview.c
+              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
 SERVER_SRC := server/config.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c client/bkctl_verify.c \
-              client/json.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
+              client/bkctl_verify.c client/json.c client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -54,10 +55,10 @@ SERVER_OBJ := $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
 BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
-LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(B)/boxkite.pc
+LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
-        test-san bench run install clean
+        test-san bench run run-stop install clean
 
 all: $(BINS) $(LIBS)
 
@@ -69,6 +70,7 @@ help:
 	@echo "make docs       regenerate SECURITY.md's list of the seccomp filter (CI checks it is current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
+	@echo "                (KEEP=1 leaves it running; make run-stop stops it)"
 	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
 
 # --- generated code ------------------------------------------------------------------------------
@@ -150,9 +152,6 @@ $(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
 $(B)/libboxkite.a: $(CLIENT_PIC)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/boxkite.pc: client/boxkite.pc.in common/version.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
-
 # bkctl kube renders deploy/sandbox/pod.yaml: compiled in as a C string, so that the pod bkctl
 # makes is the one make test validates.
 $(B)/gen-kube/sandbox_pod.c: deploy/sandbox/pod.yaml
@@ -179,7 +178,10 @@ install: all
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
-	install -m 0644 $(B)/boxkite.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	@# Written here, not at build time: it must name the PREFIX it is installed under.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/boxkite.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
 	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/
 	install -m 0644 man/bkctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/bkctl.1
 	install -m 0644 man/boxkited.8 $(DESTDIR)$(PREFIX)/share/man/man8/boxkited.8
@@ -190,6 +192,9 @@ deps:
 run: deps
 	$(MAKE) -s all
 	B=$(B) scripts/run-demo
+
+run-stop:
+	B=$(B) scripts/run-demo stop
 
 clean:
 	rm -rf build build-san

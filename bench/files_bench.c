@@ -106,6 +106,7 @@ static int run_files(const char *url, const char *key_file, const char *src, con
 		return 1;
 	}
 	*up = (double)info.size / (1 << 20) / (now_s() - t0);
+	bk_file_info_free(&info);
 	close(in);
 	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	t0 = now_s();
@@ -114,6 +115,7 @@ static int run_files(const char *url, const char *key_file, const char *src, con
 		return 1;
 	}
 	*down = (double)info.size / (1 << 20) / (now_s() - t0);
+	bk_file_info_free(&info);
 	close(out);
 	bk_client_close(c);
 	return 0;

@@ -1,63 +1,78 @@
 /* bkctl — the operator CLI for boxkited, built on libboxkite. */
 #include "bkctl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "call.h"
+#include "clock.h"
 #include "json.h"
 #include "keys.h"
+#include "mkdir.h"
 #include "version.h"
 
 static const bkctl_command commands[] = {
 	{ "keygen", bkctl_keygen, "write a new key file (mode 0600)", "[--id ID] PATH",
-	  "  --id ID          key id to write (default: k1)\n" },
-	{ "health", bkctl_health, "check that boxkited answers, and whether our key works", "", "" },
-	{ "exec", bkctl_exec, "run a command in the sandbox", "[options] -- CMD [ARGS...] | --shell STRING",
-	  "  -t, --timeout S   kill the command (and everything it started) after S seconds\n"
-	  "  -C, --cwd DIR     working directory, relative to /workspace or absolute inside it or /tmp\n"
-	  "  -e, --env K=V     set a variable (repeatable); loader and interpreter hooks are refused\n"
-	  "  -i, --stdin FILE  feed FILE (- for our stdin) to the command\n"
-	  "  -s, --shell STR   run STR with /bin/sh -c\n"
-	  "Exit status: the command's; 128+N if signal N killed it; 124 on timeout; 125 if bkctl or the\n"
-	  "server failed and the command did not run.\n" },
-	{ "doctor", bkctl_doctor, "show the isolation a command in the sandbox really gets", "",
-	  "Runs a probe as a sandboxed command and checks what it sees against DESIGN.md: identity,\n"
-	  "capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits, writable\n"
-	  "mounts. Exits 1 if a check fails.\n" },
-	{ "cp", bkctl_cp, "copy files and trees into or out of the sandbox",
-	  "SRC... :DST | :SRC... DST",
-	  "  -r, --recursive   copy directory trees (symlinks in them are skipped and listed)\n"
-	  "  -n, --no-clobber  refuse to replace an existing file\n"
-	  "  -p, --keep-mode   keep the permission bits (rwx only)\n"
-	  "  -z, --compress    zstd on the wire\n"
-	  "  -j, --jobs N      files in flight at once (default 8)\n"
-	  "  --resume ID       finish an interrupted upload of one file (bkctl prints the command)\n"
+	  "  --id ID              key id to write (default: k1)\n",
+	  "A missing parent directory is made, mode 0700. An existing file is never replaced.\n" },
+	{ "health", bkctl_health, "check that boxkited answers, and whether our key works", "",
+	  "  --wait S             retry for up to S seconds until boxkited answers with its sandbox ready\n",
+	  "" },
+	{ "exec", bkctl_exec, "run a command in the sandbox", "-- CMD [ARGS...] | --shell STRING",
+	  "  -i, --stdin          pass our standard input to the command (as docker exec -i); without\n"
+	  "                       it the command's stdin is empty\n"
+	  "  -w, --workdir DIR    working directory: relative to /workspace, or absolute under\n"
+	  "                       /workspace or /tmp (also -C, --cwd)\n"
+	  "  -e, --env NAME=VALUE set a variable (repeatable)\n"
+	  "  -s, --shell STRING   run STRING with /bin/sh -c\n"
+	  "  --timeout S          kill the command (and everything it started) after S seconds\n"
+	  "                       (default: boxkited's --exec-timeout, 10 minutes unless set)\n"
+	  "  --output-limit BYTES bytes kept of stdout and of stderr each, e.g. 64M (default:\n"
+	  "                       boxkited's --exec-output, 1M; at most its --exec-output-max)\n",
+	  "-t (a terminal) is not supported yet. Exit status: the command's; 128+N if signal N killed\n"
+	  "it; 124 on timeout; 125 if bkctl or the server failed and the command did not run.\n" },
+	{ "doctor", bkctl_doctor, "show the isolation a command in the sandbox really gets", "", "",
+	  "Runs a probe as a sandboxed command and checks what it sees against SECURITY.md (layer 3):\n"
+	  "identity, capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits,\n"
+	  "writable mounts. Exits 1 if a check fails.\n" },
+	{ "cp", bkctl_cp, "copy files and trees into or out of the sandbox", "SRC... :DST | :SRC... DST",
+	  "  -r, --recursive      copy directory trees, their symlinks as symlinks\n"
+	  "  -n, --no-clobber     refuse to replace an existing file\n"
+	  "  -p, --keep-mode      keep the permission bits (rwx only)\n"
+	  "  -z, --compress       zstd on the wire\n"
+	  "  -j, --jobs N         files in flight at once (default 8)\n"
+	  "  --resume ID          finish an interrupted upload of one file (bkctl prints the command)\n",
 	  "A sandbox path is :PATH, relative to /workspace or absolute under /workspace or /tmp. A file\n"
-	  "copied onto a directory goes inside it; missing parents are made. Exit status as the other\n"
-	  "commands, from the worst failure; the others are still copied.\n" },
+	  "copied onto a directory goes inside it; missing parents are made. A symlink whose target\n"
+	  "leads out of the workspace is refused on upload. Exit status as the other commands, from the\n"
+	  "worst failure; the others are still copied.\n" },
 	{ "ls", bkctl_ls, "list a sandbox directory", "[PATH]",
-	  "  -l, --long        type and mode, uid:gid, size, mtime, name, symlink target\n"
-	  "  -a, --all         include names starting with '.'\n" },
-	{ "stat", bkctl_stat, "show a sandbox file's type, size, mode, owner and mtime", "PATH", "" },
+	  "  -l, --long           type and mode, uid:gid, size, mtime, name, symlink target\n"
+	  "  -a, --all            include names starting with '.'\n",
+	  "On a terminal, names are quoted as GNU ls quotes them; -o json gives the exact bytes.\n" },
+	{ "stat", bkctl_stat, "show a sandbox file's type, size, mode, owner and mtime", "PATH", "", "" },
 	{ "rm", bkctl_rm, "remove sandbox files or trees", "PATH...",
-	  "  -r, --recursive   remove directories and their contents\n" },
+	  "  -r, --recursive      remove directories and their contents\n", "" },
 	{ "mkdir", bkctl_mkdir, "make sandbox directories", "PATH...",
-	  "  -p, --parents     make missing parents; an existing directory is no error\n"
-	  "  -m, --mode MODE   octal permission bits (default 755)\n" },
+	  "  -p, --parents        make missing parents; an existing directory is no error\n"
+	  "  -m, --mode MODE      octal permission bits (default 755)\n",
+	  "" },
 	{ "kube", bkctl_kube, "print a sandbox's Secret (fresh key and TLS certificate) and pod for kubectl apply -f -",
-	  "[-n NAMESPACE] [--template FILE] NAME",
-	  "  -n, --namespace NS  the namespace (default boxkite)\n"
-	  "  --template FILE     the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
-	  "                      e.g. kubectl kustomize deploy/overlays/NAME\n" },
+	  "NAME",
+	  "  -n, --namespace NS   the namespace (default boxkite)\n"
+	  "  --template FILE      the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
+	  "                       e.g. kubectl kustomize of an overlay of deploy/sandbox\n",
+	  "" },
 	{ "verify", bkctl_verify, "check the three network-isolation layers, each from its vantage point",
-	  "[--pod NAME] [-n NAMESPACE]",
-	  "  --pod NAME          the sandbox pod, for the kubectl commands it prints\n"
-	  "  -n, --namespace NS  its namespace (default boxkite)\n"
+	  "",
+	  "  --pod NAME           the sandbox pod, for the kubectl commands it prints\n"
+	  "  -n, --namespace NS   its namespace (default boxkite)\n",
 	  "Layer 1 from inside an exec, layer 3 against the port without the key; layer 2 (and the\n"
 	  "metadata endpoint) printed as commands to run on your cluster. Exits 1 if a check failed.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
-	  "  -f, --force       replace an existing TO\n"
-	  "Onto an existing directory, FROM moves inside it.\n" },
+	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 };
 
 enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };
@@ -74,20 +89,23 @@ static const struct option global_longopts[] = {
 
 static const char global_help[] =
 	"Global options (also after the command name):\n"
-	"  --url URL        boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
-	"  --key-file PATH  key file (env BOXKITE_KEY_FILE)\n"
-	"  --key-id ID      which key of the file (default: the first)\n"
-	"  --tls-cert PATH  tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
-	"  -o, --output FMT text (default) or json\n"
-	"  --timeout S      seconds to wait for an answer (default 30; exec adds its own timeout)\n"
-	"  -h, --help       this help\n";
+	"  --url URL            boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
+	"  --key-file PATH      key file (env BOXKITE_KEY_FILE)\n"
+	"  --key-id ID          which key of the file (default: the first)\n"
+	"  --tls-cert PATH      tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
+	"  -o, --output FMT     text (default) or json\n"
+	"  --timeout S          seconds to wait for an answer (default 30; exec: the command's timeout)\n"
+	"  -h, --help           this help\n";
 
 void bkctl_usage(FILE *out, const bkctl_command *cmd)
 {
 	if (cmd) {
-		fprintf(out, "Usage: bkctl %s [options] %s\n\n%s\n", cmd->name, cmd->usage, cmd->summary);
-		if (cmd->help[0])
-			fprintf(out, "\nOptions:\n%s", cmd->help);
+		fprintf(out, "Usage: bkctl %s [options]%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage,
+			cmd->summary);
+		if (cmd->options[0])
+			fprintf(out, "\nOptions:\n%s", cmd->options);
+		if (cmd->notes[0])
+			fprintf(out, "\n%s", cmd->notes);
 		fprintf(out, "\n%s\nSee bkctl(1).\n", global_help);
 		return;
 	}
@@ -97,11 +115,26 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd)
 	fprintf(out, "\n%s\n'bkctl COMMAND --help' for a command's options. See bkctl(1).\n", global_help);
 }
 
+int bkctl_parse_seconds(const char *s, uint32_t *ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !(v > 0) || v > 86400)
+		return -1;
+	/* Rounded up: a timeout shorter than a millisecond is the shortest there is, never none. */
+	*ms = (uint32_t)(v * 1000);
+	if (*ms < v * 1000)
+		(*ms)++;
+	return 0;
+}
+
 /* Apply one global option; false if it is not one. */
 static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 {
-	char *end;
-	double s;
+	uint32_t ms = 0;
 
 	switch (c) {
 	case OPT_URL:
@@ -124,12 +157,11 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 		ctl->json = strcmp(arg, "json") == 0;
 		return true;
 	case OPT_TIMEOUT:
-		s = strtod(arg, &end);
-		if (*end || s <= 0 || s > 86400) {
+		if (bkctl_parse_seconds(arg, &ms) < 0) {
 			fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, arg);
 			*bad = 1;
 		}
-		ctl->timeout_ms = (int)(s * 1000);
+		ctl->timeout_ms = (int)ms;
 		return true;
 	default:
 		return false;
@@ -181,8 +213,35 @@ bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
 	return c;
 }
 
+/* What to do about a failure, when bkctl can tell; NULL otherwise. */
+static const char *fail_hint(const bkctl *ctl, const bk_status *st)
+{
+	switch (st->detail) {
+	case BK_DETAIL_UNKNOWN_KEY:
+		return ctl->key_file ? "boxkited has no key with this id: use the key file boxkited was started with "
+				       "(--key-file), or name one of its keys with --key-id"
+				     : "give the key file boxkited was started with: --key-file PATH, or "
+				       "export BOXKITE_KEY_FILE=PATH";
+	case BK_DETAIL_BAD_MAC:
+		return "the key does not match the server's: use the key file boxkited was started with "
+		       "(--key-file PATH or BOXKITE_KEY_FILE)";
+	case BK_DETAIL_AUTH_NOT_CONFIGURED:
+		return "boxkited was started without --key-file: only health is served";
+	case BK_DETAIL_STALE:
+	case BK_DETAIL_FUTURE:
+		return "this machine's clock and the server's differ by more than the server's --window";
+	default:
+		break;
+	}
+	if (st->code == BK_UNAVAILABLE && strncmp(st->message, "cannot connect", 14) == 0)
+		return "is boxkited running and listening there? (--url URL or BOXKITE_URL)";
+	return NULL;
+}
+
 int bkctl_fail(const bkctl *ctl, const bk_status *st)
 {
+	const char *hint = fail_hint(ctl, st);
+
 	if (ctl->json) {
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);
@@ -193,11 +252,18 @@ int bkctl_fail(const bkctl *ctl, const bk_status *st)
 			bk_json_string(&j, "detail", bk_detail_name(st->detail));
 		bk_json_bool(&j, "verified", st->verified);
 		bk_json_string(&j, "message", st->message);
+		if (hint)
+			bk_json_string(&j, "hint", hint);
 		bk_json_end_object(&j);
 		bk_json_end_object(&j);
 	}
-	fprintf(stderr, "%s: %s%s%s: %s\n", ctl->prog, bk_status_name(st->code), st->detail ? "/" : "",
-		st->detail ? bk_detail_name(st->detail) : "", st->message);
+	/* The message may quote names the sandbox chose: their unprintable bytes are escaped. */
+	fprintf(stderr, "%s: %s%s%s: ", ctl->prog, bk_status_name(st->code), st->detail ? "/" : "",
+		st->detail ? bk_detail_name(st->detail) : "");
+	bkctl_put_text(stderr, st->message);
+	fputc('\n', stderr);
+	if (hint)
+		fprintf(stderr, "%s: %s\n", ctl->prog, hint);
 	switch (st->code) {
 	case BK_UNAUTHENTICATED:
 		return BKCTL_EXIT_AUTH;
@@ -214,9 +280,11 @@ int bkctl_fail(const bkctl *ctl, const bk_status *st)
 int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = { { "id", required_argument, NULL, 'i' }, { 0 } };
-	const char *id = "k1";
+	const char *id = "k1", *path;
+	char dir[4096], failed[4096] = "";
 	bk_error *err = NULL;
-	int c, help = 0;
+	bk_status st;
+	int c, help = 0, rv;
 
 	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
 		if (c == 'i')
@@ -230,43 +298,100 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bkctl_usage(stderr, cmd);
 		return BKCTL_EXIT_USAGE;
 	}
-	if (bk_keyfile_create(argv[optind], id, &err) < 0) {
-		fprintf(stderr, "%s: %s\n", ctl->prog, bk_error_msg(err));
+	path = argv[optind];
+	/* As a packaged daemon's key would be: a directory of its own that only its owner reads. */
+	bkctl_path_dir(path, dir, sizeof(dir));
+	rv = bk_mkdir_p(dir, 0700, 0700, true, failed, sizeof(failed));
+	if (rv < 0) {
+		bk_status_set(&st, bk_status_from_errno(-rv), 0, false, "cannot create %s, the key's directory: %s",
+			      failed[0] ? failed : dir, strerror(-rv));
+		return bkctl_fail(ctl, &st);
+	}
+	if (bk_keyfile_create(path, id, &err) < 0) {
+		bk_status_set(&st, err->status, 0, false, "%s", bk_error_msg(err));
 		bk_error_free(err);
-		return BKCTL_EXIT_STATUS;
+		return bkctl_fail(ctl, &st);
 	}
 	if (ctl->json) {
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);
-		bk_json_string(&j, "path", argv[optind]);
+		bk_json_string(&j, "path", path);
 		bk_json_string(&j, "key_id", id);
 		bk_json_end_object(&j);
 	} else {
-		printf("wrote key '%s' to %s (mode 0600)\n", id, argv[optind]);
+		printf("wrote key '%s' to %s (mode 0600)\n", id, path);
 	}
 	return BKCTL_EXIT_OK;
 }
 
+int bkctl_parse_size(const char *s, uint64_t *bytes)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return -1;
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || errno || v == 0 || v > (1ull << 40) >> shift)
+		return -1;
+	*bytes = (uint64_t)v << shift;
+	return 0;
+}
+
+/* One Health call on a connection of its own (a retry must dial again). */
+static int health_once(bkctl *ctl, bk_health_info *h, bk_status *st)
+{
+	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client *c;
+	int code = bk_client_open(&c, ctl->url, &o, st);
+
+	if (code != BK_OK)
+		return code;
+	code = bk_health(c, h, st);
+	bk_client_close(c);
+	return code;
+}
+
 int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
+	static const struct option longopts[] = { { "wait", required_argument, NULL, 'W' }, { 0 } };
+	struct timespec start;
+	uint32_t wait_ms = 0;
 	bk_health_info h;
 	bk_status st;
-	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", NULL, &help)) != -1)
-		return BKCTL_EXIT_USAGE;
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (opt != 'W' || bkctl_parse_seconds(optarg, &wait_ms) < 0) {
+			if (opt == 'W')
+				fprintf(stderr, "%s: --wait %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
+			return BKCTL_EXIT_USAGE;
+		}
+	}
 	if (help)
 		return BKCTL_EXIT_OK;
 	if (optind != argc) {
 		bkctl_usage(stderr, cmd);
 		return BKCTL_EXIT_USAGE;
 	}
-	c = bkctl_connect(ctl, &code);
-	if (!c)
-		return code;
-	code = bk_health(c, &h, &st);
-	bk_client_close(c);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		code = health_once(ctl, &h, &st);
+		if ((code == BK_OK && h.sandbox_ready) || bk_elapsed_us(&start) >= (uint64_t)wait_ms * 1000)
+			break;
+		/* A key that does not work will not start working: only an absent server is waited for. */
+		if (code != BK_OK && code != BK_UNAVAILABLE && code != BK_DEADLINE_EXCEEDED)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
+	}
 	if (code != BK_OK)
 		return bkctl_fail(ctl, &st);
 	if (ctl->json) {
@@ -285,7 +410,8 @@ int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		       h.sandbox_ready ? "ready" : "not ready", h.auth_configured ? "configured" : "NOT configured",
 		       h.authenticated ? "our key verified" : "unauthenticated call", (double)h.uptime_ms / 1000);
 	}
-	return BKCTL_EXIT_OK;
+	/* Waited for and not ready: the caller's next step would fail. */
+	return wait_ms && !h.sandbox_ready ? BKCTL_EXIT_STATUS : BKCTL_EXIT_OK;
 }
 
 int main(int argc, char **argv)

@@ -33,8 +33,9 @@ typedef struct bkctl_command {
 	const char *name;
 	int (*run)(bkctl *ctl, const struct bkctl_command *cmd, int argc, char **argv);
 	const char *summary;
-	const char *usage; /* the rest of the usage line after "bkctl NAME" */
-	const char *help;  /* the command's own options, one per line */
+	const char *usage;   /* the usage line after "bkctl NAME [options]" */
+	const char *options; /* the command's own options, one per line ("" for none) */
+	const char *notes;   /* what else --help says ("" for nothing) */
 } bkctl_command;
 
 /* Parse the global options that may appear anywhere before "--" (--url, --key-file, --key-id,
@@ -50,6 +51,25 @@ bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
 int bkctl_fail(const bkctl *ctl, const bk_status *st);
 
 void bkctl_usage(FILE *out, const bkctl_command *cmd);
+
+/* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
+ * up: 0, or -1 if s is not that. */
+int bkctl_parse_seconds(const char *s, uint32_t *ms);
+
+/* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
+int bkctl_parse_size(const char *s, uint64_t *bytes);
+
+/* --- Text the sandbox chose, shown to a person (client/quote.c; STYLE.md §17) --- */
+
+/* name quoted as GNU ls quotes on a terminal (--quoting-style=shell-escape): as it is when a
+ * shell would take it as one plain word, else in quotes, with unprintable bytes as $'\ooo'. */
+void bkctl_quote_name(FILE *out, const char *name);
+
+/* name for a listing: quoted (bkctl_quote_name) when tty, else its bytes as they are (as ls). */
+void bkctl_put_name(FILE *out, const char *name, bool tty);
+
+/* A message that may quote such names: unprintable bytes written as C escapes (\n, \033). */
+void bkctl_put_text(FILE *out, const char *text);
 
 int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
@@ -87,6 +107,9 @@ int bkctl_cp_direction(int n, char *const *args, const char **why);
 
 /* The last component of path, trailing slashes ignored ("a/b/" -> "b", "/" -> "/"). */
 void bkctl_path_base(const char *path, char *out, size_t size);
+
+/* The directory part of path ("." for a bare name, "/" for "/x"). */
+void bkctl_path_dir(const char *path, char *out, size_t size);
 
 /* dir/name with exactly one slash between them (malloc'd; NULL when out of memory). */
 char *bkctl_path_join(const char *dir, const char *name);
@@ -133,12 +156,12 @@ void bkctl_failures_free(bkctl_failures *f);
 
 typedef struct bkctl_skip {
 	char *path;
-	const char *reason;      /* "symlink", ... */
+	const char *reason;      /* "not a regular file, directory or symlink" */
 } bkctl_skip;
 
 /* What a cp run did: its -o json output and its text summary. */
 typedef struct bkctl_cp_summary {
-	uint64_t files, directories, bytes;
+	uint64_t files, directories, symlinks, bytes;
 	bkctl_skip *skipped;
 	size_t n_skipped;
 	bkctl_failures failures;

@@ -224,7 +224,20 @@ static void check_limits(struct report *r, const char *limits)
 	row(r, "rlimits", value, core0 && bounded ? OK : FAIL, "core 0; nofile, fsize and nproc bounded");
 }
 
-/* mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ..." — report every writable mount. */
+/* Whether a mountinfo line after p mounts on mp again: then p's mount is covered, and only the
+ * last one there (mountinfo is in mount order) is what a process sees. */
+static bool mounted_over(const char *p, const char *mp)
+{
+	char later[512];
+
+	for (p = strchr(p, '\n'); p && *++p; p = strchr(p, '\n'))
+		if (sscanf(p, "%*s %*s %*s %*s %511s", later) == 1 && strcmp(later, mp) == 0)
+			return true;
+	return false;
+}
+
+/* mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ..." — report every writable mount once:
+ * the exec's own /proc is mounted over the sandbox's, and only the one on top counts. */
 static void check_mounts(struct report *r, const char *mounts)
 {
 	static const char *const expected_rw[] = { "/workspace",  "/tmp",      "/home/sandbox", "/dev/shm",
@@ -235,7 +248,8 @@ static void check_mounts(struct report *r, const char *mounts)
 
 	for (const char *p = mounts; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
 		bool expected = false;
-		if (sscanf(p, "%*s %*s %*s %*s %511s %255s", mp, opts) != 2 || strncmp(opts, "rw", 2) != 0)
+		if (sscanf(p, "%*s %*s %*s %*s %511s %255s", mp, opts) != 2 || strncmp(opts, "rw", 2) != 0 ||
+		    mounted_over(p, mp))
 			continue;
 		for (size_t i = 0; i < sizeof(expected_rw) / sizeof(expected_rw[0]); i++) {
 			size_t n = strlen(expected_rw[i]);

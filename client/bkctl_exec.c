@@ -1,6 +1,6 @@
 /* bkctl exec: run one command in the sandbox, and end with its exit status. */
 #include <errno.h>
-#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,16 +49,45 @@ static int exec_fail(const bkctl *ctl, const bk_status *st)
 	return BKCTL_EXIT_EXEC_FAILED;
 }
 
+/* Our standard input, whole (-i): what one Exec request may carry. 0, or the exit code. */
+static int read_stdin(const bkctl *ctl, uint8_t **in, size_t *len)
+{
+	int r = bk_read_all(STDIN_FILENO, STDIN_MAX, in, len);
+
+	if (r < 0) {
+		fprintf(stderr, "%s: -i: reading our standard input: %s\n", ctl->prog,
+			r == -EFBIG ? "more than 8 MiB (one request's limit)" : strerror(-r));
+		return BKCTL_EXIT_EXEC_FAILED;
+	}
+	return 0;
+}
+
+/* A pipe on our stdin and no -i: the command would not see what is being piped, say so (the
+ * data is not read: docker exec without -i does the same, silently). */
+static void warn_unread_pipe(const bkctl *ctl)
+{
+	struct stat sb;
+
+	if (fstat(STDIN_FILENO, &sb) == 0 && S_ISFIFO(sb.st_mode))
+		fprintf(stderr, "%s: warning: standard input is a pipe, but without -i the command does not read it\n",
+			ctl->prog);
+}
+
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
+	enum { OPT_OUTPUT_LIMIT = 2000 };
 	static const struct option longopts[] = {
-		{ "timeout", required_argument, NULL, 't' }, { "cwd", required_argument, NULL, 'C' },
-		{ "env", required_argument, NULL, 'e' },     { "stdin", required_argument, NULL, 'i' },
-		{ "shell", required_argument, NULL, 's' },   { 0 },
+		{ "timeout", required_argument, NULL, 'T' }, { "workdir", required_argument, NULL, 'w' },
+		{ "cwd", required_argument, NULL, 'C' },     { "env", required_argument, NULL, 'e' },
+		{ "stdin", no_argument, NULL, 'i' },         { "interactive", no_argument, NULL, 'i' },
+		{ "shell", required_argument, NULL, 's' },   { "tty", no_argument, NULL, 't' },
+		{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
+		{ 0 },
 	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
 	_cleanup_free_ uint8_t *in = NULL;
 	bk_exec_request rq = { 0 };
+	bool want_stdin = false;
 	bk_exec_result res;
 	bk_status st;
 	bk_client *c;
@@ -68,18 +97,16 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "t:C:e:i:s:", longopts, &help)) != -1) {
-		char *end, *eq;
-		double secs;
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "w:C:e:is:t", longopts, &help)) != -1) {
+		char *eq;
 		switch (opt) {
-		case 't':
-			secs = strtod(optarg, &end);
-			if (*end || secs <= 0 || secs > 86400) {
-				fprintf(stderr, "%s: --timeout %s: expected seconds\n", ctl->prog, optarg);
+		case 'T':
+			if (bkctl_parse_seconds(optarg, &rq.timeout_ms) < 0) {
+				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
 				goto usage;
 			}
-			rq.timeout_ms = (uint32_t)(secs * 1000);
 			break;
+		case 'w':
 		case 'C':
 			rq.cwd = optarg;
 			break;
@@ -92,26 +119,26 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			*eq = '\0';
 			env[rq.n_env++] = (bk_env_var){ .name = optarg, .value = eq + 1 };
 			break;
-		case 'i': {
-			int fd, r;
-
-			/* As with any option given twice, the last --stdin counts. */
-			free(in);
-			in = NULL;
-			fd = strcmp(optarg, "-") ? open(optarg, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-			r = fd < 0 ? -errno : bk_read_all(fd, STDIN_MAX, &in, &rq.stdin_len);
-			if (fd > STDIN_FILENO)
-				close(fd);
-			if (r < 0) {
-				fprintf(stderr, "%s: --stdin %s: %s\n", ctl->prog, optarg,
-					r == -EFBIG ? "larger than 8 MiB" : strerror(-r));
-				return BKCTL_EXIT_EXEC_FAILED;
-			}
-			rq.stdin_data = in;
+		case 'i':
+			want_stdin = true;
 			break;
-		}
 		case 's':
 			rq.shell = optarg;
+			break;
+		case 't':
+			/* -t is docker's and kubectl's terminal, which comes with the process rpcs; it must
+			 * never mean anything else meanwhile. */
+			fprintf(stderr, "%s: -t (a terminal for the command) is not supported yet; run without it "
+					"(use -i to pass standard input, --timeout S for a time limit)\n",
+				ctl->prog);
+			return BKCTL_EXIT_EXEC_FAILED;
+		case OPT_OUTPUT_LIMIT:
+			if (bkctl_parse_size(optarg, &rq.stdout_limit) < 0) {
+				fprintf(stderr, "%s: --output-limit %s: expected bytes, e.g. 4096, 64K, 16M, 1G\n",
+					ctl->prog, optarg);
+				goto usage;
+			}
+			rq.stderr_limit = rq.stdout_limit;
 			break;
 		default:
 			goto usage;
@@ -126,6 +153,14 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
+	if (want_stdin) {
+		code = read_stdin(ctl, &in, &rq.stdin_len);
+		if (code)
+			return code;
+		rq.stdin_data = in;
+	} else {
+		warn_unread_pipe(ctl);
+	}
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return BKCTL_EXIT_EXEC_FAILED;

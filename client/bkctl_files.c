@@ -17,6 +17,10 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "json.h"
+#include "mkdir.h"
+
+/* A bk_file_info freed when it goes out of scope (the library fills it whole, or leaves it empty). */
+#define _cleanup_file_info_ _cleanup_(bk_file_info_free)
 
 #define CP_JOBS_DEFAULT 8
 #define CP_JOBS_MAX 64
@@ -290,6 +294,7 @@ void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s)
 	bk_json_begin_object(&j, NULL);
 	bk_json_uint(&j, "files", s->files);
 	bk_json_uint(&j, "directories", s->directories);
+	bk_json_uint(&j, "symlinks", s->symlinks);
 	bk_json_uint(&j, "bytes", s->bytes);
 	bk_json_begin_array(&j, "skipped");
 	for (size_t i = 0; i < s->n_skipped; i++) {
@@ -312,16 +317,20 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 
 	bkctl_human_bytes(s->bytes, bytes, sizeof(bytes));
 	bkctl_human_bytes(s->seconds > 0 ? (uint64_t)((double)s->bytes / s->seconds) : 0, rate, sizeof(rate));
-	fprintf(out, "copied %llu file%s (%s) and %llu director%s in %.2f s (%s/s)",
+	fprintf(out, "copied %llu file%s (%s), %llu director%s and %llu symlink%s in %.2f s (%s/s)",
 		(unsigned long long)s->files, s->files == 1 ? "" : "s", bytes, (unsigned long long)s->directories,
-		s->directories == 1 ? "y" : "ies", s->seconds, rate);
+		s->directories == 1 ? "y" : "ies", (unsigned long long)s->symlinks, s->symlinks == 1 ? "" : "s",
+		s->seconds, rate);
 	if (s->n_skipped)
 		fprintf(out, "; skipped %zu", s->n_skipped);
 	if (s->failures.n)
 		fprintf(out, "; %zu failed", s->failures.n);
 	fputc('\n', out);
-	for (size_t i = 0; i < s->n_skipped; i++)
-		fprintf(out, "skipped %s (%s)\n", s->skipped[i].path, s->skipped[i].reason);
+	for (size_t i = 0; i < s->n_skipped; i++) {
+		fputs("skipped ", out);
+		bkctl_put_text(out, s->skipped[i].path);
+		fprintf(out, " (%s)\n", s->skipped[i].reason);
+	}
 }
 
 /* --- shared by the commands ------------------------------------------------------------------ */
@@ -384,14 +393,19 @@ static void mtime_string(int64_t mtime_ns, bool precise, char *out, size_t size)
 }
 
 /* One line of ls -l. */
-static void print_long(const bk_file_info *i, const char *name)
+static void print_long(const bk_file_info *i, const char *name, bool tty)
 {
 	char mode[11], mtime[64];
 
 	bkctl_mode_string(i->type, i->mode, mode);
 	mtime_string(i->mtime_ns, false, mtime, sizeof(mtime));
-	printf("%s %5u:%-5u %12llu %s %s%s%s\n", mode, i->uid, i->gid, (unsigned long long)i->size, mtime, name,
-	       i->type == BK_FILE_SYMLINK ? " -> " : "", i->type == BK_FILE_SYMLINK ? i->symlink_target : "");
+	printf("%s %5u:%-5u %12llu %s ", mode, i->uid, i->gid, (unsigned long long)i->size, mtime);
+	bkctl_put_name(stdout, name, tty);
+	if (i->type == BK_FILE_SYMLINK) {
+		fputs(" -> ", stdout);
+		bkctl_put_name(stdout, i->symlink_target, tty);
+	}
+	putchar('\n');
 }
 
 /* Entries of a remote directory are names in it, never paths that lead elsewhere. */
@@ -400,28 +414,14 @@ static bool safe_entry_name(const char *name)
 	return name[0] && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/');
 }
 
-/* mkdir -p: path and its missing parents; 0 or -errno. */
-static int mkdir_p(const char *path, mode_t mode)
+void bkctl_path_dir(const char *path, char *out, size_t size)
 {
-	char buf[4096];
-	size_t len = strlen(path);
-	struct stat sb;
+	const char *slash = strrchr(path, '/');
 
-	if (len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; p <= buf + len; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-		*p = '\0';
-		if (mkdir(buf, c ? 0777 : mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = c;
-	}
-	if (stat(path, &sb) < 0)
-		return -errno;
-	return S_ISDIR(sb.st_mode) ? 0 : -ENOTDIR;
+	if (!slash)
+		snprintf(out, size, ".");
+	else
+		snprintf(out, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
 }
 
 /* --- cp -------------------------------------------------------------------------------------- */
@@ -433,6 +433,10 @@ typedef struct cp_file {
 	uint64_t reported;  /* bytes of it counted in the progress line */
 	struct cp_run *run;
 } cp_file;
+
+typedef struct cp_link {
+	char *src, *dst, *target;
+} cp_link;
 
 typedef struct cp_dir {
 	char *path;         /* the destination directory */
@@ -456,6 +460,8 @@ typedef struct cp_run {
 	cp_file *files;
 	size_t n_files;
 	uint64_t total_bytes;
+	cp_link *links;     /* made last, once every file is in: none can be written through */
+	size_t n_links;
 
 	/* Shared by the transfer threads, under lock. */
 	pthread_mutex_t lock;
@@ -488,9 +494,17 @@ static void cp_add_file(cp_run *r, const char *src, char *dst, uint64_t size, ui
 	r->total_bytes += size;
 }
 
+static void cp_add_link(cp_run *r, const char *src, char *dst, const char *target)
+{
+	r->links = grow(r->links, r->n_links, sizeof(*r->links));
+	r->links[r->n_links++] = (cp_link){ .src = xstrdup(src), .dst = dst, .target = xstrdup(target) };
+}
+
 static void cp_skip(cp_run *r, const char *path, const char *reason)
 {
-	fprintf(stderr, "%s: warning: skipping %s (%s)\n", r->ctl->prog, path, reason);
+	fprintf(stderr, "%s: warning: skipping ", r->ctl->prog);
+	bkctl_put_text(stderr, path);
+	fprintf(stderr, " (%s)\n", reason);
 	r->sum.skipped = grow(r->sum.skipped, r->sum.n_skipped, sizeof(*r->sum.skipped));
 	r->sum.skipped[r->sum.n_skipped++] = (bkctl_skip){ .path = xstrdup(path), .reason = reason };
 }
@@ -596,28 +610,24 @@ static bool cp_download(cp_run *r, cp_file *f)
 	};
 	_cleanup_free_ char *tmp = NULL;
 	_cleanup_close_ int fd = -1;
-	char dir[4096], *slash;
+	char dir[4096];
 	bk_file_info info;
 	bk_status st;
 	struct stat sb;
+	bool ok;
 
 	if (r->no_clobber && lstat(f->dst, &sb) == 0) {
 		bk_status_errno(&st, EEXIST, "%s", f->dst);
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
-	snprintf(dir, sizeof(dir), "%s", f->dst);
-	slash = strrchr(dir, '/');
-	if (!slash)
-		strcpy(dir, ".");
-	else
-		slash[slash == dir] = '\0'; /* the directory of "/x" is "/" */
+	bkctl_path_dir(f->dst, dir, sizeof(dir));
 	tmp = bkctl_path_join(dir, ".bkctl-XXXXXX");
 	if (!tmp)
 		die_oom();
 	fd = mkostemp(tmp, O_CLOEXEC);
 	/* The destination's parents are made as needed (mkostemp consumed the template). */
 	if (fd < 0 && errno == ENOENT) {
-		int rv = mkdir_p(dir, 0777);
+		int rv = bk_mkdir_p(dir, 0777, 0777, false, NULL, 0);
 		if (rv < 0) {
 			bk_status_errno(&st, -rv, "%s", dir);
 			return cp_failed(r, f->src, &st, NULL, NULL);
@@ -630,11 +640,12 @@ static bool cp_download(cp_run *r, cp_file *f)
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
 	if (bk_download_fd(r->client, f->src, fd, &o, &info, &st) == BK_OK) {
-		if (fchmod(fd, r->keep_mode ? info.mode & 0777 : 0666 & ~r->umask) == 0 && close(TAKE_FD(fd)) == 0 &&
-		    renameat2(AT_FDCWD, tmp, AT_FDCWD, f->dst, r->no_clobber ? RENAME_NOREPLACE : 0) == 0) {
-			f->size = info.size;
+		ok = fchmod(fd, r->keep_mode ? info.mode & 0777 : 0666 & ~r->umask) == 0 && close(TAKE_FD(fd)) == 0 &&
+		     renameat2(AT_FDCWD, tmp, AT_FDCWD, f->dst, r->no_clobber ? RENAME_NOREPLACE : 0) == 0;
+		f->size = info.size;
+		bk_file_info_free(&info);
+		if (ok)
 			return true;
-		}
 		bk_status_errno(&st, errno, "%s", f->dst);
 	}
 	unlink(tmp);
@@ -713,7 +724,7 @@ static void cp_make_dirs(cp_run *r)
 			rv = bk_file_mkdir(r->client, d->path, true, keep ? (d->mode & 0777) | 0700 : 0, &st);
 		} else {
 			/* Locally the kept mode is set once the files are in (cp_keep_dir_modes). */
-			rv = mkdir_p(d->path, keep ? 0700 : 0777);
+			rv = bk_mkdir_p(d->path, 0777, keep ? 0700 : 0777, false, NULL, 0);
 			if (rv < 0)
 				bk_status_errno(&st, -rv, "%s", d->path);
 		}
@@ -735,6 +746,39 @@ static void cp_keep_dir_modes(cp_run *r)
 			bk_status_errno(&st, errno, "%s", d->path);
 			bkctl_failures_add(r->ctl, &r->sum.failures, d->path, &st, NULL, NULL);
 		}
+	}
+}
+
+/* One symlink at the destination; an existing file there is replaced unless -n (as cp -a). */
+static int cp_make_link(cp_run *r, const cp_link *l, bk_status *st)
+{
+	int code;
+
+	if (r->direction == BKCTL_CP_UPLOAD) {
+		code = bk_file_symlink(r->client, l->dst, l->target, st);
+		if (code == BK_ALREADY_EXISTS && !r->no_clobber &&
+		    bk_file_remove(r->client, l->dst, false, NULL, st) == BK_OK)
+			code = bk_file_symlink(r->client, l->dst, l->target, st);
+		return code;
+	}
+	if (symlink(l->target, l->dst) == 0)
+		return BK_OK;
+	if (errno == EEXIST && !r->no_clobber && unlink(l->dst) == 0 && symlink(l->target, l->dst) == 0)
+		return BK_OK;
+	return bk_status_errno(st, errno, "%s", l->dst);
+}
+
+/* The symlinks, after the files: a symlink made earlier could lead a later file elsewhere (GNU
+ * tar delays its symlinks for the same reason). */
+static void cp_make_links(cp_run *r)
+{
+	for (size_t i = 0; i < r->n_links && !cp_interrupted; i++) {
+		bk_status st;
+
+		if (cp_make_link(r, &r->links[i], &st) == BK_OK)
+			r->sum.symlinks++;
+		else
+			bkctl_failures_add(r->ctl, &r->sum.failures, r->links[i].src, &st, NULL, NULL);
 	}
 }
 
@@ -769,8 +813,26 @@ static void plan_local_tree(cp_run *r, const char *src, char *dst, uint32_t mode
 	free(names);
 }
 
+/* A local symlink in a tree, to be made at sandbox path dst (taken). */
+static void plan_local_link(cp_run *r, const char *src, char *dst, size_t size)
+{
+	char target[4096];
+	ssize_t n = readlink(src, target, sizeof(target));
+	bk_status st;
+
+	/* st_size is the target's length; a link that changed meanwhile is read again next time. */
+	if (n < 0 || (size_t)n >= sizeof(target) || (size_t)n != size) {
+		bk_status_errno(&st, n < 0 ? errno : (size_t)n >= sizeof(target) ? ENAMETOOLONG : EAGAIN, "%s", src);
+		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
+		free(dst);
+		return;
+	}
+	target[n] = '\0';
+	cp_add_link(r, src, dst, target);
+}
+
 /* Local src to sandbox path dst (taken). A symlink named on the command line is followed
- * without -r, as cp does; inside trees symlinks are never followed, nor copied. */
+ * without -r, as cp does; inside trees symlinks are copied as symlinks, never followed. */
 static void plan_local(cp_run *r, const char *src, char *dst)
 {
 	struct stat sb;
@@ -789,8 +851,10 @@ static void plan_local(cp_run *r, const char *src, char *dst)
 		bk_status_set(&st, BK_INVALID_ARGUMENT, 0, false, "%s is a directory (copy it with -r)", src);
 		bkctl_failures_add(r->ctl, &r->sum.failures, src, &st, NULL, NULL);
 		free(dst);
+	} else if (S_ISLNK(sb.st_mode)) {
+		plan_local_link(r, src, dst, (size_t)sb.st_size);
 	} else {
-		cp_skip(r, src, S_ISLNK(sb.st_mode) ? "symlink" : "not a regular file or directory");
+		cp_skip(r, src, "not a regular file, directory or symlink");
 		free(dst);
 	}
 }
@@ -814,12 +878,12 @@ static void plan_remote_tree(cp_run *r, const char *src, char *dst, uint32_t mod
 	todo[n_todo++] = (remote_dir){ .src = xstrdup(src), .dst = dst, .mode = mode };
 	for (size_t k = 0; k < n_todo; k++) {
 		remote_dir d = todo[k]; /* a copy: adding to todo may move it */
-		char token[4096] = "", next[4096];
+		char token[BK_PAGE_TOKEN_MAX] = "", next[BK_PAGE_TOKEN_MAX];
 		bk_status st;
 
 		cp_add_dir(r, d.dst, d.mode, true);
 		do {
-			_cleanup_free_ bk_file_info *v = NULL;
+			bk_file_info *v;
 			size_t n;
 
 			if (bk_file_list(r->client, d.src, 0, token, &v, &n, next, &st) != BK_OK) {
@@ -847,6 +911,7 @@ static void plan_remote_tree(cp_run *r, const char *src, char *dst, uint32_t mod
 				plan_remote(r, &v[i], from, to);
 				free(from);
 			}
+			bk_file_list_free(v, n);
 			strcpy(token, next);
 		} while (token[0]);
 		free(d.src);
@@ -873,15 +938,16 @@ static void plan_remote(cp_run *r, const bk_file_info *info, const char *src, ch
 		break;
 	case BK_FILE_SYMLINK:
 		/* Without -r it was named on the command line: followed, as cp does (the server
-		 * refuses one that leads out of its root); its target's size is not known yet. */
+		 * refuses one that leads out of its root); its target's size is not known yet. In a
+		 * tree it is copied as a symlink, as cp -a and tar do. */
 		if (!r->recursive) {
 			cp_add_file(r, src, dst, 0, 0);
 			return;
 		}
-		cp_skip(r, src, "symlink");
-		break;
+		cp_add_link(r, src, dst, info->symlink_target);
+		return;
 	default:
-		cp_skip(r, src, "not a regular file or directory");
+		cp_skip(r, src, "not a regular file, directory or symlink");
 		break;
 	}
 	free(dst);
@@ -890,7 +956,7 @@ static void plan_remote(cp_run *r, const bk_file_info *info, const char *src, ch
 /* Whether path exists on the destination's side, and is a directory. */
 static int cp_dst_kind(cp_run *r, const char *path, bool *exists, bool *is_dir, bk_status *st)
 {
-	bk_file_info info;
+	_cleanup_file_info_ bk_file_info info = { 0 };
 	struct stat sb;
 	int code;
 
@@ -932,7 +998,7 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 	for (int i = 0; i < n - 1; i++) {
 		const char *src = bkctl_path_parse(args[i]).path;
 		char *target = bkctl_cp_target(dst, is_dir, src);
-		bk_file_info info;
+		_cleanup_file_info_ bk_file_info info = { 0 };
 		bk_status sst;
 
 		if (!target)
@@ -957,10 +1023,16 @@ static void cp_run_free(cp_run *r)
 		free(r->files[i].src);
 		free(r->files[i].dst);
 	}
+	for (size_t i = 0; i < r->n_links; i++) {
+		free(r->links[i].src);
+		free(r->links[i].dst);
+		free(r->links[i].target);
+	}
 	for (size_t i = 0; i < r->sum.n_skipped; i++)
 		free(r->sum.skipped[i].path);
 	free(r->dirs);
 	free(r->files);
+	free(r->links);
 	free(r->sum.skipped);
 	bkctl_failures_free(&r->sum.failures);
 	pthread_mutex_destroy(&r->lock);
@@ -1046,6 +1118,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	cp_make_dirs(&r);
 	cp_transfer(&r);
+	cp_make_links(&r);
 	if (r.direction == BKCTL_CP_DOWNLOAD && r.keep_mode)
 		cp_keep_dir_modes(&r);
 	r.sum.seconds = (double)bk_elapsed_us(&r.start) / 1e6;
@@ -1065,6 +1138,7 @@ out:
 
 typedef struct ls_opts {
 	bool long_format, all;
+	bool tty;           /* stdout is a terminal: names quoted as GNU ls quotes them */
 } ls_opts;
 
 static bool ls_option(bkctl *ctl, void *arg, int opt, const char *val)
@@ -1084,12 +1158,14 @@ static bool ls_option(bkctl *ctl, void *arg, int opt, const char *val)
 
 static void ls_entry(const bkctl *ctl, bk_json *j, const ls_opts *o, const bk_file_info *i, const char *name)
 {
-	if (ctl->json)
+	if (ctl->json) {
 		info_json(j, NULL, i);
-	else if (o->long_format)
-		print_long(i, name);
-	else
-		printf("%s\n", name);
+	} else if (o->long_format) {
+		print_long(i, name, o->tty);
+	} else {
+		bkctl_put_name(stdout, name, o->tty);
+		putchar('\n');
+	}
 }
 
 int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
@@ -1097,11 +1173,11 @@ int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	static const struct option longopts[] = { { "long", no_argument, NULL, 'l' },
 						  { "all", no_argument, NULL, 'a' },
 						  { 0 } };
-	char token[4096] = "", next[4096];
+	char token[BK_PAGE_TOKEN_MAX] = "", next[BK_PAGE_TOKEN_MAX];
 	bk_json j = { .out = stdout };
-	ls_opts o = { 0 };
+	ls_opts o = { .tty = isatty(STDOUT_FILENO) };
 	const char *path;
-	bk_file_info info;
+	_cleanup_file_info_ bk_file_info info = { 0 };
 	bk_status st;
 	bk_client *c;
 	int code;
@@ -1126,7 +1202,7 @@ int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	/* Page by page: a directory of any size in bounded memory. */
 	do {
-		_cleanup_free_ bk_file_info *v = NULL;
+		bk_file_info *v;
 		size_t n;
 
 		code = bk_file_list(c, path, 0, token, &v, &n, next, &st);
@@ -1135,6 +1211,7 @@ int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			if (o.all || v[i].path[0] != '.')
 				ls_entry(ctl, &j, &o, &v[i], v[i].path);
+		bk_file_list_free(v, n);
 		strcpy(token, next);
 	} while (token[0]);
 done:
@@ -1167,7 +1244,8 @@ int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const char *const types[] = { "unknown", "regular file", "directory", "symlink", "other" };
 	char mode[11], mtime[96];
-	bk_file_info info;
+	_cleanup_file_info_ bk_file_info info = { 0 };
+	bool tty = isatty(STDOUT_FILENO);
 	bk_status st;
 	bk_client *c;
 	int code;
@@ -1188,11 +1266,16 @@ int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	bkctl_mode_string(info.type, info.mode, mode);
 	mtime_string(info.mtime_ns, true, mtime, sizeof(mtime));
-	printf("  path: %s\n  type: %s\n  size: %llu\n  mode: %04o (%s)\n owner: %u:%u\n mtime: %s\n", info.path,
+	fputs("  path: ", stdout);
+	bkctl_put_name(stdout, info.path, tty);
+	printf("\n  type: %s\n  size: %llu\n  mode: %04o (%s)\n owner: %u:%u\n mtime: %s\n",
 	       types[info.type >= 0 && info.type <= BK_FILE_OTHER ? info.type : 0], (unsigned long long)info.size,
 	       info.mode, mode, info.uid, info.gid, mtime);
-	if (info.type == BK_FILE_SYMLINK)
-		printf("target: %s\n", info.symlink_target);
+	if (info.type == BK_FILE_SYMLINK) {
+		fputs("target: ", stdout);
+		bkctl_put_name(stdout, info.symlink_target, tty);
+		putchar('\n');
+	}
 	return BKCTL_EXIT_OK;
 }
 
@@ -1307,7 +1390,7 @@ int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	static const struct option longopts[] = { { "force", no_argument, NULL, 'f' }, { 0 } };
 	_cleanup_free_ char *to = NULL;
 	const char *from, *dst;
-	bk_file_info info;
+	_cleanup_file_info_ bk_file_info info = { 0 };
 	path_opts o = { 0 };
 	bk_status st;
 	bk_client *c;

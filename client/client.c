@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "keys.h"
 #include "tls.h"
+#include "version.h"
 
 /* Answers can carry command output and file chunks; nng's 1 MiB default is far too small. */
 #define CLIENT_RECV_MAX (1u << 30)
@@ -80,8 +81,15 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 	bk_client *c;
 	int rv, code;
 
+	*out = NULL;
 	if (!opts)
 		opts = &none;
+	if (!url)
+		url = BK_DEFAULT_URL;
+	/* nng says only "Invalid argument" to a bare path: say what a URL looks like. */
+	if (!strstr(url, "://"))
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+				     "%s is not a URL: write ipc://%s for a Unix socket, or tcp://HOST:PORT", url, url);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
@@ -124,6 +132,11 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 	}
 	*out = c;
 	return bk_status_set(st, BK_OK, 0, false, "connected");
+}
+
+const char *bk_version(void)
+{
+	return BK_VERSION;
 }
 
 void bk_client_close(bk_client *c)

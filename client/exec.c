@@ -4,10 +4,6 @@
 
 #include "call.h"
 
-/* Without a timeout in the request, the server applies its own default, which can be as long as
- * its maximum (10 minutes unless configured otherwise): wait that long. */
-#define SERVER_TIMEOUT_MAX_MS 600000
-
 int bk_exec(bk_client *c, const bk_exec_request *rq, bk_exec_result *out, bk_status *st)
 {
 	Boxkite__V1__ExecRequest req = BOXKITE__V1__EXEC_REQUEST__INIT;
@@ -50,7 +46,7 @@ int bk_exec(bk_client *c, const bk_exec_request *rq, bk_exec_result *out, bk_sta
 	req.stderr_limit = rq->stderr_limit;
 
 	code = bk_client_call(c, "Exec", &req.base, &boxkite__v1__exec_response__descriptor, (ProtobufCMessage **)&resp,
-			      (int)(rq->timeout_ms ? rq->timeout_ms : SERVER_TIMEOUT_MAX_MS) + bk_client_timeout(c),
+			      (int)(rq->timeout_ms ? rq->timeout_ms : BK_EXEC_WAIT_DEFAULT_MS) + bk_client_timeout(c),
 			      &verified, st);
 	free(vars);
 	free(varp);

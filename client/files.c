@@ -42,16 +42,49 @@ static int file_call(bk_client *c, const char *method, const ProtobufCMessage *r
 	return bk_client_call(c, method, req, desc, (ProtobufCMessage **)resp, 0, &verified, st);
 }
 
+/* A string field that may come with its exact bytes (raw, for a name that is not UTF-8: escaped
+ * in text, exact in raw); C wants the bytes. */
+static void name_bytes(const char *text, const ProtobufCBinaryData *raw, const char **p, size_t *len)
+{
+	if (raw->len) {
+		*p = (const char *)raw->data;
+		*len = raw->len;
+	} else {
+		*p = text;
+		*len = strlen(text);
+	}
+}
+
+/* out's two strings in one allocation sized to them: path, NUL, target, NUL (freed through
+ * path). 0, or -ENOMEM. */
+static int info_names(bk_file_info *out, const char *path, size_t path_len, const char *target, size_t target_len)
+{
+	out->path = malloc(path_len + target_len + 2);
+	if (!out->path)
+		return -ENOMEM;
+	memcpy(out->path, path, path_len);
+	out->path[path_len] = '\0';
+	out->symlink_target = out->path + path_len + 1;
+	memcpy(out->symlink_target, target, target_len);
+	out->symlink_target[target_len] = '\0';
+	return 0;
+}
+
 static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const char *method, bk_status *st)
 {
+	const char *path, *target;
+	size_t path_len, target_len;
+
+	memset(out, 0, sizeof(*out));
 	if (!in)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the answer carries no file info", method);
-	memset(out, 0, sizeof(*out));
-	/* A name that is not UTF-8 comes escaped in path and exact in raw_path: C wants the bytes. */
-	if (in->raw_path.len)
-		snprintf(out->path, sizeof(out->path), "%.*s", (int)in->raw_path.len, (const char *)in->raw_path.data);
-	else
-		snprintf(out->path, sizeof(out->path), "%s", in->path);
+	name_bytes(in->path, &in->raw_path, &path, &path_len);
+	name_bytes(in->symlink_target, &in->raw_symlink_target, &target, &target_len);
+	/* A name is a C string: one with a NUL inside could not be used as one. */
+	if (memchr(path, '\0', path_len) || memchr(target, '\0', target_len))
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: a name with a NUL byte in the answer", method);
+	if (info_names(out, path, path_len, target, target_len) < 0)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	out->type = in->type >= BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR &&
 				    in->type <= BOXKITE__V1__FILE_TYPE__FILE_TYPE_OTHER
 			    ? (int)in->type
@@ -61,12 +94,24 @@ static int info_from(bk_file_info *out, const Boxkite__V1__FileInfo *in, const c
 	out->uid = in->uid;
 	out->gid = in->gid;
 	out->mtime_ns = in->mtime_ns;
-	if (in->raw_symlink_target.len)
-		snprintf(out->symlink_target, sizeof(out->symlink_target), "%.*s", (int)in->raw_symlink_target.len,
-			 (const char *)in->raw_symlink_target.data);
-	else
-		snprintf(out->symlink_target, sizeof(out->symlink_target), "%s", in->symlink_target);
 	return BK_OK;
+}
+
+void bk_file_info_free(bk_file_info *info)
+{
+	if (!info)
+		return;
+	free(info->path); /* symlink_target lives in the same allocation */
+	info->path = info->symlink_target = NULL;
+}
+
+void bk_file_list_free(bk_file_info *entries, size_t n)
+{
+	if (!entries)
+		return;
+	for (size_t i = 0; i < n; i++)
+		bk_file_info_free(&entries[i]);
+	free(entries);
 }
 
 int bk_file_stat(bk_client *c, const char *path, bk_file_info *out, bk_status *st)
@@ -75,6 +120,7 @@ int bk_file_stat(bk_client *c, const char *path, bk_file_info *out, bk_status *s
 	_cleanup_response_ Boxkite__V1__FileStatResponse *resp = NULL;
 	int code;
 
+	memset(out, 0, sizeof(*out));
 	req.path = (char *)path;
 	code = file_call(c, "FileStat", &req.base, &boxkite__v1__file_stat_response__descriptor, &resp, st);
 	if (code != BK_OK)
@@ -87,7 +133,7 @@ int bk_file_list(bk_client *c, const char *path, uint32_t page_size, const char 
 {
 	Boxkite__V1__FileListRequest req = BOXKITE__V1__FILE_LIST_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__FileListResponse *resp = NULL;
-	_cleanup_free_ bk_file_info *v = NULL;
+	bk_file_info *v;
 	int code;
 
 	*entries = NULL;
@@ -101,22 +147,29 @@ int bk_file_list(bk_client *c, const char *path, uint32_t page_size, const char 
 		return code;
 	/* A truncated token would page from the wrong place without anyone noticing, and one that
 	 * does not move would page forever. */
-	if (strlen(resp->next_page_token) >= 4096)
-		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: page token longer than 4095 bytes");
+	if (strlen(resp->next_page_token) >= BK_PAGE_TOKEN_MAX)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: page token longer than %d bytes",
+				     BK_PAGE_TOKEN_MAX - 1);
 	if (resp->next_page_token[0] && strcmp(resp->next_page_token, req.page_token) == 0)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileList: the next page token is this page's");
-	v = calloc(resp->n_entries ? resp->n_entries : 1, sizeof(*v));
+	if (resp->n_entries == 0) {
+		strcpy(next_token, resp->next_page_token);
+		return BK_OK;
+	}
+	v = calloc(resp->n_entries, sizeof(*v));
 	if (!v)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for %zu entries",
 				     resp->n_entries);
 	for (size_t i = 0; i < resp->n_entries; i++) {
 		code = info_from(&v[i], resp->entries[i], "FileList", st);
-		if (code != BK_OK)
+		if (code != BK_OK) {
+			bk_file_list_free(v, i);
 			return code;
+		}
 	}
 	strcpy(next_token, resp->next_page_token);
 	*n = resp->n_entries;
-	*entries = TAKE_PTR(v);
+	*entries = v;
 	return BK_OK;
 }
 
@@ -154,6 +207,16 @@ int bk_file_move(bk_client *c, const char *from, const char *to, bool overwrite,
 	req.to = (char *)to;
 	req.overwrite = overwrite;
 	return file_call(c, "FileMove", &req.base, &boxkite__v1__file_move_response__descriptor, &resp, st);
+}
+
+int bk_file_symlink(bk_client *c, const char *path, const char *target, bk_status *st)
+{
+	Boxkite__V1__FileSymlinkRequest req = BOXKITE__V1__FILE_SYMLINK_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileSymlinkResponse *resp = NULL;
+
+	req.path = (char *)path;
+	req.target = (char *)target;
+	return file_call(c, "FileSymlink", &req.base, &boxkite__v1__file_symlink_response__descriptor, &resp, st);
 }
 
 /* --- upload ---------------------------------------------------------------------------------- */
@@ -278,12 +341,17 @@ int bk_upload_commit(bk_client *c, const char *upload_id, bk_file_info *out, bk_
 	bk_file_info ignored;
 	int code;
 
+	if (out)
+		memset(out, 0, sizeof(*out));
 	req.upload_id = (char *)upload_id;
 	code = file_call(c, "FileUploadCommit", &req.base, &boxkite__v1__file_upload_commit_response__descriptor,
 			 &resp, st);
 	if (code != BK_OK)
 		return code;
-	return info_from(out ? out : &ignored, resp->info, "FileUploadCommit", st);
+	code = info_from(out ? out : &ignored, resp->info, "FileUploadCommit", st);
+	if (!out)
+		bk_file_info_free(&ignored);
+	return code;
 }
 
 int bk_upload_abort(bk_client *c, const char *upload_id, bk_status *st)
@@ -451,6 +519,8 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 
 	if (upload_id_out)
 		upload_id_out[0] = '\0';
+	if (out)
+		memset(out, 0, sizeof(*out));
 	if (fstat(fd, &sb) < 0)
 		return bk_status_errno(st, errno, "stat the source of %s", path);
 	if (!S_ISREG(sb.st_mode))
@@ -644,6 +714,8 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 	bool eof = false;
 	int code;
 
+	if (info)
+		memset(info, 0, sizeof(*info));
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
 	req.path = (char *)path;
@@ -742,8 +814,8 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the SHA-256 of the bytes received is not the file's",
 				     path);
 	if (info) {
-		memset(info, 0, sizeof(*info));
-		snprintf(info->path, sizeof(info->path), "%s", path);
+		if (info_names(info, path, strlen(path), "", 0) < 0)
+			return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 		info->type = BK_FILE_REGULAR;
 		info->size = ref.size;
 		info->mode = mode;

@@ -79,8 +79,11 @@ static void put_escaped(FILE *out, const uint8_t *s, size_t len)
 		}
 		n = bk_utf8_seq(s + i, len - i);
 		if (n == 0) {
-			/* Not UTF-8: keep the byte's value visible rather than produce invalid JSON. */
-			fprintf(out, "\\u%04x", c);
+			/* Not UTF-8 (so 0x80..0xff): a lone surrogate U+DC80..U+DCFF, as Python's
+			 * surrogateescape (PEP 383). No UTF-8 text decodes to one, so a name with this
+			 * byte never reads as a name with the character U+00XX, and the bytes come back
+			 * exactly: os.fsencode(json.loads(...)). */
+			fprintf(out, "\\u%04x", 0xdc00 | c);
 			i++;
 			continue;
 		}

@@ -13,10 +13,26 @@ void bk_roots_default(bk_roots *roots)
 	roots->n = 2;
 }
 
+/* The next component of the path at *p (skipping slashes), its length in *len; *p moves past
+ * it. NULL at the end. */
+static const char *next_component(const char **p, size_t *len)
+{
+	const char *c = *p, *end;
+
+	while (*c == '/')
+		c++;
+	if (!*c)
+		return NULL;
+	end = strchr(c, '/');
+	*len = end ? (size_t)(end - c) : strlen(c);
+	*p = c + *len;
+	return c;
+}
+
 /* Lexical normalization; relative paths are taken relative to the workspace. */
 static int normalize(const char *in, char *out, size_t size, const char **why)
 {
-	size_t n = 0;
+	size_t n = 0, len;
 	const char *p = in;
 
 	if (in[0] != '/') {
@@ -27,21 +43,10 @@ static int normalize(const char *in, char *out, size_t size, const char **why)
 		memcpy(out, BK_WORKSPACE, sizeof(BK_WORKSPACE) - 1);
 		n = sizeof(BK_WORKSPACE) - 1;
 	}
-	while (*p) {
-		const char *end;
-		size_t len;
-
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
-		end = strchr(p, '/');
-		len = end ? (size_t)(end - p) : strlen(p);
-		if (len == 1 && p[0] == '.') {
-			p += len;
+	for (const char *c; (c = next_component(&p, &len));) {
+		if (len == 1 && c[0] == '.')
 			continue;
-		}
-		if (len == 2 && p[0] == '.' && p[1] == '.') {
+		if (len == 2 && c[0] == '.' && c[1] == '.') {
 			*why = "'..' is not allowed in sandbox paths";
 			return -EINVAL;
 		}
@@ -50,9 +55,8 @@ static int normalize(const char *in, char *out, size_t size, const char **why)
 			return -EINVAL;
 		}
 		out[n++] = '/';
-		memcpy(out + n, p, len);
+		memcpy(out + n, c, len);
 		n += len;
-		p += len;
 	}
 	if (n == 0) {
 		*why = "'/' is not inside a sandbox root";
@@ -121,4 +125,37 @@ int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t siz
 	if (root)
 		*root = r;
 	return 0;
+}
+
+bool bk_symlink_contained(const bk_root *root, const char *link, const char *target)
+{
+	size_t rl = strlen(root->path), depth = 0, len;
+	const char *p;
+
+	if (!target[0])
+		return false;
+	if (target[0] == '/') {
+		/* Measured from "/": it must first name root's components, then stay below. */
+		if (strncmp(target, root->path, rl) != 0 || (target[rl] != '\0' && target[rl] != '/'))
+			return false;
+		p = target + rl;
+	} else {
+		/* Measured from the link's directory: its depth below root. */
+		for (p = link + rl; *p; p++)
+			depth += *p == '/';
+		if (depth == 0) /* the root itself is no link */
+			return false;
+		depth--; /* the link's own name */
+		p = target;
+	}
+	for (const char *c; (c = next_component(&p, &len));) {
+		if (len == 2 && c[0] == '.' && c[1] == '.') {
+			if (depth == 0)
+				return false;
+			depth--;
+		} else if (!(len == 1 && c[0] == '.')) {
+			depth++;
+		}
+	}
+	return true;
 }

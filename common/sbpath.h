@@ -36,4 +36,9 @@ int bk_roots_add(bk_roots *roots, const char *spec, const char **why);
 int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t size, const bk_root **root,
 		    const char **why);
 
+/* Whether a symlink at link (a normalized path under root, as bk_sandbox_path() gives) with
+ * this target stays inside root when read lexically: an absolute target under root, or a
+ * relative one whose ".." never climb above root from link's directory. */
+bool bk_symlink_contained(const bk_root *root, const char *link, const char *target);
+
 #endif

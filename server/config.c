@@ -45,8 +45,8 @@ static const struct option_def option_defs[] = {
 	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
 	{ "front-uid", OPT_UINT, FIELD(front_uid), "UID", "the user and group the network-facing process runs as (default 65532)" },
 	{ "tmp-size", OPT_SIZE, FIELD(tmp_size), "BYTES", "local: size of the sandbox's /tmp (default: half of --exec-memory)" },
-	{ "exec-timeout", OPT_SECONDS, FIELD(exec_timeout_ms), "SECONDS", "default exec timeout (default 30)" },
-	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 600)" },
+	{ "exec-timeout", OPT_SECONDS, FIELD(exec_timeout_ms), "SECONDS", "default exec timeout (default 600: a pip install or npm ci fits)" },
+	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 3600)" },
 	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
 	{ "exec-output-max", OPT_SIZE, FIELD(exec_output_max), "BYTES", "largest per-stream limit a request may ask (default 64M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
@@ -71,8 +71,8 @@ static void config_defaults(bk_config *cfg)
 	cfg->replay_answer_cap = 64u << 20;
 	cfg->sandbox_uid = 1001;
 	cfg->front_uid = 65532;
-	cfg->exec_timeout_ms = 30000;
-	cfg->exec_timeout_max_ms = 600000;
+	cfg->exec_timeout_ms = 600000;
+	cfg->exec_timeout_max_ms = 3600000;
 	cfg->exec_output = 1u << 20;
 	cfg->exec_output_max = 64u << 20;
 	cfg->exec_memory = 512u << 20;
@@ -307,12 +307,29 @@ static int config_finish(bk_config *cfg, bk_error **err)
 
 static void usage(FILE *out)
 {
+	static const struct { const char *flag, *arg, *help; } own[] = {
+		{ "config", "FILE", "read settings from FILE first; flags win" },
+		{ "help", "", "this help" },
+		{ "version", "", "print boxkited's version" },
+	};
+	int width = 0;
+
+	/* One column for "--name ARG", as wide as the widest. */
+	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++) {
+		int w = (int)(strlen(option_defs[i].name) + strlen(option_defs[i].arg)) + 3;
+		width = w > width ? w : width;
+	}
 	fprintf(out, "Usage: boxkited [--config FILE] --listen URL [--listen URL]... [--key-file PATH] [options]\n\n"
 		     "The boxkite sandbox sidecar. Options (also settable in the config file as name = value):\n");
 	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
-		fprintf(out, "  --%s %-8s %s\n", option_defs[i].name, option_defs[i].arg, option_defs[i].help);
-	fprintf(out, "  --config FILE     read settings from FILE first; flags win\n"
-		     "  --help, --version\n\nSee boxkited(8).\n");
+		fprintf(out, "  --%s%s%-*s  %s\n", option_defs[i].name, option_defs[i].arg[0] ? " " : "",
+			width - (int)strlen(option_defs[i].name) - 2 - (option_defs[i].arg[0] ? 1 : 0),
+			option_defs[i].arg, option_defs[i].help);
+	fprintf(out, "Command line only:\n");
+	for (size_t i = 0; i < BK_ARRAY_SIZE(own); i++)
+		fprintf(out, "  --%s%s%-*s  %s\n", own[i].flag, own[i].arg[0] ? " " : "",
+			width - (int)strlen(own[i].flag) - 2 - (own[i].arg[0] ? 1 : 0), own[i].arg, own[i].help);
+	fprintf(out, "\nSee boxkited(8).\n");
 }
 
 int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)

@@ -56,6 +56,7 @@ struct exec_run {
 	struct watch watches[4];
 	bk_call *call;
 	uint64_t id;
+	const char *cwd;           /* as the request named it, for its error (in the request, which lives as long as the call) */
 	uint32_t timeout_ms;
 	struct timespec started;
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
@@ -267,12 +268,14 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		return;
 	}
 	if (rq->timeout_ms > cfg->exec_timeout_max_ms) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "timeout %u ms is above the server's maximum %lld ms",
-			      rq->timeout_ms, (long long)cfg->exec_timeout_max_ms);
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+			      "timeout %g s is above the server's maximum of %g s (boxkited --exec-timeout-max)",
+			      rq->timeout_ms / 1000.0, (double)cfg->exec_timeout_max_ms / 1000);
 		return;
 	}
 	if (rq->stdout_limit > cfg->exec_output_max || rq->stderr_limit > cfg->exec_output_max) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "output limit above the server's maximum %zu bytes",
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+			      "output limit above the server's maximum of %zu bytes (boxkited --exec-output-max)",
 			      cfg->exec_output_max);
 		return;
 	}
@@ -303,6 +306,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	clock_gettime(CLOCK_MONOTONIC, &run->started);
 	run->call = call;
 	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
+	run->cwd = rq->cwd[0] ? rq->cwd : BK_WORKSPACE;
 	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
 	run->stdin_fd = run->timer_fd = -1;
 	run->stdin_data = rq->stdin.data;
@@ -387,7 +391,7 @@ static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply 
 	int status = errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(errnum);
 
 	if (reply && reply->child_step == BOXKITE__EXECUTOR__STEP__STEP_CHDIR)
-		bk_call_failf(run->call, status, 0, "cwd: %s", strerror(errnum));
+		bk_call_failf(run->call, status, 0, "cwd %s: %s", run->cwd, strerror(errnum));
 	else
 		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", reply ? reply->step : "executor",
 			      reply ? reply->message : "the executor went away");

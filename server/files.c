@@ -110,7 +110,8 @@ static void fail_reply(bk_call *call, const bk_reply *reply)
 }
 
 /* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
-static bool path_ok(bk_call *call, const char *in, char *out, size_t size)
+/* in as a normalized sandbox path in out; *root (root may be NULL) is the root it lies under. */
+static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root)
 {
 	const char *why;
 
@@ -118,7 +119,7 @@ static bool path_ok(bk_call *call, const char *in, char *out, size_t size)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "empty path");
 		return false;
 	}
-	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, NULL, &why) < 0) {
+	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, root, &why) < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, why);
 		return false;
 	}
@@ -190,7 +191,7 @@ void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
@@ -252,7 +253,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->page_size > LIST_PAGE_MAX) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, LIST_PAGE_MAX);
@@ -283,7 +284,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	bk_link_send(call->srv->executor, &order, NULL, 0, list_replied, call);
 }
 
-/* Mkdir, Move: an empty answer; Remove: the count. */
+/* Mkdir, Move, Symlink: an empty answer; Remove: the count. */
 static void done_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
@@ -297,7 +298,7 @@ static void done_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 		resp.removed = reply->done->count;
 		bk_call_reply(call, &resp.base);
 	} else {
-		/* FileMkdirResponse and FileMoveResponse are empty messages. */
+		/* FileMkdirResponse, FileMoveResponse and FileSymlinkResponse are empty messages. */
 		ProtobufCMessage empty;
 		protobuf_c_message_init(call->method->desc->output, &empty);
 		bk_call_reply(call, &empty);
@@ -312,7 +313,7 @@ void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->mode > 0777) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "mode %o: permission bits only (at most 0777)", rq->mode);
@@ -333,7 +334,7 @@ void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	op.path = path;
 	op.recursive = rq->recursive;
@@ -349,13 +350,35 @@ void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char from[4096], to[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->from, from, sizeof(from)) || !path_ok(call, rq->to, to, sizeof(to)))
+	if (!executor_ok(call) || !path_ok(call, rq->from, from, sizeof(from), NULL) || !path_ok(call, rq->to, to, sizeof(to), NULL))
 		return;
 	op.from = from;
 	op.to = to;
 	op.overwrite = rq->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
 	order.rename = &op;
+	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+}
+
+void bk_handle_file_symlink(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__FileSymlinkRequest *rq = (const Boxkite__V1__FileSymlinkRequest *)request;
+	Boxkite__Executor__Symlink op = BOXKITE__EXECUTOR__SYMLINK__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	const bk_root *root;
+	char path[4096];
+
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), &root))
+		return;
+	if (!bk_symlink_contained(root, path, rq->target)) {
+		bk_call_failf(call, BK_PERMISSION_DENIED, 0, "symlink %s -> %s: the target leads out of %s", path,
+			      rq->target, root->path);
+		return;
+	}
+	op.path = path;
+	op.target = rq->target;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK;
+	order.symlink = &op;
 	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
 }
 
@@ -456,7 +479,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	struct download *d;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
 	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
@@ -718,7 +741,7 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 	struct upload *u;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path)))
+	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->sha256.len != SHA256_LEN) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "sha256 must be the %d-byte SHA-256 of the content", SHA256_LEN);

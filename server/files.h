@@ -1,4 +1,4 @@
-/* The file rpcs (DESIGN.md §4): stat, list, mkdir, remove, move, and chunked, resumable,
+/* The file rpcs (DESIGN.md §4): stat, list, mkdir, remove, move, symlink, and chunked, resumable,
  * hash-checked upload and download. The executor resolves and opens as the sandbox user; the
  * front only ever holds descriptors it was handed, and does the reading, writing and hashing on
  * its worker threads. */
@@ -23,6 +23,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request);
+void bk_handle_file_symlink(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request);

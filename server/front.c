@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "mkdir.h"
 #include "server.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -96,20 +97,39 @@ static void slot_cb(void *arg)
 	}
 }
 
-/* An ipc:// socket's directory (e.g. /run/boxkite) is made if missing; its parent must exist. */
-static void ipc_dir_make(const char *url)
+/* An ipc:// socket's directory (e.g. /run/boxkite) and its missing parents, as a packaged
+ * daemon's runtime directory: root's, mode 0755 whatever the umask, so that clients can reach
+ * the socket (itself 0600) and nobody else can put anything there. A directory that exists is
+ * left as it is. (The front, no longer root when it stops, cannot remove its socket there: nng
+ * removes a stale one at the next start.) */
+static int ipc_dir_make(const char *url, bk_error **err)
 {
-	char dir[4096];
+	char dir[4096], failed[4096] = "";
 	char *slash;
+	int ret;
 
-	if (strncmp(url, "ipc://", 6) != 0 || snprintf(dir, sizeof(dir), "%s", url + 6) >= (int)sizeof(dir))
-		return;
+	if (strncmp(url, "ipc://", 6) != 0)
+		return 0;
+	if (snprintf(dir, sizeof(dir), "%s", url + 6) >= (int)sizeof(dir))
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "--listen %s: path too long", url);
 	slash = strrchr(dir, '/');
 	if (!slash || slash == dir)
-		return;
+		return 0;
 	*slash = '\0';
-	if (mkdir(dir, 0755) == 0)
-		bk_log(BK_LOG_INFO, "made directory %s for the ipc socket", dir);
+	ret = bk_mkdir_p(dir, 0755, 0755, true, failed, sizeof(failed));
+	if (ret < 0)
+		return bk_error_errno(err, -ret, "cannot create the directory %s for %s", failed[0] ? failed : dir, url);
+	return 0;
+}
+
+int bk_front_make_dirs(const bk_config *cfg, bk_error **err)
+{
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		int ret = ipc_dir_make(cfg->listen[i], err);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }
 
 int bk_front_listen(bk_server *srv, bk_error **err)
@@ -139,7 +159,6 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
 	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
-		ipc_dir_make(srv->cfg.listen[i]);
 		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls);
 		if (rv)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,

@@ -12,6 +12,7 @@
 #include "http.h"
 #include "link.h"
 #include "log.h"
+#include "mkdir.h"
 #include "privdrop.h"
 #include "server.h"
 
@@ -20,22 +21,12 @@
  * no other user of the host reaches what the sandbox wrote there. */
 static int state_dir_make(const char *dir, bk_error **err)
 {
-	char path[4096];
+	char failed[4096] = "";
 	struct stat st;
+	int ret = bk_mkdir_p(dir, 0755, 0700, true, failed, sizeof(failed));
 
-	if (strlen(dir) >= sizeof(path))
-		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "--state-dir is too long");
-	snprintf(path, sizeof(path), "%s", dir);
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return bk_error_errno(err, errno, "cannot create %s (for --state-dir %s)", path, dir);
-		*p = '/';
-	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return bk_error_errno(err, errno, "cannot create the state directory %s", dir);
+	if (ret < 0)
+		return bk_error_errno(err, -ret, "cannot create %s (for --state-dir %s)", failed[0] ? failed : dir, dir);
 	if (lstat(dir, &st) < 0)
 		return bk_error_errno(err, errno, "cannot stat the state directory %s", dir);
 	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
@@ -152,9 +143,11 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* The keys are read as root, the executor forked, and then, before any thread, the front
-	 * keeps only what listening and becoming --front-uid need (privdrop.c). */
-	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
+	/* The state directory and the ipc:// sockets' directories made, the keys read as root, the
+	 * executor forked, and then, before any thread, the front keeps only what listening and
+	 * becoming --front-uid need (privdrop.c). */
+	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
+	    (ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
 	    (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;

@@ -27,6 +27,7 @@ static const bk_method method_rows[] = {
 	{ "FileMkdir",          true,  bk_handle_file_mkdir, 16 * KiB },
 	{ "FileRemove",         true,  bk_handle_file_remove, 16 * KiB },
 	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB },
+	{ "FileSymlink",        true,  bk_handle_file_symlink, 16 * KiB },
 	{ "ProcessStart",       true,  NULL,                 1 * MiB },
 	{ "ProcessRead",        true,  NULL,                 1 * KiB },
 	{ "ProcessWrite",       true,  NULL,                 8 * MiB },

@@ -98,6 +98,9 @@ void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...) 
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name);
 
+/* Make the missing directories of ipc:// listeners, mode 0755 (first thing: a directory that
+ * cannot be made fails the start before the sandbox is made). */
+int bk_front_make_dirs(const bk_config *cfg, bk_error **err);
 /* Make the socket and its listeners (boxkited does this before giving up root: an ipc://
  * socket's directory may be root's), then start serving; stop closes everything and waits for
  * calls in flight. */

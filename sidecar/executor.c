@@ -467,6 +467,10 @@ static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nf
 		if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
 			return reply_fs_error(ex, o->id, "mkdir", &e);
 		return reply_done(ex, o->id, 0, NULL, NULL, 0);
+	case BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK:
+		if (bk_fs_symlink(&ex->fs, o->symlink->path, o->symlink->target, &e) < 0)
+			return reply_fs_error(ex, o->id, "symlink", &e);
+		return reply_done(ex, o->id, 0, NULL, NULL, 0);
 	case BOXKITE__EXECUTOR__ORDER__KIND_REMOVE:
 		if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
 			return reply_fs_error(ex, o->id, "remove", &e);

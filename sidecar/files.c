@@ -75,6 +75,7 @@ static int fail(bk_fs_error *e, int errnum, const char *path)
 
 /* A sandbox path → its root's descriptor and the path relative to it ("" for the root). */
 struct place {
+	const bk_root *root;
 	int root_fd;
 	bool read_only;
 	const char *rel;
@@ -88,6 +89,7 @@ static int locate(bk_fs *fs, const char *path, struct place *pl, bk_fs_error *e)
 
 	if (bk_sandbox_path(fs->roots, path, pl->norm, sizeof(pl->norm), &root, &why) < 0)
 		return fail(e, EINVAL, path);
+	pl->root = root;
 	pl->root_fd = fs->root_fd[root - fs->roots->root];
 	pl->read_only = root->read_only;
 	pl->rel = pl->norm + strlen(root->path);
@@ -446,6 +448,27 @@ int bk_fs_mkdir(bk_fs *fs, const char *path, bool parents, uint32_t mode, bk_fs_
 		bk_close(dirfd);
 	}
 	become_self();
+	return ret;
+}
+
+int bk_fs_symlink(bk_fs *fs, const char *path, const char *target, bk_fs_error *e)
+{
+	struct place pl;
+	const char *name;
+	int ret, dirfd;
+
+	if ((ret = locate(fs, path, &pl, e)) < 0)
+		return ret;
+	if (pl.read_only)
+		return fail(e, EROFS, pl.norm);
+	/* The front checked it too; the executor trusts nothing it says. */
+	if (!bk_symlink_contained(pl.root, pl.norm, target))
+		return fail(e, EXDEV, target);
+	become_user(fs);
+	dirfd = open_parent(&pl, &name, e);
+	ret = dirfd < 0 ? dirfd : symlinkat(target, dirfd, name) < 0 ? fail(e, errno, pl.norm) : 0;
+	become_self();
+	bk_close(dirfd);
 	return ret;
 }
 

@@ -53,6 +53,9 @@ int bk_fs_create_temp(bk_fs *fs, const char *path, bool make_parents, bool overw
 /* Give fd (from bk_fs_create_temp) its mode and name. */
 int bk_fs_commit(bk_fs *fs, int fd, const char *path, uint32_t mode, bool overwrite, bk_fs_error *e);
 int bk_fs_mkdir(bk_fs *fs, const char *path, bool parents, uint32_t mode, bk_fs_error *e);
+/* A symlink at path to target (stored as given), refused (EXDEV) when the target leaves path's
+ * root (bk_symlink_contained); an existing path is EEXIST. */
+int bk_fs_symlink(bk_fs *fs, const char *path, const char *target, bk_fs_error *e);
 int bk_fs_remove(bk_fs *fs, const char *path, bool recursive, uint64_t *count, bk_fs_error *e);
 int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk_fs_error *e);
 /* Bytes of the regular files under path (not following symlinks; what 1001 cannot read is not

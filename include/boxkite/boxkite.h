@@ -6,14 +6,26 @@
  *   if (bk_client_open(&c, "tcp://10.0.0.5:7700", &o, &st) != BK_OK)
  *           errx(1, "%s", st.message);
  *
- * Every call returns a gRPC canonical status code (BK_OK = 0, <boxkite/status.h>) and, when
- * `st` is not NULL, fills it with the code, the envelope rejection detail and a message.
- * A command that runs and fails is not an error: its exit code is data in the result.
+ * Rules that hold for every function below unless its comment says otherwise:
+ *
+ * - Status. Every call returns a gRPC canonical status code (BK_OK = 0, <boxkite/status.h>)
+ *   and, when `st` is not NULL, fills *st with the code, the envelope rejection detail and a
+ *   NUL-terminated message. `st` may always be NULL. A command that runs and fails is not an
+ *   error: its exit code is data in the result.
+ * - Results. A result a call fills (bk_health_info, bk_exec_result, bk_file_info, ...) need not
+ *   be zeroed or initialised before the call: the call sets every field. On an error return the
+ *   result holds nothing that needs freeing (its pointers are NULL), so freeing it anyway with its
+ *   *_free() function is harmless, and every *_free() function accepts NULL.
+ * - Pointers. Arguments are not NULL unless their comment says "may be NULL". Strings are
+ *   NUL-terminated; the library keeps no pointer to an argument after the call returns.
+ * - Memory. What a result points to belongs to the caller and is freed only with the function
+ *   named next to it; the library allocates with malloc.
  *
  * Thread safety: a bk_client may be used by any number of threads at once; each call runs on
  * its own nng context. bk_client_close() must not race with calls in progress.
  *
- * Link with `pkg-config --libs boxkite`. The wire protocol is docs/PROTOCOL.md. */
+ * Link with `pkg-config --cflags --libs boxkite` (add `--static` for libboxkite.a). The wire
+ * protocol is docs/PROTOCOL.md; the ABI rules (what changes the soname) are docs/ABI.md. */
 #ifndef BOXKITE_H
 #define BOXKITE_H
 
@@ -29,17 +41,24 @@ extern "C" {
 
 #define BK_DEFAULT_URL "ipc:///run/boxkite/boxkited.sock"
 
+/* The version of the library actually loaded ("0.1.0"), which may differ from the one a program
+ * was built against. Never NULL; a static string. */
+BK_EXPORT const char *bk_version(void);
+
+/* --- The client ------------------------------------------------------------------------------ */
+
 typedef struct bk_client bk_client;
 
 typedef struct bk_status {
 	int code;          /* enum bk_code */
 	int detail;        /* enum bk_detail: why the server refused the envelope, if it did */
 	bool verified;     /* the answer carried a valid MAC from the server */
-	char message[512];
+	char message[512]; /* always NUL-terminated; "OK" on success */
 } bk_status;
 
 /* Where the client's key comes from: a key file (the first key, or the one named key_id), or
- * raw key bytes with their id. With neither, only Health can be called. */
+ * raw key bytes with their id. With neither, only Health can be called. Every field may be
+ * NULL or 0. */
 typedef struct bk_client_options {
 	const char *key_file;
 	const char *key_id;
@@ -49,7 +68,13 @@ typedef struct bk_client_options {
 	const char *tls_cert; /* tls+tcp:// URLs: the server's certificate (PEM), the only one accepted */
 } bk_client_options;
 
+/* Connect to url (tcp://HOST:PORT or ipc:///PATH; NULL: BK_DEFAULT_URL) and load the key.
+ * opts may be NULL (no key). On success *out is a client to free with bk_client_close(); on
+ * error *out is NULL and nothing needs freeing. The first dial is synchronous, so an
+ * unreachable server is BK_UNAVAILABLE here; afterwards nng reconnects by itself. */
 BK_EXPORT int bk_client_open(bk_client **out, const char *url, const bk_client_options *opts, bk_status *st);
+
+/* Close the connection and wipe the key from memory. client may be NULL. */
 BK_EXPORT void bk_client_close(bk_client *client);
 
 /* --- Health ---------------------------------------------------------------------------------- */
@@ -63,6 +88,9 @@ typedef struct bk_health_info {
 	uint64_t uptime_ms;
 } bk_health_info;
 
+/* Ask whether the server is up and its sandbox ready. Answered without a key too (then
+ * out->authenticated is false and the answer is only an indication). *out holds no pointers:
+ * nothing to free. */
 BK_EXPORT int bk_health(bk_client *client, bk_health_info *out, bk_status *st);
 
 /* --- Exec ------------------------------------------------------------------------------------ */
@@ -74,14 +102,19 @@ typedef struct bk_env_var {
 
 typedef struct bk_exec_request {
 	const char *const *argv; /* NULL-terminated; argv[0] is looked up in the sandbox's PATH */
-	const char *shell;       /* or: a string for /bin/sh -c (exactly one of argv and shell) */
-	const char *cwd;         /* relative to /workspace, or absolute under /workspace or /tmp */
-	const bk_env_var *env;   /* added to the server's safe base; a denied name is an error */
+	const char *shell;       /* or: a string for /bin/sh -c (exactly one of argv and shell;
+				    the other NULL) */
+	const char *cwd;         /* may be NULL (/workspace); relative to /workspace, or absolute
+				    under /workspace or /tmp */
+	const bk_env_var *env;   /* n_env variables added to the server's base environment; NULL
+				    when n_env is 0 */
 	size_t n_env;
-	const void *stdin_data;  /* written to the command's stdin, which is then closed */
+	const void *stdin_data;  /* stdin_len bytes written to the command's stdin, which is then
+				    closed; NULL when stdin_len is 0 (the command reads EOF) */
 	size_t stdin_len;
-	uint32_t timeout_ms;     /* 0: the server's default */
-	uint64_t stdout_limit;   /* bytes kept per stream; 0: the server's default */
+	uint32_t timeout_ms;     /* 0: the server's default (boxkited --exec-timeout) */
+	uint64_t stdout_limit;   /* bytes kept per stream; 0: the server's default (--exec-output);
+				    at most the server's --exec-output-max */
 	uint64_t stderr_limit;
 } bk_exec_request;
 
@@ -90,22 +123,29 @@ typedef struct bk_exec_result {
 	int signal;              /* the signal that ended it, or 0 */
 	bool timed_out;          /* killed (with its whole process tree) at the timeout */
 	bool oom_killed;         /* the kernel's OOM killer struck in its memory cgroup */
-	uint8_t *stdout_data;    /* malloc'd; bk_exec_result_free() frees */
+	/* The command's output, stdout_len bytes, NOT NUL-terminated (output may hold NUL bytes);
+	 * NULL when stdout_len is 0. Freed by bk_exec_result_free(). */
+	uint8_t *stdout_data;
 	size_t stdout_len;
-	bool stdout_truncated;
+	bool stdout_truncated;   /* more was written than the limit kept */
 	uint64_t stdout_dropped; /* bytes past the limit, read and discarded */
-	uint8_t *stderr_data;
+	uint8_t *stderr_data;    /* as stdout_data */
 	size_t stderr_len;
 	bool stderr_truncated;
 	uint64_t stderr_dropped;
 	uint64_t duration_us;
-	char isolation_profile[160];
+	char isolation_profile[160]; /* NUL-terminated, e.g. "bk1:netns-fresh,..." */
 } bk_exec_result;
 
-/* Run a command in the sandbox. BK_OK means it ran (whatever its exit code); an isolation step
- * that failed, a bad request or an unreachable server is an error status. The call waits for
- * the command's timeout plus the client's timeout. */
+/* Run a command in the sandbox and wait for it. BK_OK means it ran (whatever its exit code);
+ * an isolation step that failed, a bad request or an unreachable server is an error status, and
+ * then *out holds nothing to free. The call waits for the command's timeout plus the client's
+ * timeout; with timeout_ms 0 it waits up to BK_EXEC_WAIT_DEFAULT_MS plus the client's timeout
+ * for the server's default (give timeout_ms when that may be longer). */
+#define BK_EXEC_WAIT_DEFAULT_MS (3600u * 1000u)
 BK_EXPORT int bk_exec(bk_client *client, const bk_exec_request *rq, bk_exec_result *out, bk_status *st);
+
+/* Free the output buffers and set them to NULL. res may be NULL; freeing twice is harmless. */
 BK_EXPORT void bk_exec_result_free(bk_exec_result *res);
 
 /* --- Files ------------------------------------------------------------------------------------
@@ -118,28 +158,53 @@ BK_EXPORT void bk_exec_result_free(bk_exec_result *res);
 
 enum bk_file_type { BK_FILE_UNKNOWN = 0, BK_FILE_REGULAR = 1, BK_FILE_DIRECTORY = 2, BK_FILE_SYMLINK = 3, BK_FILE_OTHER = 4 };
 
+/* One file. path and symlink_target are malloc'd, NUL-terminated, never NULL after a
+ * successful call ("" for no symlink target), and hold a name's exact bytes, which need not be
+ * UTF-8 (file names are bytes): escape them before showing them on a terminal. Free with
+ * bk_file_info_free() (bk_file_list_free() for a listing). */
 typedef struct bk_file_info {
-	char path[4096];         /* the path asked (stat, commit) or the entry's name (list) */
+	char *path;              /* the path asked (stat, commit, download) or the entry's name (list) */
+	char *symlink_target;    /* a symlink's target as stored, "" for any other type */
 	int type;                /* enum bk_file_type */
-	uint64_t size;
 	uint32_t mode;           /* permission bits */
 	uint32_t uid, gid;
+	uint64_t size;
 	int64_t mtime_ns;
-	char symlink_target[4096];
 } bk_file_info;
 
+/* Free info's strings and set them to NULL. info may be NULL; freeing twice is harmless. */
+BK_EXPORT void bk_file_info_free(bk_file_info *info);
+
+/* What path is (not following a final symlink). Free *out with bk_file_info_free(). */
 BK_EXPORT int bk_file_stat(bk_client *client, const char *path, bk_file_info *out, bk_status *st);
 
-/* One page of a directory, sorted by name. Pass page_token NULL or "" for the first page;
- * next_token (at least 4096 bytes) receives the token of the next page, "" after the last.
- * *entries is malloc'd (free it); page_size 0 = the server's default (at most 1000). */
+/* One page of a directory, sorted by name. page_token may be NULL or "" for the first page;
+ * next_token (at least BK_PAGE_TOKEN_MAX bytes) receives the token of the next page, "" after
+ * the last. On success *entries is an array of *n entries (NULL when *n is 0) to free with
+ * bk_file_list_free(*entries, *n); on error *entries is NULL and *n 0. page_size 0 = the
+ * server's default (at most 1000). */
+#define BK_PAGE_TOKEN_MAX 4096
 BK_EXPORT int bk_file_list(bk_client *client, const char *path, uint32_t page_size, const char *page_token,
 			   bk_file_info **entries, size_t *n, char *next_token, bk_status *st);
 
+/* Free a page of bk_file_list(): each entry's strings, then the array. entries may be NULL. */
+BK_EXPORT void bk_file_list_free(bk_file_info *entries, size_t n);
+
+/* Make a directory (and its missing parents with `parents`, where an existing directory is no
+ * error); mode 0 = 0755. */
 BK_EXPORT int bk_file_mkdir(bk_client *client, const char *path, bool parents, uint32_t mode, bk_status *st);
-/* *removed (may be NULL) receives the number of entries removed. */
+
+/* Make a symlink at path whose target is `target`, as stored (not resolved). The server refuses a
+ * target that leads out of the root holding path (an absolute one outside it, or one with ".."
+ * climbing above it), and refuses to replace an existing path. */
+BK_EXPORT int bk_file_symlink(bk_client *client, const char *path, const char *target, bk_status *st);
+
+/* Remove path (a directory only when empty, or with `recursive`). *removed (may be NULL)
+ * receives the number of entries removed. */
 BK_EXPORT int bk_file_remove(bk_client *client, const char *path, bool recursive, uint64_t *removed,
 			     bk_status *st);
+
+/* Rename from to `to`; an existing `to` is replaced only with `overwrite`. */
 BK_EXPORT int bk_file_move(bk_client *client, const char *from, const char *to, bool overwrite, bk_status *st);
 
 /* Upload primitives: begin (or resume with the same upload id), chunks at the confirmed offset,
@@ -151,44 +216,52 @@ typedef struct bk_upload_begin {
 	uint32_t mode;           /* 0 = 0644 */
 	bool overwrite;
 	bool make_parents;
-	const char *upload_id;   /* resume this upload; NULL or "" to start one */
+	const char *upload_id;   /* may be NULL or "": start an upload; else resume this one */
 } bk_upload_begin;
 
 typedef struct bk_upload_state {
-	char upload_id[64];
+	char upload_id[64];      /* NUL-terminated */
 	uint64_t confirmed_offset;
 	uint32_t max_chunk;      /* the largest chunk the server takes (uncompressed) */
 } bk_upload_state;
 
+/* Begin or resume an upload; *out holds no pointers. */
 BK_EXPORT int bk_upload_start(bk_client *client, const bk_upload_begin *rq, bk_upload_state *out, bk_status *st);
-/* Send data at offset (= the confirmed offset); compress with zstd when asked (and worth it).
- * *confirmed receives the new confirmed offset. */
+/* Send len bytes of data at offset (= the confirmed offset); compress with zstd when asked (and
+ * worth it). *confirmed receives the new confirmed offset. data may be NULL when len is 0. */
 BK_EXPORT int bk_upload_chunk(bk_client *client, const char *upload_id, uint64_t offset, const void *data,
 			      size_t len, bool compress, uint64_t *confirmed, bk_status *st);
+/* Check size and hash and put the file in place. out (may be NULL) receives what landed: free it
+ * with bk_file_info_free(). */
 BK_EXPORT int bk_upload_commit(bk_client *client, const char *upload_id, bk_file_info *out, bk_status *st);
+/* Drop an upload now rather than at the server's idle expiry. */
 BK_EXPORT int bk_upload_abort(bk_client *client, const char *upload_id, bk_status *st);
 
-/* Progress of a transfer: bytes done of total; return false to stop it. */
+/* Progress of a transfer: bytes done of total; return false to stop it. Called from the
+ * library's transfer threads, one call at a time per transfer. */
 typedef bool (*bk_progress_fn)(void *arg, uint64_t done, uint64_t total);
 
 typedef struct bk_transfer_options {
-	uint32_t mode;           /* upload: 0 = 0644 (or the source's mode with keep_mode) */
+	uint32_t mode;           /* upload: 0 = 0644 */
 	bool overwrite;          /* upload: replace an existing file */
 	bool make_parents;       /* upload: create missing directories */
 	bool compress;           /* zstd on the wire, chunk by chunk */
-	const char *upload_id;   /* upload: resume this one */
-	bk_progress_fn progress;
+	const char *upload_id;   /* upload: resume this one; may be NULL */
+	bk_progress_fn progress; /* may be NULL */
 	void *progress_arg;
 } bk_transfer_options;
 
 /* Upload the whole of fd (a regular file, read from offset 0 with pread) to path: hashes it,
- * sends it in chunks, commits. On failure after the upload started, *upload_id_out (64 bytes,
- * may be NULL) holds the id to resume with. */
+ * sends it in chunks, commits. opts and out may be NULL; *out, when given, is to be freed with
+ * bk_file_info_free(). On failure after the upload started, upload_id_out (64 bytes, may be
+ * NULL) holds the id to resume with, else "". */
 BK_EXPORT int bk_upload_fd(bk_client *client, int fd, const char *path, const bk_transfer_options *opts,
 			   bk_file_info *out, char *upload_id_out, bk_status *st);
 
-/* Download path into fd (written from its current offset on), verifying size and SHA-256;
- * *info (may be NULL) receives the file's size, mode and mtime. */
+/* Download path into fd (written from its current offset on), verifying size and SHA-256. opts
+ * and info may be NULL; *info receives the file's size, mode and mtime, to be freed with
+ * bk_file_info_free(). On error fd may hold part of the file: write to a temporary file and
+ * rename it into place on success. */
 BK_EXPORT int bk_download_fd(bk_client *client, const char *path, int fd, const bk_transfer_options *opts,
 			     bk_file_info *info, bk_status *st);
 

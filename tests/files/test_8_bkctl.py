@@ -79,24 +79,70 @@ class BkctlCpTest(FilesTestCase):
         files.update({"many/%03d" % i: b"%d\n" % i for i in range(200)})
         for rel, data in files.items():
             self.local_file(os.path.join("tree", rel), data)
-        os.symlink("a.txt", os.path.join(self.local, "tree", "link"))
+        # Symlinks as symlinks (a venv's bin/python, node_modules/.bin): beside, below, above.
+        links = {"link": "a.txt", "sub/up": "../a.txt", "sub/deeper/dir": "..", "dangling": "no-such-file"}
+        for rel, target in links.items():
+            os.symlink(target, os.path.join(self.local, "tree", rel))
         r = self.bkctl("cp", "-r", "-o", "json", os.path.join(self.local, "tree"), ":")
         summary = json.loads(r.stdout)
         self.assertEqual(summary["files"], len(files))
         self.assertEqual(summary["bytes"], sum(len(d) for d in files.values()))
-        self.assertEqual(len(summary["skipped"]), 1, summary)
-        self.assertIn("link", summary["skipped"][0]["path"])
+        self.assertEqual((summary["symlinks"], summary["skipped"], summary["errors"]), (len(links), [], []), summary)
         for rel, data in files.items():
             self.assertHostFile(os.path.join("tree", rel), data)
-        self.assertFalse(os.path.lexists(self.host("tree/link")), "a skipped symlink was copied")
+        for rel, target in links.items():
+            host = self.host(os.path.join("tree", rel))
+            self.assertTrue(os.path.islink(host), rel)
+            self.assertEqual(os.readlink(host), target, rel)
+            st = os.lstat(host)
+            self.assertEqual((st.st_uid, st.st_gid), (UID, UID), rel)
         back = os.path.join(self.local, "back")
         os.mkdir(back)
-        self.bkctl("cp", "-r", ":tree", back)
-        cmp = filecmp.dircmp(os.path.join(self.local, "tree"), os.path.join(back, "tree"), ignore=["link"])
+        r = self.bkctl("cp", "-r", "-o", "json", ":tree", back)
+        self.assertEqual(json.loads(r.stdout)["symlinks"], len(links))
+        cmp = filecmp.dircmp(os.path.join(self.local, "tree"), os.path.join(back, "tree"), ignore=list(links))
         self.assertEqual((cmp.left_only, cmp.right_only, cmp.diff_files), ([], [], []))
         for rel, data in files.items():
             with open(os.path.join(back, "tree", rel), "rb") as f:
                 self.assertEqual(f.read(), data, rel)
+        for rel, target in links.items():
+            self.assertEqual(os.readlink(os.path.join(back, "tree", rel)), target, rel)
+
+    def test_symlinks_that_leave_the_workspace_are_refused(self):
+        tree = os.path.join(self.local, "out")
+        os.makedirs(os.path.join(tree, "a"))
+        self.local_file("out/a/f", b"f")
+        for name, target in (("etc", "/etc/passwd"), ("a/climb", "../../../x"), ("tmp", "/tmp"),
+                             ("a/sneak", "../a/../../../y"), ("ws", "/workspace/../etc")):
+            os.symlink(target, os.path.join(tree, name))
+        os.symlink("/workspace/out/a/f", os.path.join(tree, "inside"))
+        r = self.bkctl("cp", "-r", "-o", "json", tree, ":", ok=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertEqual((summary["files"], summary["symlinks"]), (1, 1), summary)
+        refused = sorted(os.path.relpath(e["path"], tree) for e in summary["errors"])
+        self.assertEqual(refused, ["a/climb", "a/sneak", "etc", "tmp", "ws"], summary)
+        for e in summary["errors"]:
+            self.assertEqual(e["status"], "PERMISSION_DENIED", e)
+            self.assertIn("leads out of /workspace", e["message"], e)
+        self.assertEqual(sorted(os.listdir(self.host("out"))), ["a", "inside"])
+        self.assertEqual(os.listdir(self.host("out/a")), ["f"])
+        self.assertEqual(os.readlink(self.host("out/inside")), "/workspace/out/a/f")
+
+    def test_a_symlink_replaces_a_file_unless_no_clobber(self):
+        tree = os.path.join(self.local, "t")
+        os.makedirs(tree)
+        os.symlink("target", os.path.join(tree, "x"))
+        os.makedirs(self.host("t"), exist_ok=True)
+        with open(self.host("t/x"), "w") as f:
+            f.write("old")
+        os.chown(self.host("t"), UID, UID)
+        os.chown(self.host("t/x"), UID, UID)
+        r = self.bkctl("cp", "-r", "-n", tree, ":", ok=False)
+        self.assertIn(b"ALREADY_EXISTS", r.stderr)
+        self.assertFalse(os.path.islink(self.host("t/x")))
+        self.bkctl("cp", "-r", tree, ":")
+        self.assertEqual(os.readlink(self.host("t/x")), "target")
 
     def test_refusals_leave_the_workspace_as_it_was(self):
         old = os.urandom(1000)

@@ -259,7 +259,7 @@ class KernelSurfaces(bkit.ProbeAssertions, unittest.TestCase):
 class Terminal(bkit.ProbeAssertions, unittest.TestCase):
     """No terminal reachable: every exec is a session of its own without a controlling terminal,
     and TIOCSTI/TIOCSETD are refused even on a terminal the command made itself. (The attack on
-    the operator's own terminal, with boxkited started from one, is test_6_terminal.py.)"""
+    the operator's own terminal, with boxkited started from one, is test_7_terminal.py.)"""
 
     def test_no_controlling_terminal_and_no_input_injection(self):
         r = self.assertDenied(D, "tty", "BKMARK", reason=None)

@@ -78,17 +78,28 @@ class Concurrency(unittest.TestCase):
 
 class Stdin(unittest.TestCase):
     def test_stdin_from_a_file(self):
+        # As docker exec -i: our standard input, here a file redirected onto it.
         data = "line one\nline two ünïcödé\n" + "x" * 200_000 + "\nend\n"
         f = bkit.temp_dir("stdin") / "in.txt"
         f.write_text(data)
-        rc, res, err = D.exec_json("--stdin", str(f), "--", "cat")
-        self.assertEqual(rc, 0, err)
-        self.assertEqual(res["stdout"], data)
-
-    def test_stdin_from_bkctl_stdin(self):
-        r = D.bkctl("-o", "json", "exec", "--stdin", "-", "--", "wc", "-c", input="hello sandbox\n")
+        with open(f) as stdin:
+            r = bkit.run([bkit.BKCTL, "--url", D.url, "--key-file", D.key, "-o", "json", "exec", "-i", "--", "cat"],
+                         stdin=stdin, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(json.loads(r.stdout)["stdout"].strip(), "14")
+        self.assertEqual(json.loads(r.stdout)["stdout"], data)
+
+    def test_stdin_from_a_pipe_with_i_and_its_long_forms(self):
+        for flag in ("-i", "--stdin", "--interactive"):
+            with self.subTest(flag):
+                r = D.bkctl("-o", "json", "exec", flag, "--", "wc", "-c", input="hello sandbox\n")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["stdout"].strip(), "14")
+
+    def test_a_pipe_without_i_is_not_read_and_bkctl_says_so(self):
+        r = D.bkctl("-o", "json", "exec", "--", "wc", "-c", input="hello sandbox\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["stdout"].strip(), "0")
+        self.assertIn("without -i the command does not read it", r.stderr)
 
     def test_no_stdin_is_eof(self):
         rc, res, err = D.exec_json("--", "cat")
@@ -183,7 +194,7 @@ class Refusals(unittest.TestCase):
                                     ("/workspace/a-file", "INVALID_ARGUMENT", "Not a directory")):
             with self.subTest(cwd):
                 res = self.assertRefused(status, "--cwd", cwd, "--", "pwd")
-                self.assertEqual(res["error"]["message"], f"cwd: {reason}", res)
+                self.assertEqual(res["error"]["message"], f"cwd {cwd}: {reason}", res)
 
     def test_ill_formed_env_name_is_refused_by_name(self):
         for name in ("1ABC", "A-B", "A.B"):

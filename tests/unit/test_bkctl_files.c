@@ -278,10 +278,10 @@ static void failures_keep_the_worst_exit_code(void **state)
 /* A summary with one of everything; the caller frees it with summary_free. */
 static bkctl_cp_summary summary(void)
 {
-	static bkctl_skip skipped[] = { { .path = "src/link", .reason = "symlink" },
-					{ .path = "src/\"odd\"\nname", .reason = "symlink" } };
-	bkctl_cp_summary s = { .files = 3, .directories = 2, .bytes = 1536, .skipped = skipped, .n_skipped = 2,
-			       .seconds = 1.2345 };
+	static bkctl_skip skipped[] = { { .path = "src/fifo", .reason = "not a regular file, directory or symlink" },
+					{ .path = "src/\"odd\"\nname\033[2J", .reason = "not a regular file, directory or symlink" } };
+	bkctl_cp_summary s = { .files = 3, .directories = 2, .symlinks = 1, .bytes = 1536, .skipped = skipped,
+			       .n_skipped = 2, .seconds = 1.2345 };
 	bkctl_failure *v = calloc(1, sizeof(*v));
 
 	assert_non_null(v);
@@ -301,9 +301,9 @@ static void cp_summary_json(void **state)
 	(void)state;
 	CAPTURE(got, bkctl_cp_summary_json(out, &s));
 	assert_string_equal(got,
-			    "{\"files\":3,\"directories\":2,\"bytes\":1536,"
-			    "\"skipped\":[{\"path\":\"src/link\",\"reason\":\"symlink\"},"
-			    "{\"path\":\"src/\\\"odd\\\"\\nname\",\"reason\":\"symlink\"}],"
+			    "{\"files\":3,\"directories\":2,\"symlinks\":1,\"bytes\":1536,"
+			    "\"skipped\":[{\"path\":\"src/fifo\",\"reason\":\"not a regular file, directory or symlink\"},"
+			    "{\"path\":\"src/\\\"odd\\\"\\nname\\u001b[2J\",\"reason\":\"not a regular file, directory or symlink\"}],"
 			    "\"errors\":[{\"path\":\"big.bin\",\"status\":\"UNAVAILABLE\",\"code\":14,"
 			    "\"message\":\"FileUploadChunk: Connection refused\",\"upload_id\":\"0f0f\","
 			    "\"resume\":\"bkctl cp --resume 0f0f big.bin :big.bin\"}],"
@@ -314,7 +314,7 @@ static void cp_summary_json(void **state)
 	/* Nothing done: empty arrays, and seconds keep three decimals. */
 	s = (bkctl_cp_summary){ .seconds = 0.0004 };
 	CAPTURE(got, bkctl_cp_summary_json(out, &s));
-	assert_string_equal(got, "{\"files\":0,\"directories\":0,\"bytes\":0,\"skipped\":[],\"errors\":[],"
+	assert_string_equal(got, "{\"files\":0,\"directories\":0,\"symlinks\":0,\"bytes\":0,\"skipped\":[],\"errors\":[],"
 				 "\"seconds\":0.000}\n");
 	free(got);
 	s.seconds = 62.5;
@@ -330,14 +330,16 @@ static void cp_summary_text(void **state)
 
 	(void)state;
 	CAPTURE(got, bkctl_cp_summary_text(out, &s));
-	assert_string_equal(got, "copied 3 files (1.5 KiB) and 2 directories in 1.23 s (1.2 KiB/s); skipped 2; 1 failed\n"
-				 "skipped src/link (symlink)\n"
-				 "skipped src/\"odd\"\nname (symlink)\n");
+	/* A name in the summary cannot start a line of its own nor reach the terminal raw. */
+	assert_string_equal(got, "copied 3 files (1.5 KiB), 2 directories and 1 symlink in 1.23 s (1.2 KiB/s); "
+				 "skipped 2; 1 failed\n"
+				 "skipped src/fifo (not a regular file, directory or symlink)\n"
+				 "skipped src/\"odd\"\\nname\\033[2J (not a regular file, directory or symlink)\n");
 	free(got);
 	bkctl_failures_free(&s.failures);
 	s = (bkctl_cp_summary){ .files = 1, .directories = 1, .bytes = 6, .seconds = 0.5 };
 	CAPTURE(got, bkctl_cp_summary_text(out, &s));
-	assert_string_equal(got, "copied 1 file (6 B) and 1 directory in 0.50 s (12 B/s)\n");
+	assert_string_equal(got, "copied 1 file (6 B), 1 directory and 0 symlinks in 0.50 s (12 B/s)\n");
 	free(got);
 }
 

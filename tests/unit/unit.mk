@@ -3,10 +3,10 @@
 # then mac_vectors.py recomputes the MAC test vectors with Python's hmac module and checks that
 # docs/PROTOCOL.md and test_mac_vectors.c carry the same ones.
 
-UNIT_TESTS := envelope mac_vectors replay replaylog keys preview
+UNIT_TESTS := envelope mac_vectors replay replaylog keys sbpath preview
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server library.
-UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files
+UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text
 UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS) $(UNIT_CLIENT_BINS))
 
 $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
@@ -22,7 +22,7 @@ $(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
 	@mkdir -p $(@D)
 	objcopy --localize-symbol=main $< $@
 
-$(B)/tests/unit/test_bkctl_files: %: %.o $(B)/tests/unit/bkctl_nomain.o \
+$(UNIT_CLIENT_BINS): %: %.o $(B)/tests/unit/bkctl_nomain.o \
 		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
 

@@ -862,6 +862,51 @@ void   boxkite__executor__rename__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__rename__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__symlink__init
+                     (Boxkite__Executor__Symlink         *message)
+{
+  static const Boxkite__Executor__Symlink init_value = BOXKITE__EXECUTOR__SYMLINK__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__symlink__get_packed_size
+                     (const Boxkite__Executor__Symlink *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__symlink__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__symlink__pack
+                     (const Boxkite__Executor__Symlink *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__symlink__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__symlink__pack_to_buffer
+                     (const Boxkite__Executor__Symlink *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__symlink__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Symlink *
+       boxkite__executor__symlink__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Symlink *)
+     protobuf_c_message_unpack (&boxkite__executor__symlink__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__symlink__free_unpacked
+                     (Boxkite__Executor__Symlink *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__symlink__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__usage__init
                      (Boxkite__Executor__Usage         *message)
 {
@@ -2048,6 +2093,57 @@ const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor =
   (ProtobufCMessageInit) boxkite__executor__rename__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__symlink__field_descriptors[2] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Symlink, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Symlink, target),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__symlink__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+  1,   /* field[1] = target */
+};
+static const ProtobufCIntRange boxkite__executor__symlink__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__symlink__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Symlink",
+  "Symlink",
+  "Boxkite__Executor__Symlink",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Symlink),
+  2,
+  boxkite__executor__symlink__field_descriptors,
+  boxkite__executor__symlink__field_indices_by_name,
+  1,  boxkite__executor__symlink__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__symlink__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__usage__field_descriptors[1] =
 {
   {
@@ -2137,7 +2233,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[14] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[15] =
 {
   {
     "id",
@@ -2307,6 +2403,18 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "symlink",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, symlink),
+    &boxkite__executor__symlink__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
@@ -2322,12 +2430,13 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   11,   /* field[11] = rename */
   2,   /* field[2] = spawn */
   4,   /* field[4] = stat */
+  14,   /* field[14] = symlink */
   12,   /* field[12] = usage */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -2337,7 +2446,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  14,
+  15,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,

@@ -34,6 +34,7 @@ typedef struct Boxkite__Executor__Commit Boxkite__Executor__Commit;
 typedef struct Boxkite__Executor__Mkdir Boxkite__Executor__Mkdir;
 typedef struct Boxkite__Executor__Remove Boxkite__Executor__Remove;
 typedef struct Boxkite__Executor__Rename Boxkite__Executor__Rename;
+typedef struct Boxkite__Executor__Symlink Boxkite__Executor__Symlink;
 typedef struct Boxkite__Executor__Usage Boxkite__Executor__Usage;
 typedef struct Boxkite__Executor__Done Boxkite__Executor__Done;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
@@ -376,6 +377,21 @@ struct  Boxkite__Executor__Rename
 
 
 /*
+ * A symlink at `path` to `target` (as stored), refused unless the target, read lexically from
+ * the link's directory, stays inside the link's root. Replies Done.
+ */
+struct  Boxkite__Executor__Symlink
+{
+  ProtobufCMessage base;
+  char *path;
+  char *target;
+};
+#define BOXKITE__EXECUTOR__SYMLINK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__symlink__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
  * The bytes of the regular files under a root, for the workspace quota.
  */
 struct  Boxkite__Executor__Usage
@@ -419,7 +435,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_REMOVE = 11,
   BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12,
   BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13,
-  BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14
+  BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14,
+  BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 15
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -442,6 +459,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Rename *rename;
     Boxkite__Executor__Usage *usage;
     Boxkite__Executor__OpenKeyFile *open_key_file;
+    Boxkite__Executor__Symlink *symlink;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -858,6 +876,25 @@ Boxkite__Executor__Rename *
 void   boxkite__executor__rename__free_unpacked
                      (Boxkite__Executor__Rename *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Symlink methods */
+void   boxkite__executor__symlink__init
+                     (Boxkite__Executor__Symlink         *message);
+size_t boxkite__executor__symlink__get_packed_size
+                     (const Boxkite__Executor__Symlink   *message);
+size_t boxkite__executor__symlink__pack
+                     (const Boxkite__Executor__Symlink   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__symlink__pack_to_buffer
+                     (const Boxkite__Executor__Symlink   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Symlink *
+       boxkite__executor__symlink__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__symlink__free_unpacked
+                     (Boxkite__Executor__Symlink *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Usage methods */
 void   boxkite__executor__usage__init
                      (Boxkite__Executor__Usage         *message);
@@ -993,6 +1030,9 @@ typedef void (*Boxkite__Executor__Remove_Closure)
 typedef void (*Boxkite__Executor__Rename_Closure)
                  (const Boxkite__Executor__Rename *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Symlink_Closure)
+                 (const Boxkite__Executor__Symlink *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Usage_Closure)
                  (const Boxkite__Executor__Usage *message,
                   void *closure_data);
@@ -1031,6 +1071,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__commit__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__mkdir__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__remove__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__symlink__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__done__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;

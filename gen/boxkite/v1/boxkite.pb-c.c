@@ -1222,6 +1222,96 @@ void   boxkite__v1__file_move_response__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__file_move_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__v1__file_symlink_request__init
+                     (Boxkite__V1__FileSymlinkRequest         *message)
+{
+  static const Boxkite__V1__FileSymlinkRequest init_value = BOXKITE__V1__FILE_SYMLINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__file_symlink_request__get_packed_size
+                     (const Boxkite__V1__FileSymlinkRequest *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__file_symlink_request__pack
+                     (const Boxkite__V1__FileSymlinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__file_symlink_request__pack_to_buffer
+                     (const Boxkite__V1__FileSymlinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__FileSymlinkRequest *
+       boxkite__v1__file_symlink_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__FileSymlinkRequest *)
+     protobuf_c_message_unpack (&boxkite__v1__file_symlink_request__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__file_symlink_request__free_unpacked
+                     (Boxkite__V1__FileSymlinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__file_symlink_response__init
+                     (Boxkite__V1__FileSymlinkResponse         *message)
+{
+  static const Boxkite__V1__FileSymlinkResponse init_value = BOXKITE__V1__FILE_SYMLINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__file_symlink_response__get_packed_size
+                     (const Boxkite__V1__FileSymlinkResponse *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__file_symlink_response__pack
+                     (const Boxkite__V1__FileSymlinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__file_symlink_response__pack_to_buffer
+                     (const Boxkite__V1__FileSymlinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__FileSymlinkResponse *
+       boxkite__v1__file_symlink_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__FileSymlinkResponse *)
+     protobuf_c_message_unpack (&boxkite__v1__file_symlink_response__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__file_symlink_response__free_unpacked
+                     (Boxkite__V1__FileSymlinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__v1__process_start_request__init
                      (Boxkite__V1__ProcessStartRequest         *message)
 {
@@ -4197,6 +4287,75 @@ const ProtobufCMessageDescriptor boxkite__v1__file_move_response__descriptor =
   (ProtobufCMessageInit) boxkite__v1__file_move_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__v1__file_symlink_request__field_descriptors[2] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileSymlinkRequest, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileSymlinkRequest, target),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__file_symlink_request__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+  1,   /* field[1] = target */
+};
+static const ProtobufCIntRange boxkite__v1__file_symlink_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__file_symlink_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.FileSymlinkRequest",
+  "FileSymlinkRequest",
+  "Boxkite__V1__FileSymlinkRequest",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__FileSymlinkRequest),
+  2,
+  boxkite__v1__file_symlink_request__field_descriptors,
+  boxkite__v1__file_symlink_request__field_indices_by_name,
+  1,  boxkite__v1__file_symlink_request__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__file_symlink_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__v1__file_symlink_response__field_descriptors NULL
+#define boxkite__v1__file_symlink_response__field_indices_by_name NULL
+#define boxkite__v1__file_symlink_response__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.FileSymlinkResponse",
+  "FileSymlinkResponse",
+  "Boxkite__V1__FileSymlinkResponse",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__FileSymlinkResponse),
+  0,
+  boxkite__v1__file_symlink_response__field_descriptors,
+  boxkite__v1__file_symlink_response__field_indices_by_name,
+  0,  boxkite__v1__file_symlink_response__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__file_symlink_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[7] =
 {
   {
@@ -5632,7 +5791,7 @@ const ProtobufCEnumDescriptor boxkite__v1__compression__descriptor =
   boxkite__v1__compression__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[23] =
+static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[24] =
 {
   { "Health", &boxkite__v1__health_request__descriptor, &boxkite__v1__health_response__descriptor },
   { "Exec", &boxkite__v1__exec_request__descriptor, &boxkite__v1__exec_response__descriptor },
@@ -5646,6 +5805,7 @@ static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[
   { "FileMkdir", &boxkite__v1__file_mkdir_request__descriptor, &boxkite__v1__file_mkdir_response__descriptor },
   { "FileRemove", &boxkite__v1__file_remove_request__descriptor, &boxkite__v1__file_remove_response__descriptor },
   { "FileMove", &boxkite__v1__file_move_request__descriptor, &boxkite__v1__file_move_response__descriptor },
+  { "FileSymlink", &boxkite__v1__file_symlink_request__descriptor, &boxkite__v1__file_symlink_response__descriptor },
   { "ProcessStart", &boxkite__v1__process_start_request__descriptor, &boxkite__v1__process_start_response__descriptor },
   { "ProcessRead", &boxkite__v1__process_read_request__descriptor, &boxkite__v1__process_read_response__descriptor },
   { "ProcessWrite", &boxkite__v1__process_write_request__descriptor, &boxkite__v1__process_write_response__descriptor },
@@ -5666,22 +5826,23 @@ const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
   11,        /* FileMove */
   10,        /* FileRemove */
   7,        /* FileStat */
+  12,        /* FileSymlink */
   5,        /* FileUploadAbort */
   2,        /* FileUploadBegin */
   3,        /* FileUploadChunk */
   4,        /* FileUploadCommit */
   0,        /* Health */
-  15,        /* ProcessCloseStdin */
-  18,        /* ProcessList */
-  13,        /* ProcessRead */
-  16,        /* ProcessSignal */
-  12,        /* ProcessStart */
-  17,        /* ProcessWait */
-  14,        /* ProcessWrite */
-  22,        /* Reset */
-  21,        /* SyncList */
-  20,        /* SyncPull */
-  19         /* SyncPush */
+  16,        /* ProcessCloseStdin */
+  19,        /* ProcessList */
+  14,        /* ProcessRead */
+  17,        /* ProcessSignal */
+  13,        /* ProcessStart */
+  18,        /* ProcessWait */
+  15,        /* ProcessWrite */
+  23,        /* Reset */
+  22,        /* SyncList */
+  21,        /* SyncPull */
+  20         /* SyncPush */
 };
 const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
 {
@@ -5690,7 +5851,7 @@ const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
   "Sandbox",
   "Boxkite__V1__Sandbox",
   "boxkite.v1",
-  23,
+  24,
   boxkite__v1__sandbox__method_descriptors,
   boxkite__v1__sandbox__method_indices_by_name
 };
@@ -5790,13 +5951,21 @@ void boxkite__v1__sandbox__file_move(ProtobufCService *service,
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
   service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void boxkite__v1__sandbox__file_symlink(ProtobufCService *service,
+                                        const Boxkite__V1__FileSymlinkRequest *input,
+                                        Boxkite__V1__FileSymlinkResponse_Closure closure,
+                                        void *closure_data)
+{
+  assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void boxkite__v1__sandbox__process_start(ProtobufCService *service,
                                          const Boxkite__V1__ProcessStartRequest *input,
                                          Boxkite__V1__ProcessStartResponse_Closure closure,
                                          void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_read(ProtobufCService *service,
                                         const Boxkite__V1__ProcessReadRequest *input,
@@ -5804,7 +5973,7 @@ void boxkite__v1__sandbox__process_read(ProtobufCService *service,
                                         void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_write(ProtobufCService *service,
                                          const Boxkite__V1__ProcessWriteRequest *input,
@@ -5812,7 +5981,7 @@ void boxkite__v1__sandbox__process_write(ProtobufCService *service,
                                          void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_close_stdin(ProtobufCService *service,
                                                const Boxkite__V1__ProcessCloseStdinRequest *input,
@@ -5820,7 +5989,7 @@ void boxkite__v1__sandbox__process_close_stdin(ProtobufCService *service,
                                                void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_signal(ProtobufCService *service,
                                           const Boxkite__V1__ProcessSignalRequest *input,
@@ -5828,7 +5997,7 @@ void boxkite__v1__sandbox__process_signal(ProtobufCService *service,
                                           void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_wait(ProtobufCService *service,
                                         const Boxkite__V1__ProcessWaitRequest *input,
@@ -5836,7 +6005,7 @@ void boxkite__v1__sandbox__process_wait(ProtobufCService *service,
                                         void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__process_list(ProtobufCService *service,
                                         const Boxkite__V1__ProcessListRequest *input,
@@ -5844,7 +6013,7 @@ void boxkite__v1__sandbox__process_list(ProtobufCService *service,
                                         void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_push(ProtobufCService *service,
                                      const Boxkite__V1__SyncPushRequest *input,
@@ -5852,7 +6021,7 @@ void boxkite__v1__sandbox__sync_push(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_pull(ProtobufCService *service,
                                      const Boxkite__V1__SyncPullRequest *input,
@@ -5860,7 +6029,7 @@ void boxkite__v1__sandbox__sync_pull(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
                                      const Boxkite__V1__SyncListRequest *input,
@@ -5868,7 +6037,7 @@ void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  const Boxkite__V1__ResetRequest *input,
@@ -5876,7 +6045,7 @@ void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 23, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
                                  Boxkite__V1__Sandbox_ServiceDestroy destroy)

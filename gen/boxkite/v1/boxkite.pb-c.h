@@ -42,6 +42,8 @@ typedef struct Boxkite__V1__FileRemoveRequest Boxkite__V1__FileRemoveRequest;
 typedef struct Boxkite__V1__FileRemoveResponse Boxkite__V1__FileRemoveResponse;
 typedef struct Boxkite__V1__FileMoveRequest Boxkite__V1__FileMoveRequest;
 typedef struct Boxkite__V1__FileMoveResponse Boxkite__V1__FileMoveResponse;
+typedef struct Boxkite__V1__FileSymlinkRequest Boxkite__V1__FileSymlinkRequest;
+typedef struct Boxkite__V1__FileSymlinkResponse Boxkite__V1__FileSymlinkResponse;
 typedef struct Boxkite__V1__ProcessStartRequest Boxkite__V1__ProcessStartRequest;
 typedef struct Boxkite__V1__ProcessStartResponse Boxkite__V1__ProcessStartResponse;
 typedef struct Boxkite__V1__ProcessReadRequest Boxkite__V1__ProcessReadRequest;
@@ -636,6 +638,31 @@ struct  Boxkite__V1__FileMoveResponse
 };
 #define BOXKITE__V1__FILE_MOVE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_move_response__descriptor) \
+     }
+
+
+/*
+ * A symlink at `path` whose target is `target`, stored as given (cp -r copying a tree's
+ * symlinks). A target that leads out of the root holding `path` is refused, so is an existing
+ * `path`.
+ */
+struct  Boxkite__V1__FileSymlinkRequest
+{
+  ProtobufCMessage base;
+  char *path;
+  char *target;
+};
+#define BOXKITE__V1__FILE_SYMLINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_symlink_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Boxkite__V1__FileSymlinkResponse
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__V1__FILE_SYMLINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_symlink_response__descriptor) \
      }
 
 
@@ -1444,6 +1471,44 @@ Boxkite__V1__FileMoveResponse *
 void   boxkite__v1__file_move_response__free_unpacked
                      (Boxkite__V1__FileMoveResponse *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__V1__FileSymlinkRequest methods */
+void   boxkite__v1__file_symlink_request__init
+                     (Boxkite__V1__FileSymlinkRequest         *message);
+size_t boxkite__v1__file_symlink_request__get_packed_size
+                     (const Boxkite__V1__FileSymlinkRequest   *message);
+size_t boxkite__v1__file_symlink_request__pack
+                     (const Boxkite__V1__FileSymlinkRequest   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__file_symlink_request__pack_to_buffer
+                     (const Boxkite__V1__FileSymlinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__FileSymlinkRequest *
+       boxkite__v1__file_symlink_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__file_symlink_request__free_unpacked
+                     (Boxkite__V1__FileSymlinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__FileSymlinkResponse methods */
+void   boxkite__v1__file_symlink_response__init
+                     (Boxkite__V1__FileSymlinkResponse         *message);
+size_t boxkite__v1__file_symlink_response__get_packed_size
+                     (const Boxkite__V1__FileSymlinkResponse   *message);
+size_t boxkite__v1__file_symlink_response__pack
+                     (const Boxkite__V1__FileSymlinkResponse   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__file_symlink_response__pack_to_buffer
+                     (const Boxkite__V1__FileSymlinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__FileSymlinkResponse *
+       boxkite__v1__file_symlink_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__file_symlink_response__free_unpacked
+                     (Boxkite__V1__FileSymlinkResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__V1__ProcessStartRequest methods */
 void   boxkite__v1__process_start_request__init
                      (Boxkite__V1__ProcessStartRequest         *message);
@@ -1983,6 +2048,12 @@ typedef void (*Boxkite__V1__FileMoveRequest_Closure)
 typedef void (*Boxkite__V1__FileMoveResponse_Closure)
                  (const Boxkite__V1__FileMoveResponse *message,
                   void *closure_data);
+typedef void (*Boxkite__V1__FileSymlinkRequest_Closure)
+                 (const Boxkite__V1__FileSymlinkRequest *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__FileSymlinkResponse_Closure)
+                 (const Boxkite__V1__FileSymlinkResponse *message,
+                  void *closure_data);
 typedef void (*Boxkite__V1__ProcessStartRequest_Closure)
                  (const Boxkite__V1__ProcessStartRequest *message,
                   void *closure_data);
@@ -2110,6 +2181,10 @@ struct Boxkite__V1__Sandbox_Service
                     const Boxkite__V1__FileMoveRequest *input,
                     Boxkite__V1__FileMoveResponse_Closure closure,
                     void *closure_data);
+  void (*file_symlink)(Boxkite__V1__Sandbox_Service *service,
+                       const Boxkite__V1__FileSymlinkRequest *input,
+                       Boxkite__V1__FileSymlinkResponse_Closure closure,
+                       void *closure_data);
   void (*process_start)(Boxkite__V1__Sandbox_Service *service,
                         const Boxkite__V1__ProcessStartRequest *input,
                         Boxkite__V1__ProcessStartResponse_Closure closure,
@@ -2174,6 +2249,7 @@ void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
       function_prefix__ ## file_mkdir,\
       function_prefix__ ## file_remove,\
       function_prefix__ ## file_move,\
+      function_prefix__ ## file_symlink,\
       function_prefix__ ## process_start,\
       function_prefix__ ## process_read,\
       function_prefix__ ## process_write,\
@@ -2233,6 +2309,10 @@ void boxkite__v1__sandbox__file_move(ProtobufCService *service,
                                      const Boxkite__V1__FileMoveRequest *input,
                                      Boxkite__V1__FileMoveResponse_Closure closure,
                                      void *closure_data);
+void boxkite__v1__sandbox__file_symlink(ProtobufCService *service,
+                                        const Boxkite__V1__FileSymlinkRequest *input,
+                                        Boxkite__V1__FileSymlinkResponse_Closure closure,
+                                        void *closure_data);
 void boxkite__v1__sandbox__process_start(ProtobufCService *service,
                                          const Boxkite__V1__ProcessStartRequest *input,
                                          Boxkite__V1__ProcessStartResponse_Closure closure,
@@ -2311,6 +2391,8 @@ extern const ProtobufCMessageDescriptor boxkite__v1__file_remove_request__descri
 extern const ProtobufCMessageDescriptor boxkite__v1__file_remove_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_move_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_move_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_request__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor;

@@ -1,4 +1,4 @@
-"""8. bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
+"""9. bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
 whose address the client dials, with a cloud-metadata stand-in reachable from that namespace
 that counts every connection it gets. verify must pass layers one and three from their vantage
 points, print layer two as commands, name each layer -- and never dial the metadata address.

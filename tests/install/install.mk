@@ -1,0 +1,16 @@
+# install tier: see tests/tests.mk. What a new user does with a checkout, run for real:
+#   test_1_pkgconfig   make install into a temporary PREFIX, then a small program
+#                      (tests/install/libprobe.c) built against it with nothing but pkg-config,
+#                      linked shared and static, and run; the library exports only bk_ symbols.
+#   test_2_walkthrough the commands of README.md's walkthrough, extracted from it (so the two
+#                      cannot drift), run as written by bash in a scratch root (a mount and PID
+#                      namespace of its own, pivoted into a tmpfs that shows the host's /usr and
+#                      /etc through overlays): their output is checked against what README.md
+#                      shows, and nothing lands on the machine itself.
+#   test_3_make_run    make run's script leaves nothing behind; KEEP=1 through a pipe ends;
+#                      make run-stop stops the daemon it kept and removes its directory.
+# It needs root, util-linux (unshare, pivot_root), bash, pkg-config and /usr/bin/python3; a test
+# that cannot run here says SKIP and why. tests/integration/run.py runs it.
+
+test-install: all
+	cd tests/install && BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier install --dir .

@@ -199,10 +199,16 @@ int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, co
 	}
 }
 
+/* The client options the global options say: every connection bkctl makes uses these. */
+static bk_client_options client_options(const bkctl *ctl)
+{
+	return (bk_client_options){ .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms,
+				    .tls_cert = ctl->tls_cert };
+}
+
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
 {
-	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms,
-				.tls_cert = ctl->tls_cert };
+	bk_client_options o = client_options(ctl);
 	bk_client *c = NULL;
 	bk_status st;
 
@@ -349,7 +355,7 @@ int bkctl_parse_size(const char *s, uint64_t *bytes)
 /* One Health call on a connection of its own (a retry must dial again). */
 static int health_once(bkctl *ctl, bk_health_info *h, bk_status *st)
 {
-	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client_options o = client_options(ctl);
 	bk_client *c;
 	int code = bk_client_open(&c, ctl->url, &o, st);
 

@@ -66,6 +66,7 @@ struct exec_run {
 	int exit_code, signal;
 	bool oom_killed;
 	bool exited, timed_out, finished;
+	bool running;              /* counted in the metrics' running execs (it started) */
 	size_t reserved;           /* of bk_execs.output_reserved */
 	enum run_outcome outcome;
 	int fail_status;           /* RUN_FAILED: the call's status and message */
@@ -414,6 +415,9 @@ static void run_answer(bk_execs *ex, struct exec_run *run)
 	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
 
 	if (run->outcome == RUN_FAILED) {
+		/* One that started and could not be watched still leaves the running count. */
+		if (run->running)
+			bk_metrics_exec_finished(&ex->srv->metrics, bk_elapsed_us(&run->started), false, false, true);
 		bk_call_failf(run->call, run->fail_status, 0, "%s", run->fail_msg);
 		return;
 	}
@@ -429,6 +433,7 @@ static void run_answer(bk_execs *ex, struct exec_run *run)
 	resp.stderr_dropped = run->out[1].dropped;
 	resp.duration_us = bk_elapsed_us(&run->started);
 	resp.isolation_profile = ex->srv->profile;
+	bk_metrics_exec_finished(&ex->srv->metrics, resp.duration_us, resp.timed_out, resp.oom_killed, run->running);
 	bk_call_reply(run->call, &resp.base);
 }
 
@@ -532,6 +537,8 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 
 	for (int i = 0; i < 3; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	bk_metrics_exec_started(&ex->srv->metrics);
+	run->running = true;
 	run->stdin_fd = fds[0];
 	run->out[0].fd = fds[1];
 	run->out[1].fd = fds[2];

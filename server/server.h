@@ -17,7 +17,9 @@
 #include "config.h"
 #include "envelope.h"
 #include "keystore.h"
+#include "metrics.h"
 #include "replay.h"
+#include "tls.h"
 
 typedef struct bk_server bk_server;
 typedef struct bk_call bk_call;
@@ -63,6 +65,7 @@ struct bk_server {
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
 	char profile[160];   /* the executor's isolation profile id */
+	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
 	struct bk_execs *execs;
@@ -70,6 +73,8 @@ struct bk_server {
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
+	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
+	bk_metrics metrics;
 };
 
 /* The executor's events (sandbox state, exec exits, a file worker's channel), routed to their

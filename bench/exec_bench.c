@@ -225,7 +225,7 @@ static long list_full(bk_client *c, const char *path)
 			fprintf(stderr, "list %s: %s\n", path, st.message);
 			return -1;
 		}
-		free(entries);
+		bk_file_list_free(entries, n);
 		total += (long)n;
 		memcpy(token, next, sizeof(token));
 	} while (token[0]);

@@ -241,6 +241,7 @@ static void test_upload_in_chunks_and_commit(void **state)
 				 BK_OK);
 	}
 	assert_int_equal(bk_upload_commit(c, up.upload_id, &info, &st), BK_OK);
+	bk_file_info_free(&info);
 	struct stub_state *ss = stub_state(w->stub);
 	pthread_mutex_lock(&ss->lock);
 	assert_int_equal(ss->committed_len, len);
@@ -338,6 +339,7 @@ static void test_download(void **state)
 	fd = open(out, O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
 	assert_int_equal(bk_download_fd(c, "down.bin", fd, NULL, &info, &st), BK_OK);
 	assert_int_equal(info.size, len);
+	bk_file_info_free(&info);
 	got = malloc(len);
 	assert_int_equal(pread(fd, got, len, 0), (ssize_t)len);
 	assert_memory_equal(got, data, len);
@@ -367,7 +369,7 @@ static void *list_once(void *arg)
 	bk_status st;
 
 	l->code = bk_file_list(c, "dir", 1000, NULL, &entries, &l->n, next, &st);
-	free(entries);
+	bk_file_list_free(entries, l->n);
 	bk_client_close(c);
 	return NULL;
 }

@@ -92,10 +92,10 @@ struct bk_execs {
 	bool stopping;
 	struct exec_run *runs;     /* started, not finished */
 	struct exec_run *retired;  /* finished, to be answered outside the lock */
-	struct exec_run *dead;     /* answered: freed by the I/O thread after its current batch */
+	struct exec_run *dead;     /* answered and released: freed by the I/O thread after a batch */
 	atomic_uint_fast64_t next_id;
 	/* Output buffers: what every run started may fill, its two streams' limits, taken from
-	 * --exec-output-budget when it is admitted and given back when it is freed. Past the
+	 * --exec-output-budget when it is admitted and given back once it is answered. Past the
 	 * budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's memory is bounded,
 	 * its OOM is never how the sidecar says "too much". */
 	size_t output_reserved;
@@ -160,14 +160,24 @@ static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *stora
 	return (int)n;
 }
 
+/* The run's output buffers and their share of the budget, given back. Called with the lock held
+ * (or alone, once the I/O thread has stopped). */
+static void run_release(bk_execs *ex, struct exec_run *run)
+{
+	ex->output_reserved -= run->reserved;
+	run->reserved = 0;
+	for (int i = 0; i < 2; i++) {
+		free(run->out[i].data);
+		run->out[i].data = NULL;
+	}
+}
+
 /* Called with the lock held (or alone, once the I/O thread has stopped). */
 static void run_free(bk_execs *ex, struct exec_run *run)
 {
-	ex->output_reserved -= run->reserved;
-	for (int i = 0; i < 2; i++) {
+	run_release(ex, run);
+	for (int i = 0; i < 2; i++)
 		bk_close(run->out[i].fd);
-		free(run->out[i].data);
-	}
 	bk_close(run->stdin_fd);
 	bk_close(run->timer_fd);
 	free(run);
@@ -437,8 +447,10 @@ static void run_answer(bk_execs *ex, struct exec_run *run)
 	bk_call_reply(run->call, &resp.base);
 }
 
-/* Answer the runs retired meanwhile — sealing and sending outside the lock — and hand them to
- * the I/O thread to free: an event of its current batch may still name one. */
+/* Answer the runs retired meanwhile — sealing and sending outside the lock —, give back their
+ * buffers and budget at once, and leave what remains of each to the I/O thread, which frees it
+ * after its current batch (an event of that batch may still name one; a finished run's events
+ * are ignored); nothing waits for that, so it is not woken for it. */
 static void answer_retired(bk_execs *ex)
 {
 	struct exec_run *todo;
@@ -454,11 +466,11 @@ static void answer_retired(bk_execs *ex)
 	pthread_mutex_lock(&ex->lock);
 	while (todo) {
 		struct exec_run *next = todo->next;
+		run_release(ex, todo);
 		todo->next = ex->dead;
 		ex->dead = todo;
 		todo = next;
 	}
-	wake(ex);
 	pthread_mutex_unlock(&ex->lock);
 }
 

@@ -7,12 +7,9 @@ test fail until someone decides, in this file too, that the new capability is ne
 """
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import unittest
-from pathlib import Path
 
 import bkit
 
@@ -248,8 +245,7 @@ class ExecutorPath(unittest.TestCase):
     def test_a_missing_executor_stops_boxkited_with_the_reason(self):
         # Its state and socket directories are made before the executor is started: in a
         # scratch directory, not on the machine.
-        d = Path(tempfile.mkdtemp(prefix="bk-itest-executor-path."))
-        bkit.defer(shutil.rmtree, d, ignore_errors=True)
+        d = bkit.temp_dir("executor-path")
         r = subprocess.run([str(bkit.BOXKITED), "--listen", f"ipc://{d}/run/s", "--state-dir", str(d / "state"),
                             "--executor", str(d / "absent")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
@@ -262,7 +258,8 @@ class FrontUid(unittest.TestCase):
     def test_root_and_the_sandbox_uid_are_refused_for_the_front(self):
         for uid in ("0", "1001"):
             with self.subTest(uid):
-                r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--front-uid", uid],
+                sock = bkit.temp_dir("front-uid") / "s"
+                r = subprocess.run([str(bkit.BOXKITED), "--listen", f"ipc://{sock}", "--front-uid", uid],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("--front-uid", r.stderr)

@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 1
+SONAME_MAJOR := 2
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -37,9 +37,9 @@ GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
-COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
+COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
               common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c
-SERVER_SRC := server/config.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
+SERVER_SRC := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/exec.c server/files.c server/workers.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \

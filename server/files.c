@@ -14,7 +14,6 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
-#include "contenthash.h"
 #include "fileindex.h"
 #include "fullio.h"
 #include "link.h"
@@ -25,8 +24,6 @@
 
 #define WORKERS 4
 #define SHA256_LEN 32
-#define LIST_PAGE_DEFAULT 200
-#define LIST_PAGE_MAX 1000
 #define QUOTA_CACHE_MS 2000
 /* The index's bound: 32 bytes per 4 MiB block, so some 8 TiB of files' blocks. */
 #define INDEX_BYTES (64u << 20)
@@ -261,8 +258,8 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 
 	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
-	if (rq->page_size > LIST_PAGE_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, LIST_PAGE_MAX);
+	if (rq->page_size > BK_LIST_PAGE_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, BK_LIST_PAGE_MAX);
 		return;
 	}
 	size_t tlen = strlen(rq->page_token);
@@ -284,7 +281,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	after[tlen / 2] = '\0';
 	op.path = path;
 	op.after = after;
-	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
+	op.limit = rq->page_size ? rq->page_size : BK_LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
 	bk_link_send(call->srv->executor, &order, NULL, 0, list_replied, call);
@@ -397,9 +394,6 @@ struct download {
 	bool zstd;
 	bool sha256;        /* the plain SHA-256 of the whole file asked for */
 };
-
-/* Tries at reading a chunk of a file that changes meanwhile, before answering ABORTED. */
-#define READ_TRIES 3
 
 static bool file_unchanged(const bk_filever *v, const struct stat *now)
 {
@@ -517,10 +511,10 @@ static void download_work(void *arg, void *scratch)
 			goto out;
 		}
 		r = download_try(d, &st, buf, zbuf);
-	} while (r == -EAGAIN && ++tries < READ_TRIES);
+	} while (r == -EAGAIN && ++tries < BK_READ_TRIES);
 	if (r == -EAGAIN)
 		bk_call_failf(d->call, BK_ABORTED, 0, "the file changed while it was read (%d tries): ask again",
-			      READ_TRIES);
+			      BK_READ_TRIES);
 out:
 	bk_close(d->fd);
 	free(d);
@@ -897,10 +891,8 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 
 /* A chunk waiting for its turn. Chunks are written strictly in order, but a client may send the
  * next ones before the previous is answered: they wait here, sorted by offset, at most
- * CHUNK_QUEUE_MAX of them, and one worker at a time drains an upload's queue ("draining"). */
-#define CHUNK_QUEUE_MAX 8
-#define GAP_WAIT_MS 2000
-
+ * BK_CHUNK_QUEUE_MAX of them (BK_GAP_WAIT_MS at most for a gap before them), and one worker at
+ * a time drains an upload's queue ("draining"). */
 struct chunk_job {
 	struct chunk_job *next;
 	bk_call *call;        /* its data field is the chunk */
@@ -1129,15 +1121,15 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 	}
 	/* The next in order; or, as chunks sent one after another may overtake each other on the
 	 * way in (each is MAC-checked on its own thread before it gets here), one further ahead at
-	 * a whole-chunk boundary, which waits for the gap before it to fill — for GAP_WAIT_MS at
+	 * a whole-chunk boundary, which waits for the gap before it to fill — for BK_GAP_WAIT_MS at
 	 * most (bk_files_expire). */
 	bool ahead_ok = rq->offset > end && rq->offset % BK_FILE_CHUNK_MAX == 0 &&
-			rq->offset < confirmed + (uint64_t)CHUNK_QUEUE_MAX * BK_FILE_CHUNK_MAX &&
+			rq->offset < confirmed + (uint64_t)BK_CHUNK_QUEUE_MAX * BK_FILE_CHUNK_MAX &&
 			(len == BK_FILE_CHUNK_MAX || rq->offset + len == u->size);
 	for (pp = &u->queue; *pp && (*pp)->offset < rq->offset; pp = &(*pp)->next)
 		;
 	if ((rq->offset != end && !ahead_ok) || (*pp && (*pp)->offset < rq->offset + len) || len == 0 ||
-	    queued_chunks(u) >= CHUNK_QUEUE_MAX) {
+	    queued_chunks(u) >= BK_CHUNK_QUEUE_MAX) {
 		pthread_mutex_unlock(&f->lock);
 		free(j);
 		if (len == 0 && rq->offset == confirmed)
@@ -1360,7 +1352,7 @@ void bk_files_expire(bk_server *srv)
 		uint64_t end = contiguous_end(u);
 		for (struct chunk_job **jp = &u->queue; *jp;) {
 			struct chunk_job *j = *jp;
-			if (j->offset > end && bk_elapsed_us(&j->queued) >= GAP_WAIT_MS * 1000) {
+			if (j->offset > end && bk_elapsed_us(&j->queued) >= BK_GAP_WAIT_MS * 1000) {
 				j->confirmed = u->offset;
 				*jp = j->next;
 				j->next = stale;

@@ -125,6 +125,20 @@ VECTORS = [
 # The vectors whose whole sealed Envelope the document and the C test spell out.
 WIRE_EXAMPLES = ("request with an empty body", "request with data")
 
+# docs/PROTOCOL.md's content hash vectors ("Content hash"): SHA-256 over the SHA-256 of each
+# 4 MiB block. Also in tests/unit/test_contenthash.c.
+BLOCK = 4 << 20
+CONTENT_VECTORS = [
+    ("empty", b"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    ("one block", b"hello, world\n", "74743aec8fc3daf7bffe600cdf6848cdd1105671c273733f544caba63dfcba92"),
+    ("two blocks", bytes(BLOCK) + b"abc", "3fa6db8310a97daafad66b46d1d89070c4fe821f88b40cb9a06fa9aca84e30ce"),
+]
+
+
+def content_hash(data):
+    blocks = [hashlib.sha256(data[i:i + BLOCK]).digest() for i in range(0, len(data), BLOCK)]
+    return blocks, hashlib.sha256(b"".join(blocks)).hexdigest()
+
 
 def squeeze(text):
     return re.sub(r"\s+", "", text).lower()
@@ -133,6 +147,7 @@ def squeeze(text):
 def main():
     doc = squeeze(open("docs/PROTOCOL.md", encoding="utf-8").read())
     ctest = open("tests/unit/test_mac_vectors.c", encoding="utf-8").read().lower()
+    ctest_content = open("tests/unit/test_contenthash.c", encoding="utf-8").read().lower()
     failures = 0
     for name, key, fields, want in VECTORS:
         data = mac_input(fields)
@@ -155,7 +170,19 @@ def main():
         for p in problems:
             print(f"mac_vectors: {name}: {p}", file=sys.stderr)
         failures += 1 if problems else 0
-    print(f"mac_vectors: {len(VECTORS) - failures} passed, {failures} failed")
+    for name, data, want in CONTENT_VECTORS:
+        blocks, got = content_hash(data)
+        problems = []
+        if got != want:
+            problems.append(f"computed {got}, expected {want}")
+        if want not in doc or want not in ctest_content:
+            problems.append("its content hash is not in docs/PROTOCOL.md and tests/unit/test_contenthash.c")
+        problems += [f"its block hash {b.hex()} is not in docs/PROTOCOL.md" for b in blocks if b.hex() not in doc]
+        for p in problems:
+            print(f"mac_vectors: content hash of {name}: {p}", file=sys.stderr)
+        failures += 1 if problems else 0
+    total = len(VECTORS) + len(CONTENT_VECTORS)
+    print(f"mac_vectors: {total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 

@@ -127,6 +127,40 @@ static void not_final_before_the_end_nor_past_it(void **state)
 	free(p);
 }
 
+/* docs/PROTOCOL.md's vectors ("Content hash"), recomputed by tests/unit/mac_vectors.py too. */
+static void documented_vectors(void **state)
+{
+	static const struct {
+		const char *name;
+		size_t zeros;
+		const char *tail, *hash;
+	} vectors[] = {
+		{ "empty", 0, "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+		{ "one block", 0, "hello, world\n", "74743aec8fc3daf7bffe600cdf6848cdd1105671c273733f544caba63dfcba92" },
+		{ "two blocks", B, "abc", "3fa6db8310a97daafad66b46d1d89070c4fe821f88b40cb9a06fa9aca84e30ce" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < BK_ARRAY_SIZE(vectors); i++) {
+		size_t n = vectors[i].zeros + strlen(vectors[i].tail);
+		uint8_t *p = calloc(n ? n : 1, 1);
+		char hex[2 * BK_HASH_LEN + 1];
+		bk_blockhash b;
+		bk_hash h;
+
+		assert_non_null(p);
+		memcpy(p + vectors[i].zeros, vectors[i].tail, strlen(vectors[i].tail));
+		assert_int_equal(bk_blockhash_init(&b, n), 0);
+		add_in_pieces(&b, p, n, B, true);
+		assert_int_equal(bk_blockhash_final(&b, h), 0);
+		bk_block_name(h, hex);
+		if (strcmp(hex, vectors[i].hash) != 0)
+			fail_msg("content hash of %s: %s, documented %s", vectors[i].name, hex, vectors[i].hash);
+		bk_blockhash_fini(&b);
+		free(p);
+	}
+}
+
 static void block_names_are_lowercase_hex(void **state)
 {
 	bk_hash h;
@@ -150,6 +184,7 @@ int main(void)
 		cmocka_unit_test(any_pieces_give_the_defined_hash),
 		cmocka_unit_test(empty_content_is_the_hash_of_nothing),
 		cmocka_unit_test(not_final_before_the_end_nor_past_it),
+		cmocka_unit_test(documented_vectors),
 		cmocka_unit_test(block_names_are_lowercase_hex),
 	};
 

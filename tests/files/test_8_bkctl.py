@@ -73,6 +73,24 @@ class BkctlCpTest(FilesTestCase):
                          sorted("f%d%s.bin" % (s, z) for s in sizes for z in ("", "z")),
                          "something besides the copies landed (a temp file left behind?)")
 
+    def test_sha256_on_request_both_ways(self):
+        # --sha256: the plain SHA-256 computed on each side (one more pass each) and checked, then
+        # printed as sha256sum prints it, so that sha256sum -c checks the local side too.
+        data = os.urandom(2 * CHUNK_MAX + 5)
+        src = self.local_file("s.bin", data)
+        r = self.bkctl("cp", "--sha256", src, ":s.bin")
+        self.assertIn(("%s  %s\n" % (sha256(data).hex(), src)).encode(), r.stdout)
+        self.assertHostFile("s.bin", data)
+        back = os.path.join(self.local, "s-back.bin")
+        r = self.bkctl("-o", "json", "cp", "--sha256", ":s.bin", back)
+        self.assertEqual(json.loads(r.stdout)["sha256"], [{"path": back, "sha256": sha256(data).hex()}])
+        check = subprocess.run(["sha256sum", "-c"], input=("%s  %s\n" % (sha256(data).hex(), back)).encode(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        # Without it: no SHA-256 pass, none printed.
+        r = self.bkctl("-o", "json", "cp", src, ":t.bin")
+        self.assertNotIn("sha256", json.loads(r.stdout))
+
     def test_a_tree_up_and_back(self):
         files = {"a.txt": b"alpha\n", "sub/b.bin": os.urandom(5000), "sub/deeper/c": b"",
                  "big.bin": os.urandom(2 * CHUNK_MAX + 7)}

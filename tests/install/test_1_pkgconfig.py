@@ -20,6 +20,12 @@ def version():
         return re.search(r'BK_VERSION "([^"]*)"', f.read()).group(1)
 
 
+def soname_major():
+    """The ABI's number: SONAME_MAJOR in the Makefile (docs/ABI.md)."""
+    with open(os.path.join(REPO, "Makefile")) as f:
+        return re.search(r"^SONAME_MAJOR\s*:=\s*(\d+)", f.read(), re.M).group(1)
+
+
 def run(argv, env=None, **kw):
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, **kw)
 
@@ -63,7 +69,8 @@ class InstalledPrefix(unittest.TestCase):
         r = run([exe, version()])
         self.assertEqual((r.returncode, r.stdout), (0, "libboxkite %s\n" % version()), r.stderr)
         ldd = run(["ldd", exe]).stdout
-        self.assertRegex(ldd, r"libboxkite\.so\.1 => %s/libboxkite\.so\.1 " % re.escape(libdir), ldd)
+        so = r"libboxkite\.so\.%s" % soname_major()
+        self.assertRegex(ldd, r"%s => %s/%s " % (so, re.escape(libdir), so), ldd)
 
     def test_static_build_runs_with_no_shared_library(self):
         exe = self.build("probe-static", ["-static"] + self.pkgconfig("--static", "--cflags", "--libs"))
@@ -72,10 +79,10 @@ class InstalledPrefix(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout), (0, "libboxkite %s\n" % version()), r.stderr)
 
     def test_the_library_exports_only_its_api(self):
-        lib = os.path.join(self.prefix, "lib", "libboxkite.so.1")
+        lib = os.path.join(self.prefix, "lib", "libboxkite.so." + soname_major())
         r = run(["nm", "-D", "--defined-only", lib])
         self.assertEqual(r.returncode, 0, r.stderr)
         names = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
         self.assertIn("bk_version", names)
         self.assertEqual([n for n in names if not n.startswith("bk_")], [], "symbols outside the API")
-        self.assertRegex(run(["objdump", "-p", lib]).stdout, r"SONAME\s+libboxkite\.so\.1\b")
+        self.assertRegex(run(["objdump", "-p", lib]).stdout, r"SONAME\s+libboxkite\.so\.%s\b" % soname_major())

@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 2
+SONAME_MAJOR := 3
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -38,15 +38,16 @@ GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c
-SERVER_SRC := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c server/log.c server/dispatch.c \
+              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
+SERVER_SRC := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c server/log.c \
+              server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/exec.c server/files.c server/workers.c \
+              server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \
               sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/json.c \
-              client/quote.c
+BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
+              client/bkctl_verify.c client/json.c client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -165,7 +166,18 @@ $(B)/libboxkite.so.$(VERSION): $(CLIENT_PIC)
 $(B)/libboxkite.a: $(CLIENT_PIC)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/libboxkite.a
+# bkctl kube renders deploy/sandbox/pod.yaml: compiled in as a C string, so that the pod bkctl
+# makes is the one make test validates.
+$(B)/gen-kube/sandbox_pod.c: deploy/sandbox/pod.yaml
+	@mkdir -p $(@D)
+	{ echo 'const char bkctl_sandbox_pod_yaml[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
+$(B)/obj/gen-kube/sandbox_pod.o: $(B)/gen-kube/sandbox_pod.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIE -c $< -o $@
+
+$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
 # --- install -------------------------------------------------------------------------------------

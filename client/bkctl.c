@@ -61,16 +61,29 @@ static const bkctl_command commands[] = {
 	  "  -p, --parents        make missing parents; an existing directory is no error\n"
 	  "  -m, --mode MODE      octal permission bits (default 755)\n",
 	  "" },
+	{ "kube", bkctl_kube, "print a sandbox's Secret (fresh key and TLS certificate) and pod for kubectl apply -f -",
+	  "NAME",
+	  "  -n, --namespace NS   the namespace (default boxkite)\n"
+	  "  --template FILE      the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
+	  "                       e.g. kubectl kustomize of an overlay of deploy/sandbox\n",
+	  "" },
+	{ "verify", bkctl_verify, "check the three network-isolation layers, each from its vantage point",
+	  "",
+	  "  --pod NAME           the sandbox pod, for the kubectl commands it prints\n"
+	  "  -n, --namespace NS   its namespace (default boxkite)\n",
+	  "Layer 1 from inside an exec, layer 3 against the port without the key; layer 2 (and the\n"
+	  "metadata endpoint) printed as commands to run on your cluster. Exits 1 if a check failed.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 };
 
-enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP };
+enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };
 
 static const struct option global_longopts[] = {
 	{ "url", required_argument, NULL, OPT_URL },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "key-id", required_argument, NULL, OPT_KEY_ID },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
 	{ "output", required_argument, NULL, 'o' },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -81,6 +94,7 @@ static const char global_help[] =
 	"  --url URL            boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
 	"  --key-file PATH      key file (env BOXKITE_KEY_FILE)\n"
 	"  --key-id ID          which key of the file (default: the first)\n"
+	"  --tls-cert PATH      tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
 	"  -o, --output FMT     text (default) or json\n"
 	"  --timeout S          seconds to wait for an answer (default 30; exec: the command's timeout)\n"
 	"  -h, --help           this help\n";
@@ -134,6 +148,9 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 	case OPT_KEY_ID:
 		ctl->key_id = arg;
 		return true;
+	case OPT_TLS_CERT:
+		ctl->tls_cert = arg;
+		return true;
 	case 'o':
 		if (strcmp(arg, "json") && strcmp(arg, "text")) {
 			fprintf(stderr, "%s: -o %s: expected text or json\n", ctl->prog, arg);
@@ -184,9 +201,16 @@ int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, co
 	}
 }
 
+/* The client options the global options say: every connection bkctl makes uses these. */
+static bk_client_options client_options(const bkctl *ctl)
+{
+	return (bk_client_options){ .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms,
+				    .tls_cert = ctl->tls_cert };
+}
+
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
 {
-	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client_options o = client_options(ctl);
 	bk_client *c = NULL;
 	bk_status st;
 
@@ -333,7 +357,7 @@ int bkctl_parse_size(const char *s, uint64_t *bytes)
 /* One Health call on a connection of its own (a retry must dial again). */
 static int health_once(bkctl *ctl, bk_health_info *h, bk_status *st)
 {
-	bk_client_options o = { .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms };
+	bk_client_options o = client_options(ctl);
 	bk_client *c;
 	int code = bk_client_open(&c, ctl->url, &o, st);
 
@@ -400,7 +424,8 @@ int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	bkctl ctl = { .url = getenv("BOXKITE_URL"), .key_file = getenv("BOXKITE_KEY_FILE"), .prog = "bkctl" };
+	bkctl ctl = { .url = getenv("BOXKITE_URL"), .key_file = getenv("BOXKITE_KEY_FILE"),
+		      .tls_cert = getenv("BOXKITE_TLS_CERT"), .prog = "bkctl" };
 	char prog[64];
 	int c, help = 0;
 

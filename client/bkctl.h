@@ -23,6 +23,7 @@ typedef struct bkctl {
 	const char *url;
 	const char *key_file;
 	const char *key_id;
+	const char *tls_cert;
 	int timeout_ms;
 	bool json;
 	const char *prog; /* "bkctl health" etc., for messages */
@@ -80,6 +81,8 @@ int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_rm(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/bkctl_files.c; tested by
  * tests/unit/test_bkctl_files.c). */

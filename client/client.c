@@ -12,6 +12,7 @@
 #include "call.h"
 #include "clock.h"
 #include "keys.h"
+#include "tls.h"
 #include "version.h"
 
 /* Answers can carry command output and file chunks; nng's 1 MiB default is far too small. */
@@ -76,6 +77,7 @@ static int client_load_key(bk_client *c, const bk_client_options *o, bk_status *
 int bk_client_open(bk_client **out, const char *url, const bk_client_options *opts, bk_status *st)
 {
 	bk_client_options none = { 0 };
+	nng_tls_config *tls = NULL;
 	bk_client *c;
 	int rv, code;
 
@@ -109,7 +111,21 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 	nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	/* A synchronous first dial, so an unreachable server is an error now rather than a
 	 * timeout later; nng reconnects by itself afterwards. */
-	rv = nng_dial(c->sock, url, NULL, 0);
+	if (bk_tls_url(url)) {
+		bk_error *err = NULL;
+		if (!opts->tls_cert) {
+			bk_client_close(c);
+			return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+					     "%s: a tls+tcp:// URL needs the server's certificate to pin", url);
+		}
+		if (bk_tls_client_config(opts->tls_cert, &tls, &err) < 0) {
+			bk_client_close(c);
+			return status_from_error(st, err);
+		}
+	}
+	rv = bk_tls_dial(c->sock, url, tls);
+	if (tls)
+		nng_tls_config_free(tls); /* the dialer holds its own reference */
 	if (rv) {
 		bk_client_close(c);
 		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "cannot connect to %s: %s", url, nng_strerror(rv));

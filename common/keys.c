@@ -227,27 +227,38 @@ const bk_key *bk_keyring_find(const bk_keyring *ring, const char *id)
 	return NULL;
 }
 
-int bk_keyfile_create(const char *path, const char *id, bk_error **err)
+int bk_key_text_new(const char *id, char *text, size_t size, bk_error **err)
 {
 	static const char hexdigits[] = "0123456789abcdef";
 	uint8_t secret[32];
-	char line[256];
-	_cleanup_close_ int fd = -1;
-	int len, n;
+	int len;
 
 	if (!bk_key_id_valid(id))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "key id '%.80s' is not 1..%d of [A-Za-z0-9._-]",
 				    id, BK_KEY_ID_MAX);
+	if (size < BK_KEY_TEXT_MAX)
+		return bk_error_set(err, BK_INTERNAL, ENOBUFS, "key text buffer too small");
 	if (getrandom(secret, sizeof(secret), 0) != (ssize_t)sizeof(secret))
 		return bk_error_errno(err, errno ? errno : EIO, "cannot get random bytes");
-	len = snprintf(line, sizeof(line), "# boxkite key file: <key-id> <hex secret>; keep it mode 0600\n%s ", id);
+	len = snprintf(text, size, "# boxkite key file: <key-id> <hex secret>; keep it mode 0600\n%s ", id);
 	for (size_t i = 0; i < sizeof(secret); i++) {
-		line[len++] = hexdigits[secret[i] >> 4];
-		line[len++] = hexdigits[secret[i] & 15];
+		text[len++] = hexdigits[secret[i] >> 4];
+		text[len++] = hexdigits[secret[i] & 15];
 	}
-	line[len++] = '\n';
+	text[len++] = '\n';
+	text[len] = '\0';
 	OPENSSL_cleanse(secret, sizeof(secret));
+	return len;
+}
 
+int bk_keyfile_create(const char *path, const char *id, bk_error **err)
+{
+	char line[BK_KEY_TEXT_MAX];
+	_cleanup_close_ int fd = -1;
+	int len, n;
+
+	if ((len = bk_key_text_new(id, line, sizeof(line), err)) < 0)
+		return len;
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		OPENSSL_cleanse(line, sizeof(line));

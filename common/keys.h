@@ -53,6 +53,13 @@ const bk_key *bk_keyring_find(const bk_keyring *ring, const char *id);
 void bk_keyring_free(bk_keyring *ring);
 BK_DEFINE_PTR_CLEANUP(bk_keyring_freep, bk_keyring, bk_keyring_free)
 
+/* Room for the text bk_key_text_new() makes: a comment line and "<id> <64 hex digits>\n". */
+#define BK_KEY_TEXT_MAX 256
+
+/* Key-file text holding one fresh 256-bit key named id, into text (size >= BK_KEY_TEXT_MAX).
+ * Returns its length, or a negative errno with *err set. Cleanse it after use. */
+int bk_key_text_new(const char *id, char *text, size_t size, bk_error **err);
+
 /* Write a new key file at path holding one fresh 256-bit key named id: created with mode 0600,
  * never over an existing file, fsync'd before it is reported written. */
 int bk_keyfile_create(const char *path, const char *id, bk_error **err);

@@ -23,8 +23,12 @@ struct option_def {
 #define FIELD(f) offsetof(bk_config, f)
 
 static const struct option_def option_defs[] = {
-	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, ipc:///PATH); repeatable" },
+	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc:///PATH); repeatable" },
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
+	{ "key-env", OPT_STRING, FIELD(key_env), "NAME", "read the keys from environment variable NAME instead (a Kubernetes secretKeyRef); never reloaded" },
+	{ "http-listen", OPT_STRING, FIELD(http_listen), "URL", "serve /livez, /readyz and /metrics on URL (http://HOST:PORT)" },
+	{ "tls-cert", OPT_STRING, FIELD(tls_cert), "PATH", "tls+tcp:// listeners: the certificate (PEM) clients pin" },
+	{ "tls-key", OPT_STRING, FIELD(tls_key), "PATH", "tls+tcp:// listeners: its private key (PEM)" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
 	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default 16M)" },
 	{ "decode-cap", OPT_SIZE, FIELD(decode_cap), "BYTES", "memory one request may decode into (default 2 x max-message)" },
@@ -87,6 +91,10 @@ void bk_config_free(bk_config *cfg)
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		free(cfg->listen[i]);
 	free(cfg->key_file);
+	free(cfg->key_env);
+	free(cfg->http_listen);
+	free(cfg->tls_cert);
+	free(cfg->tls_key);
 	free(cfg->state_dir);
 	free(cfg->workspace);
 	free(cfg->home);
@@ -128,9 +136,11 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 	case OPT_LISTEN:
 		if (cfg->nlisten == BK_LISTEN_MAX)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--listen: at most %d URLs", BK_LISTEN_MAX);
-		if (strncmp(value, "tcp://", 6) && strncmp(value, "ipc://", 6) && strncmp(value, "inproc://", 9))
+		if (strncmp(value, "tcp://", 6) && strncmp(value, "tls+tcp://", 10) && strncmp(value, "ipc://", 6) &&
+		    strncmp(value, "inproc://", 9))
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
-					    "--listen %s: a URL is tcp://HOST:PORT or ipc:///PATH", value);
+					    "--listen %s: a URL is tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///PATH",
+					    value);
 		cfg->listen[cfg->nlisten] = strdup(value);
 		if (!cfg->listen[cfg->nlisten])
 			return bk_error_errno(err, ENOMEM, "--listen");
@@ -277,6 +287,17 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				return bk_error_errno(err, ENOMEM, "config");
 		}
 	}
+	if (cfg->key_file && cfg->key_env)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--key-file and --key-env: one source of keys");
+	bool tls = false;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		tls = tls || strncmp(cfg->listen[i], "tls+tcp://", 10) == 0;
+	if (tls != (cfg->tls_cert != NULL) || !cfg->tls_cert != !cfg->tls_key)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "a tls+tcp:// listener needs --tls-cert and --tls-key, and they need one");
+	if (cfg->http_listen && strncmp(cfg->http_listen, "http://", 7))
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--http-listen %s: expected http://HOST:PORT",
+				    cfg->http_listen);
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
 	if (cfg->exec_output > cfg->exec_output_max)

@@ -16,6 +16,9 @@ typedef struct bk_config {
 	char *listen[BK_LISTEN_MAX];
 	size_t nlisten;
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
+	char *key_env;            /* or the keys from this environment variable (Kubernetes) */
+	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
+	char *tls_cert, *tls_key; /* PEM files for tls+tcp:// listeners */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
 	size_t max_message;       /* NNG_OPT_RECVMAXSZ */
 	size_t decode_cap;        /* per-request decoder allocator cap */

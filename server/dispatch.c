@@ -30,6 +30,14 @@ static bool nonce_ok(const bk_envelope *env)
 	return env && env->nonce.len == BK_NONCE_LEN;
 }
 
+/* The call's audit line (one JSON line per request: server/log.c) and its counters. */
+static void call_account(const bk_call *call, const bk_log_request *r)
+{
+	bk_log_call(r);
+	bk_metrics_call(&call->srv->metrics, call->method ? (size_t)(call->method - call->srv->methods) : 0,
+			call->method != NULL, r->status, r->detail, r->bytes_in, r->bytes_out);
+}
+
 /* Free what the call holds and hand the answer (or NULL: no answer) to the transport. */
 static void call_release(bk_call *call, nng_msg *answer)
 {
@@ -81,7 +89,7 @@ static void call_send(bk_call *call, const bk_envelope *hdr, nng_msg *answer, si
 	if (answer && store_answer)
 		bk_replay_answer(call->srv->replay, call->key->id, call->env->nonce.data,
 				 keep_bytes ? nng_msg_body(answer) : NULL, len);
-	bk_log_call(&(bk_log_request){
+	call_account(call, &(bk_log_request){
 		.method = hdr->method,
 		.key_id = hdr->key_id,
 		.status = hdr->status,
@@ -202,7 +210,7 @@ static void refuse(bk_call *call, int status, int detail, const char *fmt, ...)
  * that answer (a re-sent request carries the same nng request id). */
 static void drop(bk_call *call)
 {
-	bk_log_call(&(bk_log_request){
+	call_account(call, &(bk_log_request){
 		.method = call->env->method,
 		.key_id = call->key->id,
 		.status = BK_ABORTED,
@@ -222,7 +230,7 @@ static void resend(bk_call *call, uint8_t *answer, size_t len)
 	if (nng_msg_alloc(&msg, len) == 0)
 		memcpy(nng_msg_body(msg), answer, len);
 	free(answer);
-	bk_log_call(&(bk_log_request){
+	call_account(call, &(bk_log_request){
 		.method = call->env->method,
 		.key_id = call->key->id,
 		.status = BK_OK,

@@ -62,6 +62,7 @@ struct exec_run {
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
 	Boxkite__Executor__Exited exit;
 	bool exited, timed_out, finished;
+	bool running;              /* counted in the metrics' running execs (it started) */
 	/* owned by the I/O thread */
 	int stdin_fd, timer_fd;
 	const uint8_t *stdin_data;
@@ -375,6 +376,7 @@ static void run_finish(bk_execs *ex, struct exec_run *run)
 	resp.stderr_dropped = run->out[1].dropped;
 	resp.duration_us = bk_elapsed_us(&run->started);
 	resp.isolation_profile = ex->srv->profile;
+	bk_metrics_exec_finished(&ex->srv->metrics, resp.duration_us, resp.timed_out, resp.oom_killed, run->running);
 	bk_call_reply(run->call, &resp.base);
 	run_retire(ex, run);
 }
@@ -430,6 +432,8 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 
 	for (int i = 0; i < 3; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	bk_metrics_exec_started(&ex->srv->metrics);
+	run->running = true;
 	run->stdin_fd = fds[0];
 	run->out[0].fd = fds[1];
 	run->out[1].fd = fds[2];

@@ -159,7 +159,7 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
 	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
-		rv = nng_listen(f->sock, srv->cfg.listen[i], NULL, 0);
+		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls);
 		if (rv)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,
 					    "cannot listen on %s: %s", srv->cfg.listen[i], nng_strerror(rv));

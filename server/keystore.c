@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <openssl/crypto.h>
+
 struct bk_keyring_ref {
 	atomic_int refs;
 	bk_keyring *ring;
@@ -41,9 +43,29 @@ static bool same_file_state(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* Make ring (taken) the current keyring; st: the file it came from, if any. Returns 1. */
+static int keystore_install(bk_keystore *ks, bk_keyring *ring, const struct stat *st, bk_error **err)
+{
+	bk_keyring_ref *ref = calloc(1, sizeof(*ref)), *old;
+
+	if (!ref) {
+		bk_keyring_free(ring);
+		return bk_error_errno(err, ENOMEM, "keystore");
+	}
+	atomic_init(&ref->refs, 1);
+	ref->ring = ring;
+	pthread_mutex_lock(&ks->lock);
+	old = ks->current;
+	ks->current = ref;
+	if (st)
+		ks->loaded = *st;
+	pthread_mutex_unlock(&ks->lock);
+	bk_keyring_ref_put(old);
+	return 1;
+}
+
 int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 {
-	bk_keyring_ref *ref, *old;
 	bk_keyring *ring = NULL;
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -63,20 +85,7 @@ int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 	ret = bk_keyring_load_fd(fd, ks->path, &ring, err);
 	if (ret < 0)
 		return ret;
-	ref = calloc(1, sizeof(*ref));
-	if (!ref) {
-		bk_keyring_free(ring);
-		return bk_error_errno(err, ENOMEM, "key file %s", ks->path);
-	}
-	atomic_init(&ref->refs, 1);
-	ref->ring = ring;
-	pthread_mutex_lock(&ks->lock);
-	old = ks->current;
-	ks->current = ref;
-	ks->loaded = st;
-	pthread_mutex_unlock(&ks->lock);
-	bk_keyring_ref_put(old);
-	return 1;
+	return keystore_install(ks, ring, &st, err);
 }
 
 int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
@@ -101,6 +110,31 @@ int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
 	}
 	*out = ks;
 	return 0;
+}
+
+int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err)
+{
+	char *text = getenv(name);
+	bk_keyring *ring = NULL;
+	size_t len;
+	int ret;
+
+	if (!text || !*text)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENOENT, "--key-env %s: the variable is not set", name);
+	len = strlen(text);
+	ret = bk_keyring_parse(text, len, name, &ring, err);
+	/* The secret leaves our environment, and its bytes the block /proc/PID/environ shows. */
+	OPENSSL_cleanse(text, len);
+	unsetenv(name);
+	if (ret < 0)
+		return ret;
+	ret = bk_keystore_open(NULL, out, err);
+	if (ret < 0) {
+		bk_keyring_free(ring);
+		return ret;
+	}
+	ret = keystore_install(*out, ring, NULL, err);
+	return ret < 0 ? ret : 0;
 }
 
 void bk_keystore_set_opener(bk_keystore *ks, bk_key_file_opener open, void *arg)

@@ -13,6 +13,10 @@ typedef struct bk_keyring_ref bk_keyring_ref;
 
 /* path NULL: a store with no keys (every keyed call is refused AUTH_NOT_CONFIGURED). */
 int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err);
+/* A store holding the keys of environment variable `name` (key-file text, as a Kubernetes
+ * secretKeyRef injects it), never reloaded. The variable is removed from the environment and its
+ * bytes overwritten. */
+int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err);
 void bk_keystore_free(bk_keystore *ks);
 
 /* How later reloads open the key file: open(arg, path) returns a descriptor or -errno. boxkited's

@@ -9,6 +9,7 @@
 
 #include "exec.h"
 #include "files.h"
+#include "http.h"
 #include "link.h"
 #include "log.h"
 #include "mkdir.h"
@@ -103,6 +104,7 @@ static void serve_until_signal(bk_server *srv, const sigset_t *set)
 			return;
 		}
 		bk_files_expire(srv);
+		bk_http_tick(srv);
 		int ret = bk_keystore_reload(srv->keystore, sig == SIGHUP, &err);
 		if (ret > 0)
 			bk_log(BK_LOG_INFO, "key file reloaded");
@@ -161,11 +163,13 @@ int main(int argc, char **argv)
 	}
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
-	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
+	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
+	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
 	bk_front_serve(&srv);
+	bk_http_tick(&srv);
 	for (size_t i = 0; i < cfg.nlisten; i++)
 		bk_log(BK_LOG_INFO, "listening on %s", cfg.listen[i]);
 	serve_until_signal(&srv, &set);
@@ -176,6 +180,7 @@ out:
 	 * exits come back as events), then the exec thread answers what is left, then the
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
+	bk_http_stop(&srv);
 	bk_link_close(link);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);

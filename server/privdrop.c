@@ -25,7 +25,9 @@ int bk_privileges_narrow(bk_error **err)
 {
 	static const cap_value_t keep[] = { CAP_SETUID, CAP_SETGID, CAP_NET_BIND_SERVICE };
 	cap_t caps = cap_get_proc();
+	cap_value_t held[BK_ARRAY_SIZE(keep)];
 	cap_flag_value_t setpcap = CAP_CLEAR;
+	size_t nheld = 0;
 	int ret = 0;
 
 	if (!caps)
@@ -44,11 +46,24 @@ int bk_privileges_narrow(bk_error **err)
 	}
 	if (cap_reset_ambient() < 0 && errno != EINVAL)
 		return bk_error_errno(err, errno, "cannot clear ambient capabilities");
+	/* Of those, what we were given: a container's list need not hold CAP_NET_BIND_SERVICE
+	 * (deploy/ listens above 1024), and a set cannot grow. */
+	caps = cap_get_proc();
+	if (!caps)
+		return bk_error_errno(err, errno, "cap_get_proc");
+	for (size_t i = 0; i < BK_ARRAY_SIZE(keep); i++) {
+		cap_flag_value_t have = CAP_CLEAR;
+		cap_get_flag(caps, keep[i], CAP_PERMITTED, &have);
+		if (have == CAP_SET)
+			held[nheld++] = keep[i];
+	}
+	cap_free(caps);
 	caps = cap_init();
 	if (!caps)
 		return bk_error_errno(err, errno, "cap_init");
-	if (cap_set_flag(caps, CAP_PERMITTED, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-	    cap_set_flag(caps, CAP_EFFECTIVE, BK_ARRAY_SIZE(keep), keep, CAP_SET) < 0 || cap_set_proc(caps) < 0)
+	if ((nheld && (cap_set_flag(caps, CAP_PERMITTED, (int)nheld, held, CAP_SET) < 0 ||
+		       cap_set_flag(caps, CAP_EFFECTIVE, (int)nheld, held, CAP_SET) < 0)) ||
+	    cap_set_proc(caps) < 0)
 		ret = bk_error_errno(err, errno, "cannot narrow the capability sets");
 	cap_free(caps);
 	if (ret == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -18,12 +18,16 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	srv->cfg = *cfg;
 	srv->started_ms = bk_clock_monotonic_ms();
 	srv->mode = "none";
-	ret = bk_keystore_open(cfg->key_file, &srv->keystore, err);
+	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, &srv->keystore, err)
+			   : bk_keystore_open(cfg->key_file, &srv->keystore, err);
 	if (ret < 0)
 		return ret;
 	srv->replay = bk_replay_new(cfg->replay_capacity, cfg->window_ms, cfg->replay_answer_cap);
 	if (!srv->replay)
 		return bk_error_errno(err, ENOMEM, "replay cache");
+	/* Read as root, like the keys: the Secret's files are root's, mode 0400. */
+	if (cfg->tls_cert && (ret = bk_tls_server_config(cfg->tls_cert, cfg->tls_key, &srv->tls, err)) < 0)
+		return ret;
 	if (cfg->state_dir) {
 		ret = bk_replay_log_open(cfg->state_dir, cfg->window_ms, srv->replay, bk_clock_realtime_ms(),
 					 &srv->replay_log, err);
@@ -33,7 +37,11 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
 			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
 	}
-	return bk_methods_init(srv, err);
+	if ((ret = bk_methods_init(srv, err)) < 0)
+		return ret;
+	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
+		return bk_error_errno(err, ENOMEM, "metrics");
+	return 0;
 }
 
 void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
@@ -92,6 +100,9 @@ void bk_server_fini(bk_server *srv)
 	bk_replay_log_free(srv->replay_log);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);
+	if (srv->tls)
+		nng_tls_config_free(srv->tls);
 	free(srv->methods);
+	bk_metrics_fini(&srv->metrics);
 	memset(srv, 0, sizeof(*srv));
 }

@@ -17,7 +17,9 @@
 #include "config.h"
 #include "envelope.h"
 #include "keystore.h"
+#include "metrics.h"
 #include "replay.h"
+#include "tls.h"
 
 typedef struct bk_server bk_server;
 typedef struct bk_call bk_call;
@@ -67,12 +69,15 @@ struct bk_server {
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
 	char profile[160];   /* the executor's isolation profile id */
+	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_execs *execs;
 	struct bk_files *files;
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
+	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
+	bk_metrics metrics;
 };
 
 /* The executor's events (sandbox state, exec exits), routed to their modules. */

@@ -540,11 +540,14 @@ static int drop_capabilities(void)
 		CAP_KILL,       /* signal the sandbox user's processes */
 		CAP_CHOWN,      /* local mode: give the workspace to the sandbox user */
 	};
-	uint64_t mask = 0;
+	uint64_t mask = 0, bounding = bk_capbset_read();
 
 	for (size_t i = 0; i < BK_ARRAY_SIZE(keep); i++)
 		mask |= BK_CAP(keep[i]);
-	return bk_child_keep_caps(mask, bk_capbset_read() & ~mask) ? -1 : 0;
+	/* Only what we were given (a pod's list is exactly what its mode needs: deploy/); asking
+	 * capset for more would fail and leave the set un-narrowed. */
+	mask &= bounding;
+	return bk_child_keep_caps(mask, bounding & ~mask) ? -1 : 0;
 }
 
 static int executor_setup(struct executor *ex, int sock)

@@ -8,6 +8,7 @@
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
 #   install      make install and pkg-config as a library user meets them; README.md's
 #                walkthrough run as written in a scratch root
+#   k8s          deploy/ rendered and validated offline: schemas, invariants, the policy truth table
 # `make test` runs them all, then the C tiers and bkctl's copies again under ASan+UBSan (SAN=1),
 # and ends by saying how many tests were skipped, if any (never "all passed" over a skip).
 
@@ -22,15 +23,16 @@ PYTHON      := /usr/bin/python3
 # never reads as one that ran them all.
 export BOXKITE_TEST_RESULTS ?= $(CURDIR)/$(B)/test-results
 TEST_RUN        := $(PYTHON) $(CURDIR)/tests/integration/run.py
-TEST_SKIP_TIERS := escape-selftest integration workloads files python files-bkctl install
+TEST_SKIP_TIERS := escape-selftest integration workloads files python k8s files-bkctl install
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-workloads test-files test-files-bkctl test-python \
+.PHONY: test test-unit test-wire test-fuzz test-integration test-workloads test-files test-files-bkctl test-python test-k8s \
         test-install test-san
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
 	$(MAKE) gen-check docs-check
-	$(MAKE) all test-unit test-wire test-fuzz test-integration test-workloads test-files test-python test-install
+	$(MAKE) all test-unit test-wire test-fuzz test-integration test-workloads test-files test-python test-k8s \
+		test-install
 	$(MAKE) SAN=1 test-san
 	@total=0; tiers=; \
 	for t in $(TEST_SKIP_TIERS); do \
@@ -50,4 +52,5 @@ include tests/integration/integration.mk
 include tests/workloads/workloads.mk
 include tests/files/files.mk
 include tests/python/python.mk
+include tests/k8s/k8s.mk
 include tests/install/install.mk

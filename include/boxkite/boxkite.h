@@ -65,6 +65,7 @@ typedef struct bk_client_options {
 	const uint8_t *key;  /* raw secret, 32..64 bytes, used when key_file is NULL */
 	size_t key_len;
 	int timeout_ms;      /* default timeout of a call; 0 = 30000 */
+	const char *tls_cert; /* tls+tcp:// URLs: the server's certificate (PEM), the only one accepted */
 } bk_client_options;
 
 /* Connect to url (tcp://HOST:PORT or ipc:///PATH; NULL: BK_DEFAULT_URL) and load the key.

@@ -12,18 +12,14 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+# The soname's number, as the Makefile sets it (docs/ABI.md).
+SONAME_MAJOR = re.search(r"(?m)^SONAME_MAJOR\s*:=\s*(\d+)", open(os.path.join(REPO, "Makefile")).read()).group(1)
 PROBE_SRC = os.path.join(HERE, "libprobe.c")
 
 
 def version():
     with open(os.path.join(REPO, "common", "version.h")) as f:
         return re.search(r'BK_VERSION "([^"]*)"', f.read()).group(1)
-
-
-def soname_major():
-    """The ABI's number: SONAME_MAJOR in the Makefile (docs/ABI.md)."""
-    with open(os.path.join(REPO, "Makefile")) as f:
-        return re.search(r"^SONAME_MAJOR\s*:=\s*(\d+)", f.read(), re.M).group(1)
 
 
 def run(argv, env=None, **kw):
@@ -69,8 +65,7 @@ class InstalledPrefix(unittest.TestCase):
         r = run([exe, version()])
         self.assertEqual((r.returncode, r.stdout), (0, "libboxkite %s\n" % version()), r.stderr)
         ldd = run(["ldd", exe]).stdout
-        so = r"libboxkite\.so\.%s" % soname_major()
-        self.assertRegex(ldd, r"%s => %s/%s " % (so, re.escape(libdir), so), ldd)
+        self.assertRegex(ldd, rf"libboxkite\.so\.{SONAME_MAJOR} => {re.escape(libdir)}/libboxkite\.so\.{SONAME_MAJOR} ", ldd)
 
     def test_static_build_runs_with_no_shared_library(self):
         exe = self.build("probe-static", ["-static"] + self.pkgconfig("--static", "--cflags", "--libs"))
@@ -79,10 +74,10 @@ class InstalledPrefix(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout), (0, "libboxkite %s\n" % version()), r.stderr)
 
     def test_the_library_exports_only_its_api(self):
-        lib = os.path.join(self.prefix, "lib", "libboxkite.so." + soname_major())
+        lib = os.path.join(self.prefix, "lib", f"libboxkite.so.{SONAME_MAJOR}")
         r = run(["nm", "-D", "--defined-only", lib])
         self.assertEqual(r.returncode, 0, r.stderr)
         names = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
         self.assertIn("bk_version", names)
         self.assertEqual([n for n in names if not n.startswith("bk_")], [], "symbols outside the API")
-        self.assertRegex(run(["objdump", "-p", lib]).stdout, r"SONAME\s+libboxkite\.so\.%s\b" % soname_major())
+        self.assertRegex(run(["objdump", "-p", lib]).stdout, rf"SONAME\s+libboxkite\.so\.{SONAME_MAJOR}\b")

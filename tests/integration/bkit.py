@@ -89,6 +89,23 @@ def _run(entry):
         print(f"bkit: cleanup {getattr(fn, '__name__', fn)}: {e}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def scope():
+    """Undo, on leaving the block, everything registered inside it (LIFO): for a test that makes
+    and tears down several daemons or pods in turn."""
+    with _cleanup_lock:
+        mark = len(_cleanups)
+    try:
+        yield
+    finally:
+        while True:
+            with _cleanup_lock:
+                if len(_cleanups) <= mark:
+                    break
+                entry = _cleanups.pop()
+            _run(entry)
+
+
 def cleanup_all():
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the undoing short
@@ -386,7 +403,7 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None):
+                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None):
         self.tag = tag
         self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
         self.dir = temp_dir(tag)
@@ -411,10 +428,15 @@ class Daemon:
         self.cgroup = None  # a ContainerCgroup to start it in, like a pod's container
         run([BKCTL, "keygen", self.key], check=True)
         self.key_secret = self.key.read_text().split()[-1]
+        # key_env: boxkited reads the key from this variable (--key-env, as a Kubernetes
+        # secretKeyRef gives it), not from the file; clients still use the file.
+        self.key_env = key_env
+        if key_env:
+            self.extra_env[key_env] = self.key.read_text()
 
     def argv(self):
-        a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url,
-                           "--key-file", str(self.key)]
+        a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
+        a += ["--key-env", self.key_env] if self.key_env else ["--key-file", str(self.key)]
         if self.tcp:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
@@ -610,7 +632,7 @@ def sweep_stale_netns():
     except OSError:
         return
     for n in names:
-        m = re.match(r"^bkit(\d+)[a-z]$", n)
+        m = re.match(r"^bkit(\d+)[a-z]+$", n)
         if m and int(m.group(1)) != os.getpid() and not Path(f"/proc/{m.group(1)}").exists():
             run(["ip", "netns", "del", n])
 
@@ -637,9 +659,10 @@ class NetPair:
     CLOUD_ADDR = "169.254.10.2"
     METADATA = "169.254.169.254"
 
-    def __init__(self):
-        self.pod = f"bkit{os.getpid()}p"
-        self.cloud = f"bkit{os.getpid()}c"
+    def __init__(self, tag=""):
+        # tag (lowercase letters): another pair in the same runner (each module's lives until exit)
+        self.pod = f"bkit{os.getpid()}{tag}p"
+        self.cloud = f"bkit{os.getpid()}{tag}c"
         netns_add(self.pod)
         netns_add(self.cloud)
         ip = lambda ns, *a: run(["ip", "-n", ns, *a], check=True)
@@ -702,6 +725,34 @@ def tcp_listener(host, port, netns=None):
     return p
 
 
+# --- TLS and HTTP ------------------------------------------------------------------------------
+
+def tls_files(directory, name="bk-itest"):
+    """A sidecar's certificate and key as `bkctl kube NAME` makes them (its Secret's tls.crt and
+    tls.key, decoded), written to directory; returns (cert path, key path)."""
+    import base64
+    r = run([BKCTL, "kube", name], check=True)
+    secret = r.stdout.split("\n---\n", 1)[0]
+    data = dict(line.strip().split(": ", 1) for line in secret.split("data:\n", 1)[1].splitlines() if ": " in line)
+    cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+    cert.write_bytes(base64.b64decode(data["tls.crt"]))
+    key.write_bytes(base64.b64decode(data["tls.key"]))
+    os.chmod(key, 0o400)
+    return cert, key
+
+
+def http_get(url, timeout=5, method="GET"):
+    """(status, body text) of one plain HTTP request to a loopback URL."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
 # --- the pod emulation ------------------------------------------------------------------------
 
 class Pod:
@@ -723,7 +774,7 @@ class Pod:
     mistaken for one of the few small pids inside an exec's own PID namespace.
     """
 
-    def __init__(self, tag="pod", daemon_args=()):
+    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None):
         require_tools("unshare", "nsenter", "setpriv")
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)
@@ -751,9 +802,13 @@ class Pod:
         run(["nsenter", "-t", self.pause, "-p", "-m", "--", "sh", "-c",
              f"echo {1000 + secrets.randbelow(20000)} > /proc/sys/kernel/ns_last_pid"], check=True)
         self.init_pid = None
-        self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False,
+        # caps: the sidecar as a container with exactly these capabilities (manifest names,
+        # e.g. SYS_ADMIN) and a read-only /sys/fs/cgroup (sidecar_container.sh).
+        container = [] if caps is None else ["/bin/bash", HERE / "sidecar_container.sh", ",".join(caps), "--"]
+        self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False, key_env=key_env,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
-                                     "unshare", "--mount", "--propagation", "private", "--mount-proc"])
+                                     "unshare", "--mount", "--propagation", "private", "--mount-proc",
+                                     *container])
         self.daemon.cgroup = ContainerCgroup(f"bk-itest-{os.getpid()}-{tag}-sidecar")
 
     def _kill_pause(self):

@@ -3,7 +3,7 @@
 # then mac_vectors.py recomputes the MAC test vectors with Python's hmac module and checks that
 # docs/PROTOCOL.md and test_mac_vectors.c carry the same ones.
 
-UNIT_TESTS := envelope mac_vectors contenthash fileindex replay replaylog keys sbpath
+UNIT_TESTS := envelope mac_vectors contenthash fileindex replay replaylog keys sbpath preview
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server library.
 UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text
@@ -23,7 +23,7 @@ $(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
 	objcopy --localize-symbol=main $< $@
 
 $(UNIT_CLIENT_BINS): %: %.o $(B)/tests/unit/bkctl_nomain.o \
-		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/libboxkite.a
+		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
 
 # Under SAN=1, full stacks for LeakSanitizer's reports (libcrypto has no frame pointers).

@@ -1,0 +1,119 @@
+"""9. bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
+whose address the client dials, with a cloud-metadata stand-in reachable from that namespace
+that counts every connection it gets. verify must pass layers one and three from their vantage
+points, print layer two as commands, name each layer -- and never dial the metadata address.
+Then against a sidecar without a key, where layer three must fail."""
+import json
+import os
+import subprocess
+import unittest
+
+import bkit
+
+N = D = HITS = None
+
+# A TCP listener that prints one line per connection it accepts (and closes it).
+COUNTING_LISTENER = r"""
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+print("listening", flush=True)
+while True:
+    c, a = s.accept()
+    print("hit", a[0], flush=True)
+    c.close()
+"""
+
+
+def setUpModule():
+    global N, D, HITS
+    bkit.require_root()
+    bkit.require_build()
+    bkit.require_tools("ip")
+    N = bkit.NetPair(tag="verify")
+    HITS = bkit.popen([bkit.PYTHON, "-u", "-c", COUNTING_LISTENER, N.METADATA, 80], netns=N.cloud,
+                      stdout=subprocess.PIPE, text=True)
+    assert HITS.stdout.readline().strip() == "listening"
+    D = bkit.Daemon("verify", tcp=(N.POD_ADDR, 7700), netns=N.pod).start()
+
+
+def verify(daemon, *args, url, netns=None):
+    r = daemon.bkctl("-o", "json", "verify", *args, url=url, netns=netns, timeout=90)
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        raise AssertionError(f"bkctl verify: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    return r.returncode, {(c["layer"], c["check"]): c for c in out["checks"]}, out
+
+
+class Verify(unittest.TestCase):
+    def test_layers_from_their_vantage_points(self):
+        url = f"tcp://{N.POD_ADDR}:7700"
+        # Control: the sidecar's address is reachable from the pod's namespace (the client's
+        # side here), so an exec that were in it would connect.
+        r = bkit.run([bkit.PYTHON, "-c", bkit.TCP_CONNECT, N.POD_ADDR, 7700], netns=N.pod)
+        self.assertEqual(r.stdout.strip(), "connected", r)
+        rc, checks, out = verify(D, "--pod", "sb-7", url=url, netns=N.pod)
+        self.assertEqual((rc, out["failed"]), (0, 0), out)
+        want = {
+            (1, "interfaces"): ("PASS", "inside an exec", r"^lo$"),
+            (1, "routes"): ("PASS", "inside an exec", r"^none"),
+            (1, "the sidecar's port"): ("PASS", "inside an exec",
+                                        rf"^{N.POD_ADDR}:7700 refused .*unreachable.*; 127\.0\.0\.1:7700 refused"),
+            (1, "the cloud metadata endpoint"): ("NOT RUN HERE", "inside an exec", r"bkctl exec -- curl"),
+            (2, "egress to the metadata endpoint"): ("NOT RUN HERE", "the sidecar's network namespace",
+                                                     r"kubectl exec -n boxkite sb-7 -c sidecar -- curl"),
+            (2, "the policy selects the live pod"): ("NOT RUN HERE", "the sidecar's network namespace",
+                                                     r"app\.kubernetes\.io/component=sandbox"),
+            (3, "Health without a key"): ("PASS", "without the key", r"a key is configured"),
+            (3, "Exec without a key"): ("PASS", "without the key", r"^UNAUTHENTICATED/UNKNOWN_KEY$"),
+            (3, "Exec with a guessed key"): ("PASS", "without the key", r"UNAUTHENTICATED/BAD_MAC$"),
+        }
+        for key, (verdict, vantage, detail) in want.items():
+            with self.subTest(key):
+                c = checks.get(key)
+                self.assertIsNotNone(c, sorted(checks))
+                self.assertEqual(c["verdict"], verdict, c)
+                self.assertIn(vantage, c["vantage"])
+                self.assertRegex(c["detail"], detail)
+
+    def test_over_ipc_the_socket_is_invisible(self):
+        rc, checks, out = verify(D, url=D.url)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(checks[(1, "the sidecar's ipc socket")]["verdict"], "PASS")
+        self.assertTrue(D.sock.exists(), "control: the socket is there on the sidecar's side")
+
+    def test_metadata_never_dialled(self):
+        """Everything above ran; the stand-in (reachable from the pod namespace) saw nothing.
+        Control: a connect from the pod namespace is counted."""
+        self.test_layers_from_their_vantage_points()
+        bkit.run([bkit.PYTHON, "-c", bkit.TCP_CONNECT, N.METADATA, 80], netns=N.pod, check=True)
+        line = HITS.stdout.readline().strip()
+        self.assertEqual(line, f"hit {N.POD_ADDR}", "the control connection is the first one the stand-in saw")
+
+
+class VerifyCanFail(unittest.TestCase):
+    def test_a_sidecar_without_a_key_fails_layer_three(self):
+        d = bkit.Daemon("verify-nokey")
+        argv = [a for a in d.argv() if a not in ("--key-file", str(d.key))]
+        log = open(d.log, "wb")
+        p = bkit.popen(argv, stdout=log, stderr=log)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BOXKITE_")}
+        bkit.wait_for(lambda: bkit.run([bkit.BKCTL, "--url", d.url, "health"], env=env).returncode == 0, 15,
+                      what="the keyless boxkited")
+        r = bkit.run([bkit.BKCTL, "--url", d.url, "-o", "json", "verify"], env=env, timeout=90)
+        out = json.loads(r.stdout)
+        rc, checks = r.returncode, {(c["layer"], c["check"]): c for c in out["checks"]}
+        self.assertEqual(checks[(1, "exec")]["verdict"], "NOT RUN HERE", "no key: no exec")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(checks[(3, "Health without a key")]["verdict"], "FAIL")
+        self.assertEqual(checks[(3, "Exec without a key")]["verdict"], "FAIL")
+        self.assertRegex(checks[(3, "Exec without a key")]["detail"], "^UNAVAILABLE/AUTH_NOT_CONFIGURED$")
+        bkit.stop_process(p)
+        log.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

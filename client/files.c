@@ -19,6 +19,7 @@
 /* The most data one chunk carries either way: one block of the content hash, which is the
  * server's 4 MiB, and our buffers' size even if a server offers more. */
 #define CHUNK_MAX BK_BLOCK_SIZE
+_Static_assert(BK_CONTENT_BLOCK == BK_BLOCK_SIZE, "the public header's block is the content hash's");
 #define ZSTD_LEVEL 1
 
 BK_DEFINE_PTR_CLEANUP(md_ctx_freep, EVP_MD_CTX, EVP_MD_CTX_free)

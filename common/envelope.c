@@ -31,8 +31,20 @@ static int mac_lp(EVP_MAC_CTX *ctx, const void *data, size_t len)
 
 int bk_digest_of(const uint8_t *data, size_t len, bk_digest *out)
 {
+	/* SHA-256 of nothing, the digest of every message without data: written out, because
+	 * EVP_Digest() costs a few microseconds of fetching and allocating even for no bytes, four
+	 * times per round trip. */
+	static const uint8_t none[BK_SHA256_LEN] = {
+		0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+		0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+	};
+
 	out->len = len;
-	return EVP_Digest(len ? data : (const uint8_t *)"", len, out->sha256, NULL, EVP_sha256(), NULL) ? 0 : -EIO;
+	if (len == 0) {
+		memcpy(out->sha256, none, sizeof(none));
+		return 0;
+	}
+	return EVP_Digest(data, len, out->sha256, NULL, EVP_sha256(), NULL) ? 0 : -EIO;
 }
 
 int bk_envelope_mac(const bk_key *key, const bk_envelope *env, const uint8_t *body, size_t body_len,

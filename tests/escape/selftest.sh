@@ -204,7 +204,7 @@ expect ALLOWED '^read 8 bytes at ' as_root process-vm-read "$victim"
 expect DENIED '^EPERM$' as_nobody process-vm-read "$victim"
 expect ALLOWED '^read 1 byte' as_root read "/proc/$victim/environ"
 expect DENIED '^EACCES open$' as_nobody read "/proc/$victim/environ"
-expect DENIED '^ENOENT open$' as_root read /nonexistent/bk-selftest
+expect DENIED '^ENOENT open$' as_root read "$work/absent/bk-selftest"
 expect ALLOWED 'environ:[0-9]+-bytes:SECRET-FOUND' as_root cmdline-secret "$victim" "$secret"
 expect ALLOWED '^readable cmdline:.* refused:environ=EACCES$' as_nobody cmdline-secret "$victim" "$secret"
 expect DENIED '^ENOENT cmdline=ENOENT,environ=ENOENT$' in_pidns cmdline-secret "$victim" "$secret"
@@ -241,7 +241,7 @@ umount_own_tmpfs() {
 expect ALLOWED '^umount2=passed-privilege-check\(EINVAL\)$' umount_own_tmpfs
 expect DENIED '^EPERM ' as_nobody umount /proc
 expect DENIED '^EPERM ' in_userns umount /proc
-expect ERROR '^umount2=ENOENT' as_root umount /nonexistent/bk-selftest
+expect ERROR '^umount2=ENOENT' as_root umount "$work/absent/bk-selftest"
 for ns in net mnt pid user ipc uts cgroup time; do
 	expect ALLOWED '^unshare=ok$' as_root unshare "$ns"
 	expect DENIED '^EPERM unshare=EPERM$' sandboxed unshare "$ns"
@@ -266,7 +266,7 @@ expect ALLOWED '^setns=ok$' as_root setns "/proc/$victim/ns/net"
 expect DENIED '^EACCES open=EACCES$' as_nobody setns "/proc/$victim/ns/net"
 expect DENIED '^EPERM setns=EPERM$' as_nobody setns /proc/self/ns/uts
 expect DENIED '^EPERM setns=EPERM$' sandboxed setns /proc/self/ns/uts
-expect ERROR '^open=ENOENT' as_root setns /nonexistent/bk-selftest
+expect ERROR '^open=ENOENT' as_root setns "$work/absent/bk-selftest"
 expect ALLOWED '^chroot=ok$' as_root chroot
 expect ALLOWED '^chroot=ok$' in_userns chroot # CAP_SYS_CHROOT of a user namespace is enough
 expect DENIED '^EPERM chroot=EPERM$' as_nobody chroot
@@ -279,7 +279,7 @@ expect ALLOWED '^open-and-write=ok$' as_root write "$work/fs/existing"
 check "write left an existing file unchanged" [ "$(cat "$work/fs/existing")" = keep ]
 expect DENIED '^EIO open-and-write=EIO$' as_root write /proc/version
 expect DENIED '^EACCES open=EACCES$' as_nobody write /etc/bk-probe
-expect ERROR '^open=ENOENT' as_root write /nonexistent/bk-selftest
+expect ERROR '^open=ENOENT' as_root write "$work/absent/bk-selftest"
 write_read_only_tmpfs() {
 	unshare --mount sh -c 'mount -t tmpfs -o ro bk-selftest "$1" && exec "$2" write "$1/x"' sh "$work/fs" "$probe"
 }
@@ -292,7 +292,7 @@ expect ALLOWED '^chmod-setuid=mode=4755,.*mknod-setgid=mode=2755$' as_root setid
 expect ALLOWED '^chmod-setuid=mode=4755,' as_nobody setid-mode "$work/shared" # one's own files: yes
 expect DENIED '^EPERM chmod-setuid=EPERM,.*mknod-setgid=EPERM$' sandboxed setid-mode "$work/shared"
 check "setid-mode left no file behind" [ -z "$(find "$work/fs" "$work/shared" -name 'bk-setid-*')" ]
-expect ERROR '^create ' as_root setid-mode /nonexistent/bk-selftest
+expect ERROR '^create ' as_root setid-mode "$work/absent/bk-selftest"
 
 echo "== kernel surfaces"
 expect 'ALLOWED|DENIED' '^(init_module=passed-privilege-check|ENOSYS )' as_root module

@@ -384,7 +384,8 @@ class FullTmp(unittest.TestCase):
         self.assertIn("rc=1", res["stdout"])
 
     def test_tmp_larger_than_the_memory_limit_allows_is_refused_at_start(self):
-        r = bkit.run([bkit.BOXKITED, "--listen", "ipc:///nonexistent/bk.sock", "--exec-memory", "256M",
+        sock = bkit.temp_dir("tmpsize") / "bk.sock"
+        r = bkit.run([bkit.BOXKITED, "--listen", f"ipc://{sock}", "--exec-memory", "256M",
                       "--tmp-size", "256M"])
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--tmp-size", r.stderr)

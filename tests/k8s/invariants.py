@@ -73,7 +73,7 @@ def check_pod(pod):
     if not (sandbox.get("command") or [""])[0].endswith("/boxkite-init"):
         bad.append(f"{w}: does not run boxkite-init (pod mode finds the sandbox by that name)")
     mounts = {m["mountPath"]: m for m in sandbox.get("volumeMounts", [])}
-    for path in ("/workspace", "/tmp"):
+    for path in ("/workspace", "/tmp", "/home/sandbox"):
         m = mounts.get(path)
         v = volumes.get(m["name"]) if m else None
         if not v or "emptyDir" not in v or not (v["emptyDir"] or {}).get("sizeLimit"):

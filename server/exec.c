@@ -15,9 +15,9 @@
 #include "log.h"
 #include "sbpath.h"
 
-#define ARGV_MAX 4096
-#define ENV_MAX 1024
-#define ORDER_STRINGS_MAX (512 * 1024) /* argv + env must fit one executor packet */
+#define ARGV_MAX BK_EXEC_ARGV_MAX
+#define ENV_MAX BK_EXEC_ENV_MAX
+#define ORDER_STRINGS_MAX (2 * BK_EXEC_STRINGS_MAX)
 #define OUTPUT_INITIAL (64 * 1024)
 #define DISCARD_SIZE (256 * 1024)
 /* How long an exec's pipes may stay open after its init exited before it is answered. */

@@ -7,6 +7,7 @@
 
 #include "exec.h"
 #include "handlers.h"
+#include "methods.h"
 #include "log.h"
 #include "replaylog.h"
 

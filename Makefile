@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 2
+SONAME_MAJOR := 3
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -43,11 +43,12 @@ GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
-COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/envpolicy.c \
+COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
               common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
-FRONT_SRC  := server/config.c server/keystore.c server/replay.c server/replaylog.c server/dispatch.c \
+FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
+              server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
               server/http.c
@@ -79,7 +80,7 @@ help:
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
 	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
-	@echo "make docs       regenerate SECURITY.md's list of the seccomp filter (CI checks it is current)"
+	@echo "make docs       regenerate SECURITY.md's seccomp list and PROTOCOL.md's limits (CI checks they are current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
 	@echo "                (KEEP=1 leaves it running; make run-stop stops it)"
@@ -169,18 +170,31 @@ $(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/init_status.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
-# SECURITY.md's list of the filter, printed from the filter's own tables.
+# Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's list of the
+# seccomp filter, from the filter's own tables; docs/PROTOCOL.md's limits, from the server's
+# constants and method table.
 $(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
 
-docs: $(B)/bk-filter-doc
-	scripts/security-md $(B)/bk-filter-doc > $(B)/SECURITY.md && mv $(B)/SECURITY.md SECURITY.md
+$(B)/bk-limits-doc: $(call obj,server/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-docs-check: $(B)/bk-filter-doc
-	@if scripts/security-md $(B)/bk-filter-doc | cmp -s - SECURITY.md; then \
-	  echo "docs-check: SECURITY.md lists the filter as it is built"; \
-	else echo "docs-check: SECURITY.md's seccomp list is not the filter's; run make docs and commit" >&2; \
-	  scripts/security-md $(B)/bk-filter-doc | diff SECURITY.md - | head -20 >&2; exit 1; fi
+DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
+
+docs: $(B)/bk-filter-doc $(B)/bk-limits-doc
+	@for p in $(DOC_PARTS); do \
+	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
+	  scripts/doc-splice $$name $$gen $$md > $(B)/doc-part.md && mv $(B)/doc-part.md $$md && echo "docs: $$md ($$name)"; \
+	done
+
+docs-check: $(B)/bk-filter-doc $(B)/bk-limits-doc
+	@for p in $(DOC_PARTS); do \
+	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
+	  if scripts/doc-splice $$name $$gen $$md | cmp -s - $$md; then \
+	    echo "docs-check: $$md's $$name part is what the code says"; \
+	  else echo "docs-check: $$md's $$name part is not what the code says; run make docs and commit" >&2; \
+	    scripts/doc-splice $$name $$gen $$md | diff $$md - | head -20 >&2; exit 1; fi; \
+	done
 
 # --- client library and bkctl --------------------------------------------------------------------
 

@@ -14,8 +14,9 @@
 #                      more for BENCH_BASELINE (main unless set; empty: none), built from
 #                      `git archive` in a scratch directory in the same run, and ours against it.
 #   files              bench/files_bench.c, driven by bench/files.sh: 256 MiB up and down through
-#                      boxkited beside raw nng, ipc and tcp; 1,000 x 4 KiB with bkctl cp -r
-#                      beside a local cp -r.
+#                      boxkited, ipc and tcp, beside the same run's one-core SHA-256 rate (the
+#                      targets' base), raw nng and a local write, with each side's CPU per GiB;
+#                      1,000 x 4 KiB with bkctl cp -r beside a local cp -r.
 # Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 

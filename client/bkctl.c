@@ -42,6 +42,8 @@ static const bkctl_command commands[] = {
 	  "  -n, --no-clobber     refuse to replace an existing file\n"
 	  "  -p, --keep-mode      keep the permission bits (rwx only)\n"
 	  "  -z, --compress       zstd on the wire\n"
+	  "  --sha256             also the plain SHA-256 of each file, computed on both sides (one more\n"
+	  "                       pass over it each), checked, and printed as sha256sum prints it\n"
 	  "  -j, --jobs N         files in flight at once (default 8)\n"
 	  "  --resume ID          finish an interrupted upload of one file (bkctl prints the command)\n",
 	  "A sandbox path is :PATH, relative to /workspace or absolute under /workspace or /tmp. A file\n"

@@ -159,11 +159,19 @@ typedef struct bkctl_skip {
 	const char *reason;      /* "not a regular file, directory or symlink" */
 } bkctl_skip;
 
+/* A file's plain SHA-256 (cp --sha256), named by its local path. */
+typedef struct bkctl_digest {
+	const char *path;
+	uint8_t sha256[32];
+} bkctl_digest;
+
 /* What a cp run did: its -o json output and its text summary. */
 typedef struct bkctl_cp_summary {
 	uint64_t files, directories, symlinks, bytes;
 	bkctl_skip *skipped;
 	size_t n_skipped;
+	bkctl_digest *digests;   /* with --sha256, in the order of the plan */
+	size_t n_digests;
 	bkctl_failures failures;
 	double seconds;
 } bkctl_cp_summary;

@@ -10,7 +10,7 @@
 #include "fullio.h"
 #include "json.h"
 
-#define STDIN_MAX (4u << 20) /* what one Exec request may carry (the server's limit, server/exec.h) */
+#define STDIN_MAX (8u << 20) /* what one Exec request may carry (the server's limit) */
 
 static void print_result_json(const bk_exec_result *r)
 {
@@ -56,7 +56,7 @@ static int read_stdin(const bkctl *ctl, uint8_t **in, size_t *len)
 
 	if (r < 0) {
 		fprintf(stderr, "%s: -i: reading our standard input: %s\n", ctl->prog,
-			r == -EFBIG ? "more than 4 MiB (one request's limit)" : strerror(-r));
+			r == -EFBIG ? "more than 8 MiB (one request's limit)" : strerror(-r));
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
 	return 0;

@@ -286,6 +286,13 @@ static void failures_json(bk_json *j, const bkctl_failures *f)
 	bk_json_end_array(j);
 }
 
+static const char *digest_hex(const uint8_t sha256[32], char hex[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sha256[i]);
+	return hex;
+}
+
 void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s)
 {
 	bk_json j = { .out = out };
@@ -304,6 +311,17 @@ void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s)
 		bk_json_end_object(&j);
 	}
 	bk_json_end_array(&j);
+	if (s->n_digests) {
+		bk_json_begin_array(&j, "sha256");
+		for (size_t i = 0; i < s->n_digests; i++) {
+			char hex[65];
+			bk_json_begin_object(&j, NULL);
+			bk_json_string(&j, "path", s->digests[i].path);
+			bk_json_string(&j, "sha256", digest_hex(s->digests[i].sha256, hex));
+			bk_json_end_object(&j);
+		}
+		bk_json_end_array(&j);
+	}
 	failures_json(&j, &s->failures);
 	/* bk_json writes integers only: the milliseconds follow the whole seconds directly. */
 	bk_json_int(&j, "seconds", ms / 1000);
@@ -330,6 +348,13 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 		fputs("skipped ", out);
 		bkctl_put_text(out, s->skipped[i].path);
 		fprintf(out, " (%s)\n", s->skipped[i].reason);
+	}
+	/* As sha256sum prints them: two spaces between the hash and the name. */
+	for (size_t i = 0; i < s->n_digests; i++) {
+		char hex[65];
+		fprintf(out, "%s  ", digest_hex(s->digests[i].sha256, hex));
+		bkctl_put_text(out, s->digests[i].path);
+		fputc('\n', out);
 	}
 }
 
@@ -430,6 +455,8 @@ typedef struct cp_file {
 	char *src, *dst;
 	uint64_t size;
 	uint32_t mode;
+	bool has_sha256;    /* copied with --sha256: sha256 is its plain SHA-256, checked both sides */
+	uint8_t sha256[32];
 	uint64_t reported;  /* bytes of it counted in the progress line */
 	struct cp_run *run;
 } cp_file;
@@ -448,11 +475,11 @@ typedef struct cp_run {
 	bkctl *ctl;
 	bk_client *client;
 	int direction;      /* enum bkctl_cp_direction */
-	bool recursive, no_clobber, keep_mode, compress, bar;
+	bool recursive, no_clobber, keep_mode, compress, sha256, bar;
 	const char *resume_id;
 	unsigned jobs;
 	mode_t umask;
-	char flags[16];     /* the transfer options, for the resume command */
+	char flags[32];     /* the transfer options, for the resume command */
 
 	/* The plan: directories to make first (parents before children), then files. */
 	cp_dir *dirs;
@@ -575,11 +602,13 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		.overwrite = !r->no_clobber,
 		.make_parents = true,
 		.compress = r->compress,
+		.sha256 = r->sha256,
 		.upload_id = r->resume_id,
 		.progress = cp_progress,
 		.progress_arg = f,
 	};
 	_cleanup_close_ int fd = open(f->src, O_RDONLY | O_CLOEXEC);
+	_cleanup_file_info_ bk_file_info info = { 0 };
 	char id[64] = "";
 	bk_status st;
 	int code;
@@ -588,9 +617,12 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		bk_status_errno(&st, errno, "%s", f->src);
 		return cp_failed(r, f->src, &st, NULL, NULL);
 	}
-	code = bk_upload_fd(r->client, fd, f->dst, &o, NULL, id, &st);
-	if (code == BK_OK)
+	code = bk_upload_fd(r->client, fd, f->dst, &o, &info, id, &st);
+	if (code == BK_OK) {
+		f->has_sha256 = info.has_sha256;
+		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
 		return true;
+	}
 	if (id[0] && cp_resumable(code))
 		return cp_failed(r, f->src, &st, id, bkctl_cp_resume_command(r->flags, id, f->src, f->dst));
 	/* Nothing to resume: let the server drop what it holds now rather than at expiry. */
@@ -605,6 +637,7 @@ static bool cp_download(cp_run *r, cp_file *f)
 {
 	bk_transfer_options o = {
 		.compress = r->compress,
+		.sha256 = r->sha256,
 		.progress = cp_progress,
 		.progress_arg = f,
 	};
@@ -643,6 +676,8 @@ static bool cp_download(cp_run *r, cp_file *f)
 		ok = fchmod(fd, r->keep_mode ? info.mode & 0777 : 0666 & ~r->umask) == 0 && close(TAKE_FD(fd)) == 0 &&
 		     renameat2(AT_FDCWD, tmp, AT_FDCWD, f->dst, r->no_clobber ? RENAME_NOREPLACE : 0) == 0;
 		f->size = info.size;
+		f->has_sha256 = info.has_sha256;
+		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
 		bk_file_info_free(&info);
 		if (ok)
 			return true;
@@ -1015,6 +1050,23 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 	return BK_OK;
 }
 
+/* The files copied with their plain SHA-256, in the order of the plan, named by their local
+ * side (the source of an upload, the copy of a download): what sha256sum -c checks. */
+static void cp_collect_digests(cp_run *r)
+{
+	for (size_t i = 0; i < r->n_files; i++) {
+		const cp_file *f = &r->files[i];
+		bkctl_digest *d;
+
+		if (!f->has_sha256)
+			continue;
+		r->sum.digests = grow(r->sum.digests, r->sum.n_digests, sizeof(*r->sum.digests));
+		d = &r->sum.digests[r->sum.n_digests++];
+		d->path = r->direction == BKCTL_CP_UPLOAD ? f->src : f->dst;
+		memcpy(d->sha256, f->sha256, sizeof(d->sha256));
+	}
+}
+
 static void cp_run_free(cp_run *r)
 {
 	for (size_t i = 0; i < r->n_dirs; i++)
@@ -1034,6 +1086,7 @@ static void cp_run_free(cp_run *r)
 	free(r->files);
 	free(r->links);
 	free(r->sum.skipped);
+	free(r->sum.digests);
 	bkctl_failures_free(&r->sum.failures);
 	pthread_mutex_destroy(&r->lock);
 }
@@ -1068,6 +1121,9 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 	case 'R':
 		r->resume_id = val;
 		return true;
+	case 'S':
+		r->sha256 = true;
+		return true;
 	default:
 		return false;
 	}
@@ -1079,7 +1135,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		{ "recursive", no_argument, NULL, 'r' },  { "no-clobber", no_argument, NULL, 'n' },
 		{ "keep-mode", no_argument, NULL, 'p' },  { "compress", no_argument, NULL, 'z' },
 		{ "jobs", required_argument, NULL, 'j' }, { "resume", required_argument, NULL, 'R' },
-		{ 0 },
+		{ "sha256", no_argument, NULL, 'S' },     { 0 },
 	};
 	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER };
 	const char *why;
@@ -1100,8 +1156,8 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: --resume takes one local file and its sandbox destination\n", ctl->prog);
 		return BKCTL_EXIT_USAGE;
 	}
-	snprintf(r.flags, sizeof(r.flags), "%s%s%s", r.compress ? "-z " : "", r.keep_mode ? "-p " : "",
-		 r.no_clobber ? "-n " : "");
+	snprintf(r.flags, sizeof(r.flags), "%s%s%s%s", r.compress ? "-z " : "", r.keep_mode ? "-p " : "",
+		 r.no_clobber ? "-n " : "", r.sha256 ? "--sha256 " : "");
 	if (r.flags[0])
 		r.flags[strlen(r.flags) - 1] = '\0';
 	r.umask = umask(0);
@@ -1122,6 +1178,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (r.direction == BKCTL_CP_DOWNLOAD && r.keep_mode)
 		cp_keep_dir_modes(&r);
 	r.sum.seconds = (double)bk_elapsed_us(&r.start) / 1e6;
+	cp_collect_digests(&r);
 	cp_clear_bar(&r);
 	if (ctl->json)
 		bkctl_cp_summary_json(stdout, &r.sum);

@@ -192,65 +192,119 @@ out:
 	return rv;
 }
 
-int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req,
-		   const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
-		   bool *verified, bk_status *st)
+int bk_request_init(bk_client *c, bk_request *rq, const char *method, const ProtobufCMessage *req, size_t data_len,
+		    uint8_t **data, bk_status *st)
 {
-	bk_envelope hdr = BOXKITE__V1__ENVELOPE__INIT;
-	uint8_t nonce[BK_NONCE_LEN];
-	nng_msg *msg = NULL, *answer = NULL;
+	size_t size;
+
+	memset(rq, 0, sizeof(*rq));
+	if (data)
+		*data = NULL;
+	if (getrandom(rq->nonce, sizeof(rq->nonce), 0) != (ssize_t)sizeof(rq->nonce))
+		return bk_status_set(st, BK_INTERNAL, 0, false, "cannot get random bytes for a nonce");
+	boxkite__v1__envelope__init(&rq->hdr);
+	rq->hdr.version = BK_ENVELOPE_VERSION;
+	rq->hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST;
+	rq->hdr.key_id = c->keyed ? c->key.id : "";
+	rq->hdr.timestamp_ms = bk_clock_realtime_ms();
+	rq->hdr.nonce.data = rq->nonce;
+	rq->hdr.nonce.len = sizeof(rq->nonce);
+	rq->hdr.method = (char *)method;
+	size = bk_envelope_sealed_size(&rq->hdr, req, data_len, c->keyed);
+	if (nng_msg_alloc(&rq->msg, size) != 0) {
+		rq->msg = NULL;
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "cannot allocate a %zu-byte request", size);
+	}
+	bk_envelope_layout(&rq->hdr, req, data_len, c->keyed, nng_msg_body(rq->msg), &rq->layout);
+	if (data && data_len)
+		*data = (uint8_t *)nng_msg_body(rq->msg) + rq->layout.data_at;
+	return BK_OK;
+}
+
+void bk_request_drop(bk_request *rq)
+{
+	nng_msg_free(rq->msg);
+	rq->msg = NULL;
+}
+
+void bk_answer_data_free(bk_answer_data *a)
+{
+	if (!a)
+		return;
+	nng_msg_free(a->msg);
+	*a = (bk_answer_data){ 0 };
+}
+
+/* The answer env, of another envelope version than ours, to the request of method and nonce:
+ * a server of that version refusing ours says so in its version (fields every version has, no
+ * MAC); anything else from it is not for us. */
+static int other_version(const bk_envelope *env, const char *method, const uint8_t *nonce, bk_status *st)
+{
+	if (env->kind == BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE && env->nonce.len == BK_NONCE_LEN &&
+	    CRYPTO_memcmp(env->nonce.data, nonce, BK_NONCE_LEN) == 0 && strcmp(env->method, method) == 0 &&
+	    env->status != BK_OK && env->detail == BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_VERSION && !env->mac.len)
+		return bk_status_set(st, env->status, env->detail, false,
+				     "(unverified answer) %s: the server speaks envelope version %u, this client %d: %s",
+				     method, env->version, BK_ENVELOPE_VERSION, env->message);
+	return bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is an Envelope of version %u, not %d", method,
+			     env->version, BK_ENVELOPE_VERSION);
+}
+
+int bk_request_call(bk_client *c, bk_request *rq, const bk_digest *data, const ProtobufCMessageDescriptor *resp_desc,
+		    ProtobufCMessage **resp, int timeout_ms, bool *verified, bk_answer_data *answer, bk_status *st)
+{
+	const char *method = rq->hdr.method;
+	nng_msg *msg = NULL;
 	bk_envelope *env = NULL;
+	bk_answer_data got = { 0 };
+	size_t fields_len;
 	bool mac_ok = false;
 	int rv, code;
 
 	*verified = false;
-	if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
-		return bk_status_set(st, BK_INTERNAL, 0, false, "cannot get random bytes for a nonce");
-	hdr.version = BK_ENVELOPE_VERSION;
-	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST;
-	hdr.key_id = c->keyed ? c->key.id : "";
-	hdr.timestamp_ms = bk_clock_realtime_ms();
-	hdr.nonce.data = nonce;
-	hdr.nonce.len = sizeof(nonce);
-	hdr.method = (char *)method;
-	rv = nng_msg_alloc(&msg, bk_envelope_sealed_size(&hdr, req));
-	if (rv)
-		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "cannot allocate a %zu-byte request",
-				     bk_envelope_sealed_size(&hdr, req));
-	size_t sealed = bk_envelope_seal(&hdr, req, c->keyed ? &c->key : NULL, nng_msg_body(msg));
-	if (sealed == 0) {
-		nng_msg_free(msg);
+	if (answer)
+		*answer = (bk_answer_data){ 0 };
+	if (c->keyed && bk_envelope_sign(&rq->hdr, &c->key, data, nng_msg_body(rq->msg), &rq->layout) < 0) {
+		bk_request_drop(rq);
 		return bk_status_set(st, BK_INTERNAL, 0, false, "%s: cannot compute the request's MAC", method);
 	}
-	nng_msg_realloc(msg, sealed);
-
-	rv = roundtrip(c, msg, timeout_ms > 0 ? timeout_ms : c->timeout_ms, &answer);
+	rv = roundtrip(c, rq->msg, timeout_ms > 0 ? timeout_ms : c->timeout_ms, &msg);
+	rq->msg = NULL;
 	if (rv == NNG_ETIMEDOUT)
 		return bk_status_set(st, BK_DEADLINE_EXCEEDED, 0, false, "%s: no answer in time", method);
 	if (rv)
 		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "%s: %s", method, nng_strerror(rv));
 
-	size_t answer_len = nng_msg_len(answer);
-	env = boxkite__v1__envelope__unpack(NULL, answer_len, nng_msg_body(answer));
-	nng_msg_free(answer);
-	if (!env)
+	/* The data stays where it arrived; the decoder sees the fields before it. */
+	if (bk_envelope_split(nng_msg_body(msg), nng_msg_len(msg), &fields_len, &got.data, &got.len) < 0 ||
+	    !(env = boxkite__v1__envelope__unpack(NULL, fields_len, nng_msg_body(msg)))) {
+		nng_msg_free(msg);
 		return bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not an Envelope", method);
+	}
+	got.msg = msg;
 	/* As the server does: only a canonical encoding, whose strings the MAC covers whole. */
-	if (env->version != BK_ENVELOPE_VERSION || protobuf_c_message_get_packed_size(&env->base) != answer_len ||
-	    env->base.n_unknown_fields) {
-		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not a canonical version %d Envelope",
-				     method, BK_ENVELOPE_VERSION);
+	if (protobuf_c_message_get_packed_size(&env->base) != fields_len || env->base.n_unknown_fields) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not a canonical Envelope", method);
+		goto out;
+	}
+	if (env->version != BK_ENVELOPE_VERSION) {
+		code = other_version(env, method, rq->nonce, st);
 		goto out;
 	}
 	/* The answer must be to this request: its kind, nonce and method, and — when keyed — a MAC
 	 * under our key, which covers all of them. */
 	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE || env->nonce.len != BK_NONCE_LEN ||
-	    CRYPTO_memcmp(env->nonce.data, nonce, BK_NONCE_LEN) != 0 || strcmp(env->method, method) != 0) {
+	    CRYPTO_memcmp(env->nonce.data, rq->nonce, BK_NONCE_LEN) != 0 || strcmp(env->method, method) != 0) {
 		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer is not for this request", method);
 		goto out;
 	}
 	if (env->mac.len) {
-		mac_ok = c->keyed && strcmp(env->key_id, c->key.id) == 0 && bk_envelope_mac_ok(&c->key, env);
+		/* The one hash of the answer's data on this side: the caller reuses it. */
+		if (bk_digest_of(got.data, got.len, &got.digest) < 0) {
+			code = bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+			goto out;
+		}
+		mac_ok = c->keyed && strcmp(env->key_id, c->key.id) == 0 && bk_envelope_mac_ok(&c->key, env, &got.digest);
 		if (!mac_ok) {
 			code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer's MAC does not verify", method);
 			goto out;
@@ -267,6 +321,10 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: success answer without a MAC", method);
 		goto out;
 	}
+	if (got.len && !answer) {
+		code = bk_status_set(st, BK_DATA_LOSS, 0, mac_ok, "%s: an answer with data this call does not take", method);
+		goto out;
+	}
 	*resp = protobuf_c_message_unpack(resp_desc, NULL, env->body.len, env->body.data);
 	if (!*resp) {
 		code = bk_status_set(st, BK_DATA_LOSS, 0, mac_ok, "%s: cannot decode the answer", method);
@@ -274,9 +332,28 @@ int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req
 	}
 	*verified = mac_ok;
 	code = bk_status_set(st, BK_OK, 0, mac_ok, "OK");
+	if (answer && got.len) {
+		*answer = got;
+		got = (bk_answer_data){ 0 };
+	}
 out:
+	bk_answer_data_free(&got);
 	protobuf_c_message_free_unpacked(&env->base, NULL);
 	return code;
+}
+
+int bk_client_call(bk_client *c, const char *method, const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
+		   bool *verified, bk_status *st)
+{
+	bk_request rq;
+	int code;
+
+	*verified = false;
+	code = bk_request_init(c, &rq, method, req, 0, NULL, st);
+	if (code != BK_OK)
+		return code;
+	return bk_request_call(c, &rq, NULL, resp_desc, resp, timeout_ms, verified, NULL, st);
 }
 
 int bk_health(bk_client *c, bk_health_info *out, bk_status *st)

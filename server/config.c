@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "methods.h"
 #include "version.h"
 
 enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
@@ -30,7 +31,7 @@ static const struct option_def option_defs[] = {
 	{ "tls-cert", OPT_STRING, FIELD(tls_cert), "PATH", "tls+tcp:// listeners: the certificate (PEM) clients pin" },
 	{ "tls-key", OPT_STRING, FIELD(tls_key), "PATH", "tls+tcp:// listeners: its private key (PEM)" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
-	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default and most: the largest legal, an Exec's and its envelope)" },
+	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default and most: the largest legal request, 8M + 1K)" },
 	{ "max-connections", OPT_UINT, FIELD(max_connections), "N", "connections at once, before any is authenticated (default 64)" },
 	{ "decode-cap", OPT_SIZE, FIELD(decode_cap), "BYTES", "memory one request may decode into (default 2 x max-message)" },
 	{ "window", OPT_SECONDS, FIELD(window_ms), "SECONDS", "accepted clock skew each way (default 30)" },
@@ -406,5 +407,11 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (cfg->nlisten == 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "no --listen URL given");
+	/* No message larger than the largest legal one is read: each connection can hold that much
+	 * unauthenticated, and no more (front.c). */
+	if (!cfg->max_message || cfg->max_message > BK_REQUEST_MAX)
+		cfg->max_message = BK_REQUEST_MAX;
+	if (!cfg->decode_cap)
+		cfg->decode_cap = 2 * cfg->max_message;
 	return config_finish(cfg, err);
 }

@@ -20,7 +20,7 @@ typedef struct bk_config {
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
 	char *tls_cert, *tls_key; /* PEM files for tls+tcp:// listeners */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
-	size_t max_message;       /* NNG_OPT_RECVMAXSZ; 0: the largest legal message (bk_server_init) */
+	size_t max_message;       /* NNG_OPT_RECVMAXSZ; at most (and by default) BK_REQUEST_MAX */
 	size_t decode_cap;        /* per-request decoder allocator cap; 0: 2 x max_message */
 	unsigned max_connections; /* connections at once (each may hold a max_message unauthenticated) */
 	int64_t window_ms;        /* accepted clock skew, each way */

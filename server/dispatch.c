@@ -44,72 +44,143 @@ static void call_release(bk_call *call, nng_msg *answer)
 	bk_arena_free(call->arena);
 	call->arena = NULL;
 	call->env = NULL;
+	nng_msg_free(call->msg); /* NULL-safe in nng 1.5.2 */
+	call->msg = NULL;
+	call->data = NULL;
+	call->data_len = 0;
 	bk_keyring_ref_put(call->keys);
 	call->keys = NULL;
 	call->key = NULL;
 	call->done(call, answer);
 }
 
+/* The answer's header: the request's nonce and method, our clock, the caller's key id once
+ * its MAC verified. A BAD_VERSION refusal is written in the version of the request it refuses,
+ * using only fields every version has, so that a client of that version can read why; every
+ * other answer is in ours. escaped (2048 bytes) holds the message when it must be escaped. */
+static void answer_header(const bk_call *call, int status, int detail, const char *message, bk_envelope *hdr,
+			  char *escaped)
+{
+	const bk_envelope *env = call->env;
+
+	boxkite__v1__envelope__init(hdr);
+	hdr->version = env && detail == BK_DETAIL_BAD_VERSION ? env->version : BK_ENVELOPE_VERSION;
+	hdr->kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
+	hdr->key_id = call->key ? (char *)call->key->id : "";
+	hdr->timestamp_ms = bk_clock_realtime_ms();
+	if (nonce_ok(env))
+		hdr->nonce = env->nonce;
+	hdr->method = env && env->method ? env->method : "";
+	hdr->status = status;
+	hdr->detail = (Boxkite__V1__StatusDetail)detail;
+	hdr->message = message ? (char *)message : "";
+	/* A message about a file may quote its name, which need not be UTF-8: a protobuf string
+	 * must be, for decoders in other languages. */
+	if (message && !bk_utf8_valid(message))
+		hdr->message = bk_utf8_escape(message, escaped, 2048);
+}
+
+/* Log the call and hand its answer (len bytes; NULL: none could be made) to the transport. An
+ * answer is kept for re-sends when store_answer; with store_answer but no copy to keep
+ * (keep_bytes false: it carries data), the request is only marked answered. */
+static void call_send(bk_call *call, const bk_envelope *hdr, nng_msg *answer, size_t len, bool store_answer,
+		      bool keep_bytes)
+{
+	if (answer && store_answer)
+		bk_replay_answer(call->srv->replay, call->key->id, call->env->nonce.data,
+				 keep_bytes ? nng_msg_body(answer) : NULL, len);
+	call_account(call, &(bk_log_request){
+		.method = hdr->method,
+		.key_id = hdr->key_id,
+		.status = hdr->status,
+		.detail = (int)hdr->detail,
+		.duration_us = bk_elapsed_us(&call->started),
+		.bytes_in = call->bytes_in,
+		.bytes_out = answer ? len : 0,
+		.message = hdr->status ? hdr->message : NULL,
+	});
+	call_release(call, answer);
+}
+
 static void call_end(bk_call *call, int status, int detail, const char *message, const ProtobufCMessage *body,
 		     bool store_answer)
 {
-	bk_envelope hdr = BOXKITE__V1__ENVELOPE__INIT;
-	const bk_envelope *env = call->env;
+	bk_envelope hdr;
+	char escaped[2048];
 	nng_msg *answer = NULL;
 	size_t len = 0;
 
-	hdr.version = BK_ENVELOPE_VERSION;
-	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
-	hdr.key_id = call->key ? (char *)call->key->id : "";
-	hdr.timestamp_ms = bk_clock_realtime_ms();
-	if (nonce_ok(env))
-		hdr.nonce = env->nonce;
-	hdr.method = env && env->method ? env->method : "";
-	hdr.status = status;
-	hdr.detail = (Boxkite__V1__StatusDetail)detail;
-	hdr.message = message ? (char *)message : "";
-	/* A message about a file may quote its name, which need not be UTF-8: a protobuf string
-	 * must be, for decoders in other languages. */
-	char escaped[2048];
-	if (message && !bk_utf8_valid(message))
-		hdr.message = bk_utf8_escape(message, escaped, sizeof(escaped));
-
+	answer_header(call, status, detail, message, &hdr, escaped);
 	/* No room for the answer (a large one): its caller is told so, in a small answer, rather
 	 * than left waiting for one that never comes. */
-	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) != 0) {
+	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) != 0) {
 		answer = NULL;
 		body = NULL;
 		store_answer = false;
-		hdr.status = status = BK_RESOURCE_EXHAUSTED;
+		hdr.status = BK_RESOURCE_EXHAUSTED;
 		hdr.message = "boxkited is out of memory for this answer";
 	}
-	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body)) == 0) {
+	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) == 0) {
 		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
-		/* The MAC could not be computed: send nothing rather than an unsigned answer. */
-		if (len == 0 || nng_msg_realloc(answer, len) != 0) {
+		if (len == 0) {
+			/* The MAC could not be computed: send nothing rather than an unsigned answer. */
 			nng_msg_free(answer);
 			answer = NULL;
-			len = 0;
-		} else if (store_answer) {
-			bk_replay_answer(call->srv->replay, call->key->id, env->nonce.data, nng_msg_body(answer), len);
 		}
 	}
-	call_account(call, &(bk_log_request){
-		.method = hdr.method,
-		.key_id = hdr.key_id,
-		.status = status,
-		.detail = detail,
-		.duration_us = bk_elapsed_us(&call->started),
-		.bytes_in = call->bytes_in,
-		.bytes_out = len,
-		.message = status ? hdr.message : NULL,
-	});
-	call_release(call, answer);
+	call_send(call, &hdr, answer, len, store_answer, true);
 }
 
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
 {
 	call_end(call, BK_OK, BK_DETAIL_NONE, NULL, response, call->key != NULL);
+}
+
+struct bk_answer {
+	nng_msg *msg;
+	bk_envelope hdr;
+	bk_layout layout;
+};
+
+bk_answer *bk_call_answer(bk_call *call, const ProtobufCMessage *response, size_t data_len, uint8_t **data)
+{
+	bk_answer *a = calloc(1, sizeof(*a));
+	char unused[2048];
+
+	if (!a)
+		return NULL;
+	answer_header(call, BK_OK, BK_DETAIL_NONE, NULL, &a->hdr, unused);
+	if (nng_msg_alloc(&a->msg, bk_envelope_sealed_size(&a->hdr, response, data_len, call->key != NULL)) != 0) {
+		free(a);
+		return NULL;
+	}
+	bk_envelope_layout(&a->hdr, response, data_len, call->key != NULL, nng_msg_body(a->msg), &a->layout);
+	*data = (uint8_t *)nng_msg_body(a->msg) + a->layout.data_at;
+	return a;
+}
+
+void bk_call_reply_data(bk_call *call, bk_answer *a, const bk_digest *data)
+{
+	nng_msg *answer = a->msg;
+	bk_envelope hdr = a->hdr;
+	size_t len = a->layout.len;
+
+	if (call->key && bk_envelope_sign(&a->hdr, call->key, data, nng_msg_body(answer), &a->layout) < 0) {
+		nng_msg_free(answer);
+		answer = NULL;
+	}
+	free(a);
+	/* Marked answered, not kept: a chunk is read again for the asking, and 4 MiB answers would
+	 * push every other kept answer out of the cache. */
+	call_send(call, &hdr, answer, len, call->key != NULL, false);
+}
+
+void bk_call_answer_drop(bk_answer *a)
+{
+	if (!a)
+		return;
+	nng_msg_free(a->msg);
+	free(a);
 }
 
 void bk_call_fail(bk_call *call, bk_error *err)
@@ -206,7 +277,12 @@ static bool authenticate(bk_server *srv, bk_call *call)
 		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_UNKNOWN_KEY, "unknown key id");
 		return false;
 	}
-	if (!bk_envelope_mac_ok(key, env)) {
+	/* The one hash of the data on this side: the MAC covers it, and the handler reuses it. */
+	if (bk_digest_of(call->data, call->data_len, &call->data_digest) < 0) {
+		refuse(call, BK_INTERNAL, BK_DETAIL_NONE, "SHA-256 failed in libcrypto");
+		return false;
+	}
+	if (!bk_envelope_mac_ok(key, env, &call->data_digest)) {
 		refuse(call, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, "MAC does not verify");
 		return false;
 	}
@@ -263,6 +339,7 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	ProtobufCMessage *request;
 	bk_envelope *env;
 	bk_method *method;
+	size_t fields_len;
 
 	clock_gettime(CLOCK_MONOTONIC, &call->started);
 	call->srv = srv;
@@ -273,24 +350,35 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		refuse(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_NONE, "out of memory");
 		return;
 	}
-	env = boxkite__v1__envelope__unpack(bk_arena_allocator(call->arena), nng_msg_len(msg), nng_msg_body(msg));
-	nng_msg_free(msg);
+	/* The data field stays where nng received it, the message kept until the call ends; the
+	 * decoder sees only the fields before it. */
+	if (bk_envelope_split(nng_msg_body(msg), nng_msg_len(msg), &fields_len, &call->data, &call->data_len) < 0) {
+		nng_msg_free(msg);
+		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED, "not a boxkite.v1.Envelope");
+		return;
+	}
+	env = boxkite__v1__envelope__unpack(bk_arena_allocator(call->arena), fields_len, nng_msg_body(msg));
+	if (call->data_len)
+		call->msg = msg;
+	else
+		nng_msg_free(msg);
 	if (!env) {
 		bool full = bk_arena_exhausted(call->arena);
 		refuse(call, full ? BK_RESOURCE_EXHAUSTED : BK_INVALID_ARGUMENT,
 		       full ? BK_DETAIL_OVERSIZED : BK_DETAIL_MALFORMED, "not a boxkite.v1.Envelope");
 		return;
 	}
-	call->env = env;
 	/* Only the canonical encoding is accepted: re-encoded, it has the length received, and no
 	 * field the MAC does not cover. This refuses a string with a NUL byte (C would MAC it up to
 	 * the NUL, other languages whole) and any encoding two implementations could read
-	 * differently. */
-	if (protobuf_c_message_get_packed_size(&env->base) != call->bytes_in || env->base.n_unknown_fields) {
+	 * differently. Nothing of a refused one is repeated in the answer: its fields are what two
+	 * readers could disagree on. */
+	if (protobuf_c_message_get_packed_size(&env->base) != fields_len || env->base.n_unknown_fields) {
 		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED,
 		       "not a canonically encoded Envelope (a NUL byte in a string, an unknown field?)");
 		return;
 	}
+	call->env = env;
 	if (env->version != BK_ENVELOPE_VERSION) {
 		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_VERSION, "envelope version %u; this server speaks %d",
 		       env->version, BK_ENVELOPE_VERSION);
@@ -316,6 +404,15 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 			 NULL, call->key != NULL);
 		return;
 	}
+	if (call->data_len > method->max_data) {
+		if (method->max_data)
+			call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
+				 "request data larger than this method allows", NULL, call->key != NULL);
+		else
+			bk_call_failf(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, "%s takes no data field",
+				      method->name);
+		return;
+	}
 	input = method->desc->input;
 	request = protobuf_c_message_unpack(input, bk_arena_allocator(call->arena), env->body.len, env->body.data);
 	if (!request) {
@@ -329,10 +426,13 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		return;
 	}
 	/* The body too must be canonical: a string with a NUL byte would be read up to the NUL
-	 * (a path "x\0/../../etc" acted on as "x"). */
-	if (protobuf_c_message_get_packed_size(request) != env->body.len) {
+	 * (a path "x\0/../../etc" acted on as "x"). And it holds no field this server does not
+	 * know: ignoring one would serve something other than what the client asked for. */
+	if (protobuf_c_message_get_packed_size(request) != env->body.len || request->n_unknown_fields) {
 		call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
-			 "body is not canonically encoded (a NUL byte in a string?)", NULL, call->key != NULL);
+			 "body is not canonically encoded (a NUL byte in a string?) or has a field this server does not "
+			 "know",
+			 NULL, call->key != NULL);
 		return;
 	}
 	if (!method->handler) {

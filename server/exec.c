@@ -16,8 +16,9 @@
 #include "log.h"
 #include "sbpath.h"
 
-#define ARGV_MAX 4096
-#define ENV_MAX 1024
+#define ARGV_MAX BK_EXEC_ARGV_MAX
+#define ENV_MAX BK_EXEC_ENV_MAX
+#define ORDER_STRINGS_MAX (2 * BK_EXEC_STRINGS_MAX)
 #define OUTPUT_INITIAL (64 * 1024)
 #define DISCARD_SIZE (256 * 1024)
 /* How long an exec's pipes may stay open after its init exited before it is answered. */
@@ -283,14 +284,9 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	for (size_t i = 0; i < rq->n_argv; i++)
 		strings += strlen(rq->argv[i]) + 1;
 	strings += strlen(rq->shell) + 1;
-	if (strings > BK_EXEC_STRINGS_MAX / 2) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv/shell is %zu bytes; at most %u", strings,
-			      BK_EXEC_STRINGS_MAX / 2);
-		return;
-	}
-	if (rq->stdin.len > BK_EXEC_STDIN_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "stdin is %zu bytes; at most %u", rq->stdin.len,
-			      BK_EXEC_STDIN_MAX);
+	if (strings > ORDER_STRINGS_MAX / 2) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv/shell is %zu bytes; at most %d", strings,
+			      ORDER_STRINGS_MAX / 2);
 		return;
 	}
 	if (bk_sandbox_path(&cfg->roots, rq->cwd[0] ? rq->cwd : BK_WORKSPACE, cwd, sizeof(cwd), NULL, &why) < 0) {
@@ -313,9 +309,9 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	size_t env_bytes = 1;
 	for (size_t i = 0; i < rq->n_env; i++)
 		env_bytes += strlen(rq->env[i]->name) + strlen(rq->env[i]->value) + 2;
-	if (env_bytes > BK_EXEC_STRINGS_MAX / 2) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "the environment is %zu bytes; at most %u", env_bytes,
-			      BK_EXEC_STRINGS_MAX / 2);
+	if (env_bytes > ORDER_STRINGS_MAX / 2) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "the environment is %zu bytes; at most %d", env_bytes,
+			      ORDER_STRINGS_MAX / 2);
 		return;
 	}
 	env_storage = malloc(env_bytes);

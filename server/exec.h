@@ -4,15 +4,14 @@
 #ifndef BK_EXEC_H
 #define BK_EXEC_H
 
-#include "files.h"
 #include "link.h"
 #include "server.h"
 
-/* What one Exec request may carry: argv (or the shell line) and the environment together, which
- * must fit one order to the executor; and stdin, no more than a file chunk. Its body limit is
- * their sum and room for its other fields (methods.c). */
-#define BK_EXEC_STRINGS_MAX (512u << 10)
-#define BK_EXEC_STDIN_MAX BK_FILE_CHUNK_MAX
+/* What one Exec may ask: argv entries, variables, and bytes of argv (or shell) and of the
+ * environment, each counting a NUL per string — together within one executor packet. */
+#define BK_EXEC_ARGV_MAX 4096
+#define BK_EXEC_ENV_MAX 1024
+#define BK_EXEC_STRINGS_MAX (256 * 1024)
 
 typedef struct bk_execs bk_execs;
 

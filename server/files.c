@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
+#include "fileindex.h"
 #include "fullio.h"
 #include "link.h"
 #include "log.h"
@@ -22,11 +23,10 @@
 #include "workers.h"
 
 #define WORKERS 4
-#define HASH_BLOCK (1u << 20)
 #define SHA256_LEN 32
-#define LIST_PAGE_DEFAULT 200
-#define LIST_PAGE_MAX 1000
 #define QUOTA_CACHE_MS 2000
+/* The index's bound: 32 bytes per 4 MiB block, so some 8 TiB of files' blocks. */
+#define INDEX_BYTES (64u << 20)
 
 /* Each worker's scratch: a chunk, and the zstd bound of a chunk for (de)compression. */
 #define SCRATCH_SIZE (BK_FILE_CHUNK_MAX + ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX))
@@ -36,6 +36,7 @@ struct upload {
 	char id[2 * 16 + 1];
 	char path[4096];
 	uint64_t size, offset;
+	bool check_sha256;  /* Begin gave the plain SHA-256: md hashes the content a second time */
 	uint8_t sha256[SHA256_LEN];
 	uint32_t mode;
 	bool overwrite;
@@ -45,12 +46,14 @@ struct upload {
 	bool draining;      /* a worker is writing its queued chunks */
 	struct chunk_job *queue; /* chunks waiting to be written, by offset */
 	int fd;             /* the unnamed file */
-	EVP_MD_CTX *md;     /* SHA-256 of what arrived so far */
+	bk_blockhash blocks; /* the hashes of the blocks written so far */
+	EVP_MD_CTX *md;     /* the plain SHA-256 of what arrived so far, when asked for */
 	struct timespec touched;
 };
 
 struct bk_files {
 	bk_workers *workers;
+	bk_fileindex *index;  /* what is known of files' contents (fileindex.h) */
 	pthread_mutex_t lock; /* uploads, nuploads, reserved, usage */
 	struct upload *uploads;
 	unsigned nuploads;    /* including uploads being created */
@@ -266,8 +269,8 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 
 	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
-	if (rq->page_size > LIST_PAGE_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, LIST_PAGE_MAX);
+	if (rq->page_size > BK_LIST_PAGE_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, BK_LIST_PAGE_MAX);
 		return;
 	}
 	size_t tlen = strlen(rq->page_token);
@@ -289,7 +292,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	after[tlen / 2] = '\0';
 	op.path = path;
 	op.after = after;
-	op.limit = rq->page_size ? rq->page_size : LIST_PAGE_DEFAULT;
+	op.limit = rq->page_size ? rq->page_size : BK_LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
 	bk_link_send(files_link(call), &order, NULL, 0, 0, list_replied, call);
@@ -400,63 +403,129 @@ struct download {
 	int fd;
 	uint64_t offset, length;
 	bool zstd;
+	bool sha256;        /* the plain SHA-256 of the whole file asked for */
 };
+
+static bool file_unchanged(const bk_filever *v, const struct stat *now)
+{
+	bk_filever w;
+
+	bk_filever_of(now, &w);
+	return bk_filever_same(v, &w);
+}
+
+/* One try at the answer to d: the file as st shows it, read and sealed. 0 when the call was
+ * ended; -EAGAIN when the file changed while it was read (nothing sent: try again). */
+static int download_try(struct download *d, const struct stat *st, uint8_t *buf, uint8_t *zbuf)
+{
+	Boxkite__V1__FileDownloadResponse resp = BOXKITE__V1__FILE_DOWNLOAD_RESPONSE__INIT;
+	bk_files *f = d->call->srv->files;
+	uint64_t left = (uint64_t)st->st_size - d->offset;
+	/* Never more than the size this answer states: a file growing meanwhile is read up to the
+	 * size measured, and the client sees the change in size, mtime or ctime next time. */
+	size_t n = d->length < left ? (size_t)d->length : (size_t)left;
+	uint8_t sum[SHA256_LEN], *dst;
+	const uint8_t *src = NULL;
+	bk_hash content;
+	bk_answer *a;
+	bk_digest dig;
+	bk_filever v;
+	struct stat after;
+	ssize_t got = 0;
+	int r;
+
+	bk_filever_of(st, &v);
+	if (d->sha256) {
+		r = bk_sha256_fd(d->fd, (uint64_t)st->st_size, buf, BK_FILE_CHUNK_MAX, sum);
+		if (r == -ENODATA)
+			return -EAGAIN;
+		if (r < 0) {
+			bk_call_failf(d->call, file_status(-r), 0, "cannot read the file: %s", strerror(-r));
+			return 0;
+		}
+		resp.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = sum };
+	}
+	if (bk_fileindex_get(f->index, &v, content, NULL) == 0)
+		resp.content_hash = (ProtobufCBinaryData){ .len = BK_HASH_LEN, .data = content };
+	resp.size = v.size;
+	resp.offset = d->offset;
+	resp.data_length = n;
+	resp.eof = d->offset + n >= v.size;
+	resp.mode = st->st_mode & 07777;
+	resp.mtime_ns = v.mtime_ns;
+	resp.ctime_ns = v.ctime_ns;
+	if (d->zstd && n > 0) {
+		/* Level 1, and only when it saves something: incompressible data goes as it is. */
+		got = bk_pread_full(d->fd, buf, n, d->offset);
+		if (got < 0) {
+			bk_call_failf(d->call, file_status((int)-got), 0, "read: %s", strerror((int)-got));
+			return 0;
+		}
+		if ((size_t)got != n)
+			return -EAGAIN; /* it shrank */
+		size_t z = ZSTD_compress(zbuf, ZSTD_compressBound(n), buf, n, 1);
+		src = buf;
+		if (!ZSTD_isError(z) && z < n) {
+			src = zbuf;
+			n = z;
+			resp.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+		}
+	}
+	a = bk_call_answer(d->call, &resp.base, n, &dst);
+	if (!a) {
+		bk_call_failf(d->call, BK_RESOURCE_EXHAUSTED, 0, "out of memory for a %zu-byte answer", n);
+		return 0;
+	}
+	/* Plain: read straight into the answer, which goes out from there. */
+	if (src)
+		memcpy(dst, src, n);
+	else if (n)
+		got = bk_pread_full(d->fd, dst, n, d->offset);
+	if (got < 0) {
+		bk_call_answer_drop(a);
+		bk_call_failf(d->call, file_status((int)-got), 0, "read: %s", strerror((int)-got));
+		return 0;
+	}
+	if (fstat(d->fd, &after) < 0 || !file_unchanged(&v, &after) || (size_t)got != resp.data_length) {
+		bk_call_answer_drop(a);
+		return -EAGAIN;
+	}
+	/* The one hash of these bytes on this side: the answer's MAC covers it, and a plain block
+	 * read whole is its block hash, for the index. */
+	if (bk_digest_of(dst, n, &dig) < 0) {
+		bk_call_answer_drop(a);
+		bk_call_failf(d->call, BK_INTERNAL, 0, "SHA-256 failed in libcrypto");
+		return 0;
+	}
+	if (resp.compression == BOXKITE__V1__COMPRESSION__COMPRESSION_NONE && d->offset % BK_BLOCK_SIZE == 0 &&
+	    (n == BK_BLOCK_SIZE || (n > 0 && resp.eof)))
+		bk_fileindex_note(f->index, &v, d->offset / BK_BLOCK_SIZE, dig.sha256);
+	bk_call_reply_data(d->call, a, &dig);
+	return 0;
+}
 
 static void download_work(void *arg, void *scratch)
 {
 	struct download *d = arg;
-	Boxkite__V1__FileDownloadResponse resp = BOXKITE__V1__FILE_DOWNLOAD_RESPONSE__INIT;
 	uint8_t *buf = scratch, *zbuf = buf + BK_FILE_CHUNK_MAX;
-	uint8_t hash[SHA256_LEN];
 	struct stat st;
-	ssize_t n;
+	int tries = 0, r;
 
-	if (fstat(d->fd, &st) < 0) {
-		bk_call_failf(d->call, BK_INTERNAL, 0, "fstat: %s", strerror(errno));
-		goto out;
-	}
-	if (d->offset > (uint64_t)st.st_size) {
-		bk_call_failf(d->call, BK_OUT_OF_RANGE, 0, "offset %llu is past the end (%lld bytes)",
-			      (unsigned long long)d->offset, (long long)st.st_size);
-		goto out;
-	}
-	/* The whole file's hash comes with the first chunk: the client checks what it assembled. */
-	if (d->offset == 0) {
-		int r = bk_sha256_fd(d->fd, (uint64_t)st.st_size, buf, HASH_BLOCK, hash);
-		if (r == -ENODATA) {
-			bk_call_failf(d->call, BK_ABORTED, 0, "the file shrank while it was read");
+	do {
+		if (fstat(d->fd, &st) < 0) {
+			bk_call_failf(d->call, BK_INTERNAL, 0, "fstat: %s", strerror(errno));
 			goto out;
 		}
-		if (r < 0) {
-			bk_call_failf(d->call, file_status(-r), 0, "cannot read the file: %s", strerror(-r));
+		if (d->offset > (uint64_t)st.st_size) {
+			bk_call_failf(d->call, BK_OUT_OF_RANGE, 0, "offset %llu is past the end (%lld bytes)",
+				      (unsigned long long)d->offset, (long long)st.st_size);
 			goto out;
 		}
-		resp.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = hash };
-	}
-	/* Never more than the size this answer states: a file growing meanwhile is read up to the
-	 * size measured above, and the client sees the change in size or mtime next time. */
-	uint64_t left = (uint64_t)st.st_size - d->offset;
-	n = bk_pread_full(d->fd, buf, d->length < left ? d->length : left, d->offset);
-	if (n < 0) {
-		bk_call_failf(d->call, file_status((int)-n), 0, "read: %s", strerror((int)-n));
-		goto out;
-	}
-	resp.size = (uint64_t)st.st_size;
-	resp.offset = d->offset;
-	resp.data_length = (uint64_t)n;
-	resp.eof = d->offset + (uint64_t)n >= (uint64_t)st.st_size;
-	resp.mode = st.st_mode & 07777;
-	resp.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	resp.data = (ProtobufCBinaryData){ .len = (size_t)n, .data = buf };
-	if (d->zstd && n > 0) {
-		/* Level 1, and only when it saves something: incompressible data goes as it is. */
-		size_t z = ZSTD_compress(zbuf, ZSTD_compressBound((size_t)n), buf, (size_t)n, 1);
-		if (!ZSTD_isError(z) && z < (size_t)n) {
-			resp.data = (ProtobufCBinaryData){ .len = z, .data = zbuf };
-			resp.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
-		}
-	}
-	bk_call_reply(d->call, &resp.base);
+		r = download_try(d, &st, buf, zbuf);
+	} while (r == -EAGAIN && ++tries < BK_READ_TRIES);
+	if (r == -EAGAIN)
+		bk_call_failf(d->call, BK_ABORTED, 0, "the file changed while it was read (%d tries): ask again",
+			      BK_READ_TRIES);
 out:
 	bk_close(d->fd);
 	free(d);
@@ -496,6 +565,10 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "unknown compression %d", rq->compression);
 		return;
 	}
+	if (rq->sha256 && rq->offset) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "the whole file's SHA-256 comes with the answer at offset 0");
+		return;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
@@ -506,6 +579,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	d->offset = rq->offset;
 	d->length = rq->length && rq->length < BK_FILE_CHUNK_MAX ? rq->length : BK_FILE_CHUNK_MAX;
 	d->zstd = rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+	d->sha256 = rq->sha256;
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
 	order.open_read = &op;
@@ -517,6 +591,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 static void upload_free(struct upload *u)
 {
 	bk_close(u->fd);
+	bk_blockhash_fini(&u->blocks);
 	EVP_MD_CTX_free(u->md);
 	free(u);
 }
@@ -608,8 +683,11 @@ static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t 
 		goto fail;
 	}
 	u->fd = fds[0];
-	u->md = EVP_MD_CTX_new();
-	if (!u->md || !EVP_DigestInit_ex(u->md, EVP_sha256(), NULL) || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+	if (u->check_sha256 && (!(u->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u->md, EVP_sha256(), NULL))) {
+		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
+		goto fail;
+	}
+	if (bk_blockhash_init(&u->blocks, u->size) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
 		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
 		goto fail;
 	}
@@ -752,8 +830,9 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 
 	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
-	if (rq->sha256.len != SHA256_LEN) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "sha256 must be the %d-byte SHA-256 of the content", SHA256_LEN);
+	if (rq->sha256.len != 0 && rq->sha256.len != SHA256_LEN) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "sha256, when given, is the %d-byte SHA-256 of the content",
+			      SHA256_LEN);
 		return;
 	}
 	if (rq->mode > 0777) {
@@ -771,14 +850,15 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 		 * released, another request may drop it. */
 		if (!(u = upload_take(call, rq->upload_id)))
 			return;
-		bool same = !strcmp(u->path, path) && u->size == rq->size && !memcmp(u->sha256, rq->sha256.data, SHA256_LEN);
+		bool same = !strcmp(u->path, path) && u->size == rq->size && u->check_sha256 == (rq->sha256.len != 0) &&
+			    (!u->check_sha256 || !memcmp(u->sha256, rq->sha256.data, SHA256_LEN));
 		uint64_t offset = u->offset;
 		upload_release(f, u);
 		if (same)
 			begin_answer(call, rq->upload_id, offset);
 		else
 			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
-				      "upload %s is of another file (path, size or hash differ)", rq->upload_id);
+				      "upload %s is of another file (path, size or SHA-256 differ)", rq->upload_id);
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -803,7 +883,9 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 	}
 	snprintf(u->path, sizeof(u->path), "%s", path);
 	u->size = rq->size;
-	memcpy(u->sha256, rq->sha256.data, SHA256_LEN);
+	u->check_sha256 = rq->sha256.len != 0;
+	if (u->check_sha256)
+		memcpy(u->sha256, rq->sha256.data, SHA256_LEN);
 	u->mode = rq->mode ? rq->mode : 0644;
 	u->overwrite = rq->overwrite;
 	u->make_parents = rq->make_parents;
@@ -818,13 +900,11 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 
 /* A chunk waiting for its turn. Chunks are written strictly in order, but a client may send the
  * next ones before the previous is answered: they wait here, sorted by offset, at most
- * CHUNK_QUEUE_MAX of them, and one worker at a time drains an upload's queue ("draining"). */
-#define CHUNK_QUEUE_MAX 8
-#define GAP_WAIT_MS 2000
-
+ * BK_CHUNK_QUEUE_MAX of them (BK_GAP_WAIT_MS at most for a gap before them), and one worker at
+ * a time drains an upload's queue ("draining"). */
 struct chunk_job {
 	struct chunk_job *next;
-	bk_call *call;
+	bk_call *call;        /* its data field is the chunk */
 	const Boxkite__V1__FileUploadChunkRequest *rq;
 	uint64_t offset, len; /* len: uncompressed */
 	struct timespec queued;
@@ -859,15 +939,16 @@ static void chunk_refuse_out_of_order(bk_call *call, uint64_t offset, uint64_t c
 
 enum chunk_outcome { CHUNK_WRITTEN, CHUNK_REFUSED, CHUNK_WRITE_FAILED };
 
-/* Decompress, check against its own hash, write, add to the running hash. On failure *status
- * and msg say why. Only the upload's draining worker runs this. */
+/* Decompress, write, add to the block hashes (and the plain hash when asked for). The MAC has
+ * checked the bytes already; a plain chunk that is a whole block comes with its block hash,
+ * the digest the MAC was checked with. On failure *status and msg say why. Only the upload's
+ * draining worker runs this. */
 static enum chunk_outcome chunk_write(struct upload *u, const struct chunk_job *j, void *scratch, int *status,
 				      char *msg, size_t msgsz)
 {
-	const uint8_t *data = j->rq->data.data;
-	size_t len = j->rq->data.len;
+	const uint8_t *data = j->call->data, *sum = NULL;
+	size_t len = j->call->data_len;
 	int ret;
-	uint8_t sum[SHA256_LEN];
 
 	if (j->rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
 		size_t got = ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len);
@@ -879,19 +960,19 @@ static enum chunk_outcome chunk_write(struct upload *u, const struct chunk_job *
 		}
 		data = scratch;
 		len = got;
-	}
-	/* Each chunk carries its own hash: a bad chunk is refused before it touches the file. */
-	if (!EVP_Digest(data, len, sum, NULL, EVP_sha256(), NULL) || CRYPTO_memcmp(sum, j->rq->sha256.data, SHA256_LEN)) {
-		*status = BK_DATA_LOSS;
-		snprintf(msg, msgsz, "chunk at %llu: its SHA-256 does not match its data", (unsigned long long)j->offset);
-		return CHUNK_REFUSED;
+	} else if (bk_blockhash_whole(&u->blocks, len)) {
+		sum = j->call->data_digest.sha256;
 	}
 	if ((ret = bk_pwrite_full(u->fd, data, len, j->offset)) < 0) {
 		*status = file_status(-ret);
 		snprintf(msg, msgsz, "%.300s: %s (upload dropped, nothing written)", u->path, strerror(-ret));
 		return CHUNK_WRITE_FAILED;
 	}
-	EVP_DigestUpdate(u->md, data, len);
+	if (bk_blockhash_add(&u->blocks, data, len, sum) < 0 || (u->md && !EVP_DigestUpdate(u->md, data, len))) {
+		*status = BK_INTERNAL;
+		snprintf(msg, msgsz, "%.300s: SHA-256 failed in libcrypto (upload dropped, nothing written)", u->path);
+		return CHUNK_WRITE_FAILED;
+	}
 	return CHUNK_WRITTEN;
 }
 
@@ -959,11 +1040,11 @@ static void upload_drain(void *arg, void *scratch)
 }
 
 /* The uncompressed length of a chunk, or UINT64_MAX when a zstd frame does not declare it. */
-static uint64_t chunk_len(const Boxkite__V1__FileUploadChunkRequest *rq)
+static uint64_t chunk_len(const bk_call *call, const Boxkite__V1__FileUploadChunkRequest *rq)
 {
 	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD)
-		return rq->data.len;
-	unsigned long long n = ZSTD_getFrameContentSize(rq->data.data, rq->data.len);
+		return call->data_len;
+	unsigned long long n = ZSTD_getFrameContentSize(call->data, call->data_len);
 	return n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ? UINT64_MAX : n;
 }
 
@@ -997,23 +1078,19 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 
 	if (!executor_ok(call))
 		return;
-	if (rq->sha256.len != SHA256_LEN) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a chunk carries the %d-byte SHA-256 of its data", SHA256_LEN);
-		return;
-	}
 	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
 	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "unknown compression %d", rq->compression);
 		return;
 	}
-	len = chunk_len(rq);
+	len = chunk_len(call, rq);
 	if (len > BK_FILE_CHUNK_MAX) {
 		if (rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD)
 			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
 				      "chunk is not one zstd frame of at most %u bytes with its size", BK_FILE_CHUNK_MAX);
 		else
 			bk_call_failf(call, BK_OUT_OF_RANGE, 0, "a chunk of %zu bytes is past the %u-byte chunk limit",
-				      rq->data.len, BK_FILE_CHUNK_MAX);
+				      call->data_len, BK_FILE_CHUNK_MAX);
 		return;
 	}
 	j = calloc(1, sizeof(*j));
@@ -1054,15 +1131,15 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 	}
 	/* The next in order; or, as chunks sent one after another may overtake each other on the
 	 * way in (each is MAC-checked on its own thread before it gets here), one further ahead at
-	 * a whole-chunk boundary, which waits for the gap before it to fill — for GAP_WAIT_MS at
+	 * a whole-chunk boundary, which waits for the gap before it to fill — for BK_GAP_WAIT_MS at
 	 * most (bk_files_expire). */
 	bool ahead_ok = rq->offset > end && rq->offset % BK_FILE_CHUNK_MAX == 0 &&
-			rq->offset < confirmed + (uint64_t)CHUNK_QUEUE_MAX * BK_FILE_CHUNK_MAX &&
+			rq->offset < confirmed + (uint64_t)BK_CHUNK_QUEUE_MAX * BK_FILE_CHUNK_MAX &&
 			(len == BK_FILE_CHUNK_MAX || rq->offset + len == u->size);
 	for (pp = &u->queue; *pp && (*pp)->offset < rq->offset; pp = &(*pp)->next)
 		;
 	if ((rq->offset != end && !ahead_ok) || (*pp && (*pp)->offset < rq->offset + len) || len == 0 ||
-	    queued_chunks(u) >= CHUNK_QUEUE_MAX) {
+	    queued_chunks(u) >= BK_CHUNK_QUEUE_MAX) {
 		pthread_mutex_unlock(&f->lock);
 		free(j);
 		if (len == 0 && rq->offset == confirmed)
@@ -1115,12 +1192,18 @@ static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nf
 		fail_reply(op->call, err, reply);
 	} else {
 		if (fstat(u->fd, &st) == 0) {
+			bk_filever v;
 			info.type = BOXKITE__V1__FILE_TYPE__FILE_TYPE_REGULAR;
 			info.size = (uint64_t)st.st_size;
 			info.mode = st.st_mode & 07777;
 			info.uid = st.st_uid;
 			info.gid = st.st_gid;
 			info.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+			/* In place now, as it stands (its ctime moved with the link): what it holds is
+			 * known without reading it again. */
+			bk_filever_of(&st, &v);
+			if (v.size == u->size)
+				bk_fileindex_put(f->index, &v, u->blocks.blocks);
 		}
 		info.path = u->path;
 		resp.info = &info;
@@ -1144,12 +1227,20 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_files *f = call->srv->files;
 	uint8_t sum[SHA256_LEN];
+	bk_hash content;
 	struct upload_op *op;
 	EVP_MD_CTX *md;
 	struct upload *u;
-	bool match;
+	const char *wrong = NULL;
 
-	if (!executor_ok(call) || !(u = upload_take(call, rq->upload_id)))
+	if (!executor_ok(call))
+		return;
+	if (rq->content_hash.len != BK_HASH_LEN) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a commit carries the %d-byte content hash of what it commits",
+			      BK_HASH_LEN);
+		return;
+	}
+	if (!(u = upload_take(call, rq->upload_id)))
 		return;
 	if (u->offset != u->size) {
 		/* Released before the answer (the client's next chunk must find it free), which
@@ -1161,17 +1252,25 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "%s", msg);
 		return;
 	}
-	/* Finish a copy of the running hash: the upload's own context stays usable. */
-	md = EVP_MD_CTX_new();
-	match = md && EVP_MD_CTX_copy_ex(md, u->md) && EVP_DigestFinal_ex(md, sum, NULL) &&
-		CRYPTO_memcmp(sum, u->sha256, SHA256_LEN) == 0;
-	EVP_MD_CTX_free(md);
-	if (!match) {
+	/* Both sides' content hashes, each of the blocks it hashed: they agree, or the bytes that
+	 * arrived are not the content the client means (a source that changed between an upload
+	 * and its resumption, say). */
+	if (bk_blockhash_final(&u->blocks, content) < 0 || CRYPTO_memcmp(content, rq->content_hash.data, BK_HASH_LEN))
+		wrong = "content hash";
+	if (!wrong && u->md) {
+		/* Finish a copy of the running hash: the upload's own context stays usable. */
+		md = EVP_MD_CTX_new();
+		if (!md || !EVP_MD_CTX_copy_ex(md, u->md) || !EVP_DigestFinal_ex(md, sum, NULL) ||
+		    CRYPTO_memcmp(sum, u->sha256, SHA256_LEN) != 0)
+			wrong = "SHA-256";
+		EVP_MD_CTX_free(md);
+	}
+	if (wrong) {
 		pthread_mutex_lock(&f->lock);
 		upload_unlink(f, u);
 		pthread_mutex_unlock(&f->lock);
-		bk_call_failf(call, BK_DATA_LOSS, 0, "%s: the content's SHA-256 is not the declared one: nothing written",
-			      u->path);
+		bk_call_failf(call, BK_DATA_LOSS, 0, "%s: the %s of the bytes received is not the one given: nothing written",
+			      u->path, wrong);
 		upload_free(u);
 		return;
 	}
@@ -1213,8 +1312,14 @@ int bk_files_start(bk_server *srv, bk_error **err)
 	if (!f)
 		return bk_error_errno(err, ENOMEM, "files");
 	pthread_mutex_init(&f->lock, NULL);
+	f->index = bk_fileindex_new(INDEX_BYTES);
+	if (!f->index) {
+		free(f);
+		return bk_error_errno(err, ENOMEM, "files");
+	}
 	ret = bk_workers_start(&f->workers, WORKERS, SCRATCH_SIZE, err);
 	if (ret < 0) {
+		bk_fileindex_free(f->index);
 		free(f);
 		return ret;
 	}
@@ -1235,6 +1340,7 @@ void bk_files_stop(bk_server *srv)
 		jobs_fail(u->queue, BK_UNAVAILABLE, "boxkited is shutting down");
 		upload_free(u);
 	}
+	bk_fileindex_free(f->index);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 	srv->files = NULL;
@@ -1256,7 +1362,7 @@ void bk_files_expire(bk_server *srv)
 		uint64_t end = contiguous_end(u);
 		for (struct chunk_job **jp = &u->queue; *jp;) {
 			struct chunk_job *j = *jp;
-			if (j->offset > end && bk_elapsed_us(&j->queued) >= GAP_WAIT_MS * 1000) {
+			if (j->offset > end && bk_elapsed_us(&j->queued) >= BK_GAP_WAIT_MS * 1000) {
 				j->confirmed = u->offset;
 				*jp = j->next;
 				j->next = stale;

@@ -7,8 +7,19 @@
 
 #include "server.h"
 
-/* The largest chunk, either way (uncompressed): well below the transport's message limit. */
-#define BK_FILE_CHUNK_MAX (4u << 20)
+#include "contenthash.h"
+
+/* The largest chunk, either way (uncompressed): the content hash's block, well below the
+ * transport's message limit. */
+#define BK_FILE_CHUNK_MAX BK_BLOCK_SIZE
+/* Chunks of one upload waiting for a gap before them to fill, and how long one waits. */
+#define BK_CHUNK_QUEUE_MAX 8
+#define BK_GAP_WAIT_MS 2000
+/* Reads of a download chunk of a file that changes meanwhile, before it is answered ABORTED. */
+#define BK_READ_TRIES 3
+/* FileList's page: entries when page_size is 0, and the most a page_size may ask. */
+#define BK_LIST_PAGE_DEFAULT 200
+#define BK_LIST_PAGE_MAX 1000
 
 typedef struct bk_files bk_files;
 

@@ -4,8 +4,6 @@
 
 #include "server.h"
 
-int bk_methods_init(bk_server *srv, bk_error **err);
-
 void bk_handle_health(bk_call *call, const ProtobufCMessage *request);
 
 #endif

@@ -1,47 +1,55 @@
 /* The dispatch table: one row per rpc of service boxkite.v1.Sandbox. The generated service
  * descriptor gives each row its request and response types; bk_server_init() fails if a row
  * names no rpc or an rpc has no row, so the table cannot drift from proto/. */
+#include "methods.h"
+
 #include <errno.h>
 #include <string.h>
+
+#include <zstd.h>
 
 #include "exec.h"
 #include "files.h"
 #include "handlers.h"
-#include "server.h"
 
-#define KiB (1u << 10)
-#define MiB (1u << 20)
+_Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's zstd frame fits the data limit");
+
+#define KiB BK_KiB
+#define MiB BK_MiB
 
 static const bk_method method_rows[] = {
-	/* name                 auth   handler               max request body */
-	{ "Health",             false, bk_handle_health,     1 * KiB },
-	/* stdin, argv and the environment at their most (exec.h), and the other fields: the
-	 * largest body, which sets the largest message (bk_server_init) */
-	{ "Exec",               true,  bk_handle_exec,       BK_EXEC_STDIN_MAX + BK_EXEC_STRINGS_MAX + 64 * KiB },
-	{ "FileUploadBegin",    true,  bk_handle_upload_begin, 16 * KiB },
-	/* a chunk, compressed or not (zstd's worst case adds under 0.5 %), and its fields */
-	{ "FileUploadChunk",    true,  bk_handle_upload_chunk, BK_FILE_CHUNK_MAX + 64 * KiB },
-	{ "FileUploadCommit",   true,  bk_handle_upload_commit, 1 * KiB },
-	{ "FileUploadAbort",    true,  bk_handle_upload_abort, 1 * KiB },
-	{ "FileDownload",       true,  bk_handle_file_download, 16 * KiB },
-	{ "FileStat",           true,  bk_handle_file_stat,  16 * KiB },
-	{ "FileList",           true,  bk_handle_file_list,  16 * KiB },
-	{ "FileMkdir",          true,  bk_handle_file_mkdir, 16 * KiB },
-	{ "FileRemove",         true,  bk_handle_file_remove, 16 * KiB },
-	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB },
-	{ "FileSymlink",        true,  bk_handle_file_symlink, 16 * KiB },
-	{ "ProcessStart",       true,  NULL,                 1 * MiB },
-	{ "ProcessRead",        true,  NULL,                 1 * KiB },
-	{ "ProcessWrite",       true,  NULL,                 BK_FILE_CHUNK_MAX + 64 * KiB },
-	{ "ProcessCloseStdin",  true,  NULL,                 1 * KiB },
-	{ "ProcessSignal",      true,  NULL,                 1 * KiB },
-	{ "ProcessWait",        true,  NULL,                 1 * KiB },
-	{ "ProcessList",        true,  NULL,                 1 * KiB },
-	{ "SyncPush",           true,  NULL,                 4 * KiB },
-	{ "SyncPull",           true,  NULL,                 4 * KiB },
-	{ "SyncList",           true,  NULL,                 1 * KiB },
-	{ "Reset",              true,  NULL,                 1 * KiB },
+	/* name                 auth   handler               max request body, max data */
+	{ "Health",             false, bk_handle_health,     1 * KiB, 0 },
+	{ "Exec",               true,  bk_handle_exec,       BK_BODY_MAX, 0 },
+	{ "FileUploadBegin",    true,  bk_handle_upload_begin, 16 * KiB, 0 },
+	/* the chunk is the data field; the body says where it goes */
+	{ "FileUploadChunk",    true,  bk_handle_upload_chunk, 1 * KiB, BK_DATA_MAX },
+	{ "FileUploadCommit",   true,  bk_handle_upload_commit, 1 * KiB, 0 },
+	{ "FileUploadAbort",    true,  bk_handle_upload_abort, 1 * KiB, 0 },
+	{ "FileDownload",       true,  bk_handle_file_download, 16 * KiB, 0 },
+	{ "FileStat",           true,  bk_handle_file_stat,  16 * KiB, 0 },
+	{ "FileList",           true,  bk_handle_file_list,  16 * KiB, 0 },
+	{ "FileMkdir",          true,  bk_handle_file_mkdir, 16 * KiB, 0 },
+	{ "FileRemove",         true,  bk_handle_file_remove, 16 * KiB, 0 },
+	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB, 0 },
+	{ "FileSymlink",        true,  bk_handle_file_symlink, 16 * KiB, 0 },
+	{ "ProcessStart",       true,  NULL,                 1 * MiB, 0 },
+	{ "ProcessRead",        true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessWrite",       true,  NULL,                 BK_BODY_MAX, 0 },
+	{ "ProcessCloseStdin",  true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessSignal",      true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessWait",        true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessList",        true,  NULL,                 1 * KiB, 0 },
+	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
+	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
+	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },
+	{ "Reset",              true,  NULL,                 1 * KiB, 0 },
 };
+
+const bk_method *bk_methods_row(size_t i)
+{
+	return i < BK_ARRAY_SIZE(method_rows) ? &method_rows[i] : NULL;
+}
 
 int bk_methods_init(bk_server *srv, bk_error **err)
 {
@@ -64,14 +72,15 @@ int bk_methods_init(bk_server *srv, bk_error **err)
 		m->auth = method_rows[i].auth;
 		m->handler = method_rows[i].handler;
 		m->max_body = method_rows[i].max_body;
+		m->max_data = method_rows[i].max_data;
 		m->desc = d;
+		if (m->max_body + m->max_data + BK_ENVELOPE_FIELDS_MAX > BK_REQUEST_MAX)
+			return bk_error_set(err, BK_INTERNAL, EINVAL, "method table row %s allows more than BK_REQUEST_MAX",
+					    m->name);
 	}
-	for (size_t i = 0; i < svc->n_methods; i++) {
+	for (size_t i = 0; i < svc->n_methods; i++)
 		if (!srv->methods[i].desc)
 			return bk_error_set(err, BK_INTERNAL, EINVAL, "rpc %s.%s has no row in the method table",
 					    svc->name, svc->methods[i].name);
-		if (srv->methods[i].max_body > srv->max_body)
-			srv->max_body = srv->methods[i].max_body;
-	}
 	return 0;
 }

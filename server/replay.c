@@ -254,7 +254,7 @@ void bk_replay_answer(bk_replay *r, const char *key_id, const uint8_t nonce[BK_N
 	if (!e || e->answered)
 		goto out;
 	e->answered = true;
-	if (len > r->answer_cap)
+	if (!answer || len > r->answer_cap)
 		goto out;
 	/* Make room by forgetting the oldest answers: a resend comes soon after its request. */
 	while (r->ahead && r->answer_bytes + len > r->answer_cap)

@@ -35,7 +35,8 @@ void bk_replay_free(bk_replay *r);
 bk_replay_verdict bk_replay_check(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], int64_t now_ms,
 				  uint8_t **answer, size_t *answer_len);
 
-/* Store the answer to a FRESH request (copied). Answers larger than the byte cap are not kept. */
+/* Store the answer to a FRESH request (copied). Answers larger than the byte cap are not kept;
+ * with answer NULL none is (the request is only marked answered: its re-sends are REPLAYED). */
 void bk_replay_answer(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], const uint8_t *answer,
 		      size_t len);
 

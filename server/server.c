@@ -8,12 +8,9 @@
 #include "exec.h"
 #include "link.h"
 #include "handlers.h"
+#include "methods.h"
 #include "log.h"
 #include "replaylog.h"
-
-/* What an Envelope adds to its body, at most, with the transport's request ID: a key id of 64
- * characters, the nonce, a method name, the MAC, the fixed fields and their tags, with room. */
-#define ENVELOPE_OVERHEAD 1024
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -43,12 +40,6 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	}
 	if ((ret = bk_methods_init(srv, err)) < 0)
 		return ret;
-	/* No message larger than the largest legal one (an Exec and its envelope) is read: each
-	 * connection can hold that much unauthenticated, and no more (front.c). */
-	if (!srv->cfg.max_message || srv->cfg.max_message > srv->max_body + ENVELOPE_OVERHEAD)
-		srv->cfg.max_message = srv->max_body + ENVELOPE_OVERHEAD;
-	if (!srv->cfg.decode_cap)
-		srv->cfg.decode_cap = 2 * srv->cfg.max_message;
 	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
 		return bk_error_errno(err, ENOMEM, "metrics");
 	return 0;

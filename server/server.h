@@ -35,6 +35,7 @@ typedef struct bk_method {
 	bool auth;          /* false: may be called without a key (Health, for probes) */
 	bk_handler_fn handler; /* NULL: answers UNIMPLEMENTED */
 	size_t max_body;    /* largest request body accepted */
+	size_t max_data;    /* largest request data field accepted; 0: the method takes none */
 	const ProtobufCMethodDescriptor *desc;
 	atomic_ulong calls; /* times the handler ran */
 } bk_method;
@@ -43,7 +44,11 @@ struct bk_call {
 	bk_server *srv;
 	const bk_method *method;
 	bk_arena *arena;          /* owns the decoded envelope and request */
-	const bk_envelope *env;   /* the request envelope; NULL if it did not decode */
+	const bk_envelope *env;   /* the request envelope; NULL if it did not decode canonically */
+	nng_msg *msg;             /* the message received, kept while data points into it */
+	const uint8_t *data;      /* the request's data field, in msg (data_len 0: none) */
+	size_t data_len;
+	bk_digest data_digest;    /* its SHA-256, computed once for the MAC: the chunk's hash */
 	bk_keyring_ref *keys;     /* held while the call lives when keyed */
 	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
 	struct timespec started;
@@ -59,7 +64,6 @@ struct bk_server {
 	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
-	size_t max_body;     /* the largest body of any method: what sets the largest message */
 	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
@@ -95,6 +99,18 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg);
 
 /* End a call with a response message (status OK). */
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response);
+
+/* An answer that carries data (a file chunk), built in two steps so that the data is written
+ * straight into the message: bk_call_answer() lays out response and room for data_len bytes
+ * and returns where they go (NULL when out of memory: end the call otherwise); the handler
+ * writes them there, then bk_call_reply_data() signs the answer with the data's digest (which
+ * the handler computed, and may have used for itself) and ends the call, or
+ * bk_call_answer_drop() frees it and the handler ends the call another way. Such answers are
+ * not kept for re-sends (docs/PROTOCOL.md, "Replay and resend"). */
+typedef struct bk_answer bk_answer;
+bk_answer *bk_call_answer(bk_call *call, const ProtobufCMessage *response, size_t data_len, uint8_t **data);
+void bk_call_reply_data(bk_call *call, bk_answer *answer, const bk_digest *data);
+void bk_call_answer_drop(bk_answer *answer);
 /* End a call with an error status and message; takes ownership of err. */
 void bk_call_fail(bk_call *call, bk_error *err);
 /* End a call with a status, a detail and a formatted message. */

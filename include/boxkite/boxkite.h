@@ -153,8 +153,15 @@ BK_EXPORT void bk_exec_result_free(bk_exec_result *res);
  * Paths are sandbox paths: relative to /workspace, or absolute under one of the server's roots
  * (/workspace and /tmp unless configured otherwise). Every operation runs as the sandbox user:
  * files created are owned by uid 1001 and permission checks are 1001's. A file is written to an
- * unnamed temporary file and renamed into place only when all of it arrived and its SHA-256
- * matches: nobody ever sees half a file, and a failed upload leaves nothing behind. */
+ * unnamed temporary file and renamed into place only when all of it arrived and its content hash
+ * matches: nobody ever sees half a file, and a failed upload leaves nothing behind.
+ *
+ * A file's content hash (docs/PROTOCOL.md, "Content hash") is the SHA-256 over the SHA-256 of
+ * each BK_CONTENT_BLOCK bytes of it, in order: each side computes it from the hashes it takes of
+ * the chunks anyway, so a transfer hashes every byte once per side. The plain SHA-256 of a whole
+ * file costs one more pass on each side, and is computed only when asked for. */
+
+#define BK_CONTENT_BLOCK (4u << 20)
 
 enum bk_file_type { BK_FILE_UNKNOWN = 0, BK_FILE_REGULAR = 1, BK_FILE_DIRECTORY = 2, BK_FILE_SYMLINK = 3, BK_FILE_OTHER = 4 };
 
@@ -170,6 +177,12 @@ typedef struct bk_file_info {
 	uint32_t uid, gid;
 	uint64_t size;
 	int64_t mtime_ns;
+	/* Filled by uploads and downloads, not by stat and list: */
+	bool has_content_hash;   /* content_hash is the content hash of what was moved */
+	uint8_t content_hash[32];
+	bool has_sha256;         /* sha256 is the plain SHA-256 of what was moved (asked for with
+				    bk_transfer_options.sha256), checked by both sides */
+	uint8_t sha256[32];
 } bk_file_info;
 
 /* Free info's strings and set them to NULL. info may be NULL; freeing twice is harmless. */
@@ -207,12 +220,19 @@ BK_EXPORT int bk_file_remove(bk_client *client, const char *path, bool recursive
 /* Rename from to `to`; an existing `to` is replaced only with `overwrite`. */
 BK_EXPORT int bk_file_move(bk_client *client, const char *from, const char *to, bool overwrite, bk_status *st);
 
+/* The content hash of the first size bytes of fd (read with pread from offset 0), into out. */
+BK_EXPORT int bk_content_hash_fd(int fd, uint64_t size, uint8_t out[32], bk_status *st);
+
 /* Upload primitives: begin (or resume with the same upload id), chunks at the confirmed offset,
- * commit. An interrupted upload resumes from the last confirmed offset with its upload id. */
+ * commit with the content hash. An interrupted upload resumes from the last confirmed offset
+ * with its upload id. A chunk that is a whole block (BK_CONTENT_BLOCK bytes at a multiple of it,
+ * or up to the end) costs the server one hash; other sizes are taken, at the cost of a second. */
 typedef struct bk_upload_begin {
 	const char *path;
 	uint64_t size;
-	const uint8_t *sha256;   /* 32 bytes: of the whole content */
+	const uint8_t *sha256;   /* may be NULL; else 32 bytes, the plain SHA-256 of the whole
+				    content, which the server then checks at commit (one more pass
+				    over the content there) */
 	uint32_t mode;           /* 0 = 0644 */
 	bool overwrite;
 	bool make_parents;
@@ -222,7 +242,7 @@ typedef struct bk_upload_begin {
 typedef struct bk_upload_state {
 	char upload_id[64];      /* NUL-terminated */
 	uint64_t confirmed_offset;
-	uint32_t max_chunk;      /* the largest chunk the server takes (uncompressed) */
+	uint32_t max_chunk;      /* the largest chunk the server takes (uncompressed): the block */
 } bk_upload_state;
 
 /* Begin or resume an upload; *out holds no pointers. */
@@ -231,9 +251,11 @@ BK_EXPORT int bk_upload_start(bk_client *client, const bk_upload_begin *rq, bk_u
  * worth it). *confirmed receives the new confirmed offset. data may be NULL when len is 0. */
 BK_EXPORT int bk_upload_chunk(bk_client *client, const char *upload_id, uint64_t offset, const void *data,
 			      size_t len, bool compress, uint64_t *confirmed, bk_status *st);
-/* Check size and hash and put the file in place. out (may be NULL) receives what landed: free it
- * with bk_file_info_free(). */
-BK_EXPORT int bk_upload_commit(bk_client *client, const char *upload_id, bk_file_info *out, bk_status *st);
+/* Check size and content hash (32 bytes, bk_content_hash_fd()) and put the file in place: a
+ * content hash that is not the one of the bytes received is BK_DATA_LOSS, and nothing is written.
+ * out (may be NULL) receives what landed: free it with bk_file_info_free(). */
+BK_EXPORT int bk_upload_commit(bk_client *client, const char *upload_id, const uint8_t content_hash[32],
+			       bk_file_info *out, bk_status *st);
 /* Drop an upload now rather than at the server's idle expiry. */
 BK_EXPORT int bk_upload_abort(bk_client *client, const char *upload_id, bk_status *st);
 
@@ -246,22 +268,31 @@ typedef struct bk_transfer_options {
 	bool overwrite;          /* upload: replace an existing file */
 	bool make_parents;       /* upload: create missing directories */
 	bool compress;           /* zstd on the wire, chunk by chunk */
+	bool sha256;             /* also the plain SHA-256 of the whole file, one more pass on each
+				    side: computed here and checked by the server (upload) or
+				    computed by both and compared (download); in the result's
+				    sha256 */
 	const char *upload_id;   /* upload: resume this one; may be NULL */
 	bk_progress_fn progress; /* may be NULL */
 	void *progress_arg;
 } bk_transfer_options;
 
-/* Upload the whole of fd (a regular file, read from offset 0 with pread) to path: hashes it,
- * sends it in chunks, commits. opts and out may be NULL; *out, when given, is to be freed with
+/* Upload the whole of fd (a regular file, read from offset 0 with pread) to path: sends it in
+ * chunks, each read straight into its request and hashed once, and commits with the content hash
+ * they add up to. opts and out may be NULL; *out, when given, is to be freed with
  * bk_file_info_free(). On failure after the upload started, upload_id_out (64 bytes, may be
- * NULL) holds the id to resume with, else "". */
+ * NULL) holds the id to resume with, else "". Resuming reads and hashes again what the server
+ * already has, for the content hash. */
 BK_EXPORT int bk_upload_fd(bk_client *client, int fd, const char *path, const bk_transfer_options *opts,
 			   bk_file_info *out, char *upload_id_out, bk_status *st);
 
-/* Download path into fd (written from its current offset on), verifying size and SHA-256. opts
- * and info may be NULL; *info receives the file's size, mode and mtime, to be freed with
- * bk_file_info_free(). On error fd may hold part of the file: write to a temporary file and
- * rename it into place on success. */
+/* Download path into fd (written from its current offset on). Every chunk is checked by its
+ * answer's MAC; every answer must describe the same version of the file (size, mtime, ctime),
+ * and the content hash of what arrived must be the server's when it knows the file's. opts and
+ * info may be NULL; *info receives the file's size, mode, mtime and content hash, to be freed
+ * with bk_file_info_free(). A file that changes while it is read is BK_ABORTED (while one chunk
+ * was read) or BK_DATA_LOSS (between chunks). On error fd may hold part of the file: write to a
+ * temporary file and rename it into place on success. */
 BK_EXPORT int bk_download_fd(bk_client *client, const char *path, int fd, const bk_transfer_options *opts,
 			     bk_file_info *info, bk_status *st);
 

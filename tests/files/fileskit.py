@@ -6,8 +6,9 @@ What is here, and nothing more:
                     workspace anywhere: a tmpfs the test mounted; never outliving the test run)
                     with the sandbox waited for and, at the end, stopped even if the run is cut
                     short;
-  * Files        -- the File* and Exec rpcs as small methods (upload in chunks, download to the
-                    end with the whole-file SHA-256 checked, list all pages, ...);
+  * Files        -- the File* and Exec rpcs as small methods (upload in chunks and commit with
+                    the content hash, download to the end with the content hash checked, list
+                    all pages, ...);
   * zstd         -- compress/decompress through libzstd.so.1 (ctypes: no Python binding needed);
   * FilesTestCase-- one daemon per class, a clean workspace per test, assertStatus(), a
                     snapshot of /etc to prove it untouched, SKIP with the reason when a test
@@ -43,6 +44,11 @@ CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files.h)
 
 def sha256(data):
     return hashlib.sha256(data).digest()
+
+
+def content_hash(data):
+    return bk.content_hash(data)
+
 
 
 def file_sha256(path):
@@ -234,26 +240,41 @@ class Files:
     def close(self):
         self.client.close()
 
-    def call(self, method, **fields):
+    def call(self, method, data=b"", **fields):
+        return self.reply(method, data, **fields).message
+
+    def reply(self, method, data=b"", **fields):
+        """The whole Reply (its data too) of method called with fields and data."""
         request = getattr(pb, method + "Request")(**fields)
-        return self.client.call(method, request, getattr(pb, method + "Response")).message
+        return self.client.call(method, request, getattr(pb, method + "Response"), data=data)
 
     # uploads, one step at a time
-    def begin(self, path, size, digest, mode=0, overwrite=False, make_parents=False, upload_id=""):
-        return self.call("FileUploadBegin", path=path, size=size, sha256=digest, mode=mode, overwrite=overwrite,
-                         make_parents=make_parents, upload_id=upload_id)
+    def begin(self, path, size, digest=None, mode=0, overwrite=False, make_parents=False, upload_id=""):
+        """digest: the plain SHA-256 to have the server check at commit (None: no such check)."""
+        return self.call("FileUploadBegin", path=path, size=size, sha256=digest or b"", mode=mode,
+                         overwrite=overwrite, make_parents=make_parents, upload_id=upload_id)
 
-    def chunk(self, upload_id, offset, data, compress=False, digest=None, frame=None, compression=None):
+    def chunk(self, upload_id, offset, data, compress=False, frame=None, compression=None, corrupt=None):
         """Send data at offset; compress=True sends it as one zstd frame (or frame, as it is).
-        Returns the confirmed offset."""
-        body = frame if frame is not None else zstd().compress(data) if compress else data
+        corrupt=i flips a bit of byte i of the data sent after the request was MAC'd. Returns the
+        confirmed offset."""
+        payload = frame if frame is not None else zstd().compress(data) if compress else data
         if compression is None:
             compression = pb.COMPRESSION_ZSTD if compress or frame is not None else pb.COMPRESSION_NONE
-        return self.call("FileUploadChunk", upload_id=upload_id, offset=offset, data=body, compression=compression,
-                         sha256=digest if digest is not None else sha256(data)).confirmed_offset
+        request = pb.FileUploadChunkRequest(upload_id=upload_id, offset=offset, compression=compression)
+        if corrupt is None:
+            return self.client.call("FileUploadChunk", request, pb.FileUploadChunkResponse,
+                                    data=payload).message.confirmed_offset
+        env = self.client.seal("FileUploadChunk", request, payload)
+        bad = bytearray(env.data)
+        bad[corrupt] ^= 0x10
+        env.data = bytes(bad)
+        answer = self.client.exchange(env.SerializeToString())
+        return self.client.open_answer(answer, env, pb.FileUploadChunkResponse).message.confirmed_offset
 
-    def commit(self, upload_id):
-        return self.call("FileUploadCommit", upload_id=upload_id).info
+    def commit(self, upload_id, digest):
+        """digest: the content hash of what was sent."""
+        return self.call("FileUploadCommit", upload_id=upload_id, content_hash=digest).info
 
     def abort(self, upload_id):
         return self.call("FileUploadAbort", upload_id=upload_id)
@@ -270,44 +291,55 @@ class Files:
 
     def upload(self, path, data, mode=0, overwrite=False, make_parents=False, chunk=CHUNK_MAX, compress=False,
                digest=None):
-        """Begin, every chunk, commit: the committed FileInfo."""
-        b = self.begin(path, len(data), digest or sha256(data), mode, overwrite, make_parents)
+        """Begin (with the plain SHA-256 digest, if given), every chunk, commit with the content
+        hash: the committed FileInfo."""
+        b = self.begin(path, len(data), digest, mode, overwrite, make_parents)
         if b.confirmed_offset != 0 or b.max_chunk != CHUNK_MAX:
             raise AssertionError("begin answered offset %d, max_chunk %d" % (b.confirmed_offset, b.max_chunk))
         self.send(b.upload_id, data, chunk=chunk, compress=compress)
-        return self.commit(b.upload_id)
+        return self.commit(b.upload_id, content_hash(data))
 
-    def download(self, path, compress=False, length=0, sink=None):
-        """The whole file, chunk after chunk, its SHA-256 (sent with the first chunk) checked.
+    def download(self, path, compress=False, length=0, sink=None, plain_sha256=False):
+        """The whole file, chunk after chunk from its data fields, every answer of the same
+        version (size, mtime, ctime); its content hash computed here and checked against the
+        server's when it sends one; with plain_sha256, the plain SHA-256 asked for and checked.
 
-        Returns (data, sha256 from the server, first response); with sink, data goes there
-        (sink(bytes)) and None is returned in its place."""
-        parts, h, offset, first = [], hashlib.sha256(), 0, None
+        Returns (data, content hash, first response); with sink, data goes there (sink(bytes))
+        and None is returned in its place."""
+        parts, blocks, h, offset, first = [], [], hashlib.sha256(), 0, None
         while True:
-            r = self.call("FileDownload", path=path, offset=offset, length=length,
-                          compression=pb.COMPRESSION_ZSTD if compress else pb.COMPRESSION_NONE)
+            r = self.reply("FileDownload", path=path, offset=offset, length=length, sha256=plain_sha256 and offset == 0,
+                           compression=pb.COMPRESSION_ZSTD if compress else pb.COMPRESSION_NONE)
+            m = r.message
             if first is None:
-                first = r
-            if r.offset != offset:
-                raise AssertionError("asked offset %d, answered %d" % (offset, r.offset))
-            data = zstd().decompress(r.data) if r.compression == pb.COMPRESSION_ZSTD else r.data
-            if len(data) != r.data_length:
-                raise AssertionError("data_length %d but %d bytes" % (r.data_length, len(data)))
+                first = m
+            if (m.size, m.mtime_ns, m.ctime_ns) != (first.size, first.mtime_ns, first.ctime_ns):
+                raise AssertionError("the file changed during the download")
+            if m.offset != offset:
+                raise AssertionError("asked offset %d, answered %d" % (offset, m.offset))
+            data = zstd().decompress(r.data) if m.compression == pb.COMPRESSION_ZSTD else r.data
+            if len(data) != m.data_length:
+                raise AssertionError("data_length %d but %d bytes" % (m.data_length, len(data)))
             h.update(data)
+            blocks.append(data)
             if sink:
                 sink(data)
             else:
                 parts.append(data)
             offset += len(data)
-            if r.eof:
+            if m.eof:
                 break
             if not data:
-                raise AssertionError("no data and no eof at %d of %d" % (offset, r.size))
+                raise AssertionError("no data and no eof at %d of %d" % (offset, m.size))
         if offset != first.size:
             raise AssertionError("read %d bytes of a %d-byte file" % (offset, first.size))
-        if h.digest() != first.sha256:
+        # Chunks of the block size (length 0) are blocks: their hashes add up to the content hash.
+        digest = bk.content_hash(blocks=[sha256(b) for b in blocks]) if length in (0, CHUNK_MAX) else None
+        if first.content_hash and digest is not None and digest != first.content_hash:
+            raise AssertionError("the downloaded content's content hash is not the one the server sent")
+        if plain_sha256 and h.digest() != first.sha256:
             raise AssertionError("the downloaded content's SHA-256 is not the one the server sent")
-        return (None if sink else b"".join(parts)), first.sha256, first
+        return (None if sink else b"".join(parts)), digest, first
 
     def stat(self, path):
         return self.call("FileStat", path=path).info
@@ -336,6 +368,9 @@ class Files:
 
     def move(self, src, dst, overwrite=False):
         return self.call("FileMove", **{"from": src, "to": dst, "overwrite": overwrite})
+
+    def symlink(self, path, target):
+        return self.call("FileSymlink", path=path, target=target)
 
     def exec(self, shell, timeout_ms=60000, check=True):
         """Run shell with /bin/sh -c in the sandbox (uid 1001, cwd /workspace)."""

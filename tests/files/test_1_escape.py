@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from fileskit import FilesTestCase, bk, sha256
+from fileskit import FilesTestCase, bk, content_hash, sha256
 
 
 class EscapeTest(FilesTestCase):
@@ -283,7 +283,7 @@ print(i)
                     else:
                         fs.send(b.upload_id, data, chunk=max(1, len(data) // 2))
                         try:
-                            fs.commit(b.upload_id)
+                            fs.commit(b.upload_id, content_hash(data))
                             outcome = "OK"
                         except bk.CallError as e:
                             outcome = "commit:" + bk.status_name(e.code)

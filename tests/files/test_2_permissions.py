@@ -6,7 +6,7 @@ every write."""
 import os
 import unittest
 
-from fileskit import FilesTestCase, pb, sha256
+from fileskit import FilesTestCase, content_hash, pb, sha256
 
 UID = 1001
 
@@ -93,10 +93,11 @@ class PermissionsTest(FilesTestCase):
         b = self.fs.begin("later/x", len(data), sha256(data))
         self.fs.send(b.upload_id, data)
         self.fs.exec("chmod 0555 later")
-        self.assertStatus("PERMISSION_DENIED", self.fs.commit, b.upload_id, path="/workspace/later/x")
+        self.assertStatus("PERMISSION_DENIED", self.fs.commit, b.upload_id, content_hash(data),
+                          path="/workspace/later/x")
         self.assertEqual(self.workspace_names("later"), [])
         self.fs.exec("chmod 0755 later")
-        self.assertEqual(self.fs.commit(b.upload_id).size, len(data))
+        self.assertEqual(self.fs.commit(b.upload_id, content_hash(data)).size, len(data))
         self.assertEqual(self.read("later/x"), data)
 
     def test_a_file_only_root_may_read(self):
@@ -137,7 +138,7 @@ class PermissionsTest(FilesTestCase):
         before = os.stat(host_file)
         # Reads work.
         data, digest, first = self.fs.download(host_file)
-        self.assertEqual((data, digest), (content, sha256(content)))
+        self.assertEqual((data, digest), (content, content_hash(content)))
         s = self.fs.stat(host_file)
         self.assertEqual((s.path, s.type, s.size, s.uid), (host_file, pb.FILE_TYPE_REGULAR, len(content), 0))
         self.assertEqual(self.fs.stat("/usr").type, pb.FILE_TYPE_DIRECTORY)

@@ -1,6 +1,7 @@
-"""Integrity: what lands is exactly what was sent, or nothing. A 1 GiB round trip; a wrong
-whole-file hash; a wrong chunk hash, then going on from the confirmed offset; zstd and plain
-chunks, and zstd frames that are too big, lie about their size or do not say it; a client
+"""Integrity: what lands is exactly what was sent, or nothing. A 1 GiB round trip, its content
+hash known to the server from the upload; a wrong content hash or plain SHA-256 at commit; a
+chunk changed after its MAC, then going on from the confirmed offset; zstd and plain chunks of
+any size, and zstd frames that are too big, lie about their size or do not say it; a client
 SIGKILLed mid-upload and another resuming it; overwrite=false at begin and at commit; readers
 racing overwrites; a file growing while it is downloaded; an upload id after its commit; and
 (with --upload-idle 2) an abandoned upload that leaves nothing and is dropped."""
@@ -16,7 +17,7 @@ import threading
 import time
 import unittest
 
-from fileskit import (CHUNK_MAX, HERE, MiB, FilesTestCase, bk, file_sha256, pb, sha256, zstd)
+from fileskit import (CHUNK_MAX, HERE, MiB, FilesTestCase, bk, content_hash, file_sha256, pb, sha256, zstd)
 
 UID = 1001
 # FILES_BIG_MIB=64 make test-files: a quicker run while working on the tier.
@@ -75,54 +76,94 @@ class IntegrityTest(FilesTestCase):
                 raise AssertionError("downloaded bytes differ at %d..%d" % (at, at + len(piece)))
             where[0] += len(piece)
 
-        _, server_digest, first = self.fs.download("big.bin", sink=compare)
-        self.assertEqual((where[0], first.size, server_digest), (BIG, BIG, digest))
+        # The server hashed the blocks as they were written: it knows the content hash, and the
+        # download is checked against it without reading the file twice.
+        _, got, first = self.fs.download("big.bin", sink=compare)
+        self.assertEqual((where[0], first.size, got, first.content_hash), (BIG, BIG, content_hash(data),
+                                                                           content_hash(data)))
 
-    # --- hashes ----------------------------------------------------------------------------
+    def test_content_hash_and_plain_sha256(self):
+        data = random_bytes(2 * CHUNK_MAX + 77)
+        fs = self.fs
+        # A file the server did not write: its content hash is not known before it was read whole
+        # (nor after a change), and then it is.
+        with open(self.host("host.bin"), "wb") as f:
+            f.write(data)
+        os.chown(self.host("host.bin"), UID, UID)
+        r = fs.call("FileDownload", path="host.bin")
+        self.assertEqual(r.content_hash, b"")
+        self.assertEqual(fs.download("host.bin")[1], content_hash(data))
+        self.assertEqual(fs.call("FileDownload", path="host.bin").content_hash, content_hash(data))
+        fs.exec("printf x | dd of=host.bin bs=1 seek=5 conv=notrunc status=none")
+        self.assertEqual(fs.call("FileDownload", path="host.bin").content_hash, b"")
+        # The plain SHA-256 on request, checked both ways: given at begin, it is checked at commit.
+        changed = data[:5] + b"x" + data[6:]
+        got, _, first = fs.download("host.bin", plain_sha256=True)
+        self.assertEqual((got, first.sha256), (changed, sha256(changed)))
+        self.assertEqual(fs.call("FileDownload", path="host.bin").sha256, b"", "sent without being asked")
+        self.assertStatus("INVALID_ARGUMENT", lambda: fs.call("FileDownload", path="host.bin", offset=1, sha256=True))
+        fs.upload("plain.bin", data, digest=sha256(data))
+        self.assertEqual(file_sha256(self.host("plain.bin")), sha256(data))
 
-    def test_wrong_whole_file_hash_lands_nothing(self):
+    def test_wrong_content_hash_or_sha256_lands_nothing(self):
         data = random_bytes(5 * MiB + 3)
-        b = self.fs.begin("wrong.bin", len(data), sha256(data + b"x"))
-        self.fs.send(b.upload_id, data)
-        e = self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, path="/workspace/wrong.bin")
-        self.assertIn("nothing written", e.message)
-        self.assertEqual(self.workspace_names(), [], "a file or a temp name is there")
-        time.sleep(0.2)  # (an id dropped after a failure: see test_upload_id_is_gone_once_answered)
-        self.assertStatus("NOT_FOUND", self.fs.commit, b.upload_id)
+        for what, begin_sha, commit_hash in (("content hash", None, content_hash(data + b"x")),
+                                             ("SHA-256", sha256(data + b"x"), content_hash(data))):
+            with self.subTest(wrong=what):
+                b = self.fs.begin("wrong.bin", len(data), begin_sha)
+                self.fs.send(b.upload_id, data)
+                e = self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, commit_hash,
+                                      path="/workspace/wrong.bin")
+                self.assertIn("the %s of the bytes received is not the one given: nothing written" % what,
+                              e.message)
+                self.assertEqual(self.workspace_names(), [], "a file or a temp name is there")
+                time.sleep(0.2)  # (an id dropped after a failure: see test_upload_id_is_gone_once_answered)
+                self.assertStatus("NOT_FOUND", self.fs.commit, b.upload_id, content_hash(data))
+        # A commit must say which content it means.
+        b = self.fs.begin("nohash.bin", 3)
+        self.fs.chunk(b.upload_id, 0, b"abc")
+        self.assertStatus("INVALID_ARGUMENT", self.fs.commit, b.upload_id, b"")
+        self.assertStatus("INVALID_ARGUMENT", self.fs.commit, b.upload_id, b"\0" * 31)
+        self.fs.commit(b.upload_id, content_hash(b"abc"))
         # Over an existing file, with overwrite: the old file stays as it was.
         self.fs.upload("old.bin", b"old content\n")
         ino = os.stat(self.host("old.bin")).st_ino
-        b = self.fs.begin("old.bin", len(data), sha256(b"not it"), overwrite=True)
+        b = self.fs.begin("old.bin", len(data), overwrite=True)
         self.fs.send(b.upload_id, data)
-        self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, path="/workspace/old.bin")
+        self.assertStatus("DATA_LOSS", self.fs.commit, b.upload_id, content_hash(b"not it"), path="/workspace/old.bin")
         self.assertEqual(self.read("old.bin"), b"old content\n")
         self.assertEqual(os.stat(self.host("old.bin")).st_ino, ino)
-        self.assertEqual(self.workspace_names(), ["old.bin"])
+        self.assertEqual(self.workspace_names(), ["nohash.bin", "old.bin"])
 
-    def test_bad_chunk_hash_then_go_on_from_the_confirmed_offset(self):
+    def assertBadMac(self, fn, *args, **kwargs):
+        """fn fails UNAUTHENTICATED/BAD_MAC: refused before anything of it was acted on, and so
+        answered without a MAC (the server cannot tell who sent it)."""
+        with self.assertRaises(bk.CallError) as cm:
+            fn(*args, **kwargs)
+        e = cm.exception
+        self.assertEqual((bk.status_name(e.code), bk.detail_name(e.detail), e.verified),
+                         ("UNAUTHENTICATED", "BAD_MAC", False), str(e))
+
+    def test_chunk_changed_after_its_mac_then_go_on_from_the_confirmed_offset(self):
         data = random_bytes(10 * MiB + 5)
-        digest = sha256(data)
         fs = self.fs
-        b = fs.begin("resumed.bin", len(data), digest, mode=0o640)
+        b = fs.begin("resumed.bin", len(data), mode=0o640)
         self.assertEqual(fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
         piece = data[CHUNK_MAX:2 * CHUNK_MAX]
-        e = self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, piece, digest=sha256(piece[:-1]))
-        self.assertIn("chunk at %d" % CHUNK_MAX, e.message)
-        # zstd: the hash is of the uncompressed chunk; one of the compressed bytes is wrong.
-        frame = zstd().compress(piece)
-        self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, piece, frame=frame, digest=sha256(frame))
-        # A flipped bit with the right hash of what was meant.
-        bad = bytearray(piece)
-        bad[12345] ^= 1
-        self.assertStatus("DATA_LOSS", fs.chunk, b.upload_id, CHUNK_MAX, bytes(bad), digest=sha256(piece))
+        # One flipped bit anywhere in a chunk, plain or zstd: its MAC, which covers the data's
+        # SHA-256, no longer verifies. Nothing of it touches the file.
+        for at in (0, 12345, len(piece) - 1):
+            self.assertBadMac(fs.chunk, b.upload_id, CHUNK_MAX, piece, corrupt=at)
+        self.assertBadMac(fs.chunk, b.upload_id, CHUNK_MAX, piece, compress=True, corrupt=100)
         # The upload goes on: resuming says where.
-        r = fs.begin("resumed.bin", len(data), digest, upload_id=b.upload_id)
+        r = fs.begin("resumed.bin", len(data), upload_id=b.upload_id)
         self.assertEqual((r.upload_id, r.confirmed_offset), (b.upload_id, CHUNK_MAX))
-        # Resuming another file with this id is refused.
-        for path, size, d in (("other.bin", len(data), digest), ("resumed.bin", len(data) + 1, digest),
-                              ("resumed.bin", len(data), sha256(b""))):
+        # Resuming another file with this id is refused (another path, size, or a SHA-256 check
+        # this upload does not have).
+        for path, size, d in (("other.bin", len(data), None), ("resumed.bin", len(data) + 1, None),
+                              ("resumed.bin", len(data), sha256(data))):
             self.assertStatus("INVALID_ARGUMENT", fs.begin, path, size, d, upload_id=b.upload_id)
-        self.assertStatus("NOT_FOUND", fs.begin, "resumed.bin", len(data), digest, upload_id="0" * 32)
+        self.assertStatus("NOT_FOUND", fs.begin, "resumed.bin", len(data), upload_id="0" * 32)
         # A chunk ahead of the confirmed offset: held for the gap before it to fill (chunks
         # sent at once may overtake each other), then refused, saying where to send from.
         e = self.assertStatus("FAILED_PRECONDITION", fs.chunk, b.upload_id, 2 * CHUNK_MAX, data[2 * CHUNK_MAX:])
@@ -132,51 +173,54 @@ class IntegrityTest(FilesTestCase):
         self.assertEqual(fs.chunk(b.upload_id, CHUNK_MAX, piece, compress=True), 2 * CHUNK_MAX)
         self.assertEqual(fs.chunk(b.upload_id, 2 * CHUNK_MAX, data[2 * CHUNK_MAX:]), len(data))
         self.assertEqual(self.workspace_names(), [], "visible before its commit")
-        info = fs.commit(b.upload_id)
+        info = fs.commit(b.upload_id, content_hash(data))
         self.assertEqual((info.size, info.mode), (len(data), 0o640))
-        self.assertEqual(file_sha256(self.host("resumed.bin")), digest)
+        self.assertEqual(file_sha256(self.host("resumed.bin")), sha256(data))
         # Committing with bytes missing is refused and keeps the upload.
-        b = fs.begin("short.bin", 100, sha256(b"y" * 100))
+        b = fs.begin("short.bin", 100)
         fs.chunk(b.upload_id, 0, b"y" * 60)
-        e = self.assertStatus("FAILED_PRECONDITION", fs.commit, b.upload_id, path="/workspace/short.bin")
+        e = self.assertStatus("FAILED_PRECONDITION", fs.commit, b.upload_id, content_hash(b"y" * 100),
+                              path="/workspace/short.bin")
         self.assertIn("60 of 100 bytes", e.message)
         fs.chunk(b.upload_id, 60, b"y" * 40)
-        fs.commit(b.upload_id)
+        fs.commit(b.upload_id, content_hash(b"y" * 100))
         self.assertEqual(self.read("short.bin"), b"y" * 100)
 
     # --- zstd ------------------------------------------------------------------------------
 
     def test_zstd_and_plain_chunks(self):
+        # Chunks of any size, whole blocks or not, plain or zstd: the server's block hashes come
+        # out the same as from whole blocks (it hashes partial ones once more).
         data = compressible(13 * MiB + 777)
-        digest = sha256(data)
         fs = self.fs
-        b = fs.begin("mixed.txt", len(data), digest)
+        b = fs.begin("mixed.txt", len(data))
         offset = 0
         for size, z in ((MiB, True), (CHUNK_MAX, False), (CHUNK_MAX, True), (3 * MiB + 1, False), (1, True),
                         (10 ** 9, True)):
             piece = data[offset:offset + size]
             offset = fs.chunk(b.upload_id, offset, piece, compress=z)
         self.assertEqual(offset, len(data))
-        fs.commit(b.upload_id)
+        fs.commit(b.upload_id, content_hash(data))
         self.assertEqual(self.read("mixed.txt"), data)
         # Downloaded compressed: zstd frames, much smaller, the same bytes.
-        r = fs.call("FileDownload", path="mixed.txt", compression=pb.COMPRESSION_ZSTD)
-        self.assertEqual((r.compression, r.data_length, r.size, r.sha256), (pb.COMPRESSION_ZSTD, CHUNK_MAX, len(data),
-                                                                            digest))
+        r = fs.reply("FileDownload", path="mixed.txt", compression=pb.COMPRESSION_ZSTD)
+        m = r.message
+        self.assertEqual((m.compression, m.data_length, m.size, m.content_hash),
+                         (pb.COMPRESSION_ZSTD, CHUNK_MAX, len(data), content_hash(data)))
         self.assertLess(len(r.data), CHUNK_MAX // 2)
         self.assertEqual(zstd().decompress(r.data), data[:CHUNK_MAX])
         got, d, _ = fs.download("mixed.txt", compress=True)
-        self.assertEqual((got, d), (data, digest))
+        self.assertEqual((got, d), (data, content_hash(data)))
         # Random bytes do not shrink: they come back plain even when zstd is accepted.
         rnd = random_bytes(MiB)
         fs.upload("random.bin", rnd, compress=True)
-        r = fs.call("FileDownload", path="random.bin", compression=pb.COMPRESSION_ZSTD)
-        self.assertEqual((r.compression, r.data), (pb.COMPRESSION_NONE, rnd))
+        r = fs.reply("FileDownload", path="random.bin", compression=pb.COMPRESSION_ZSTD)
+        self.assertEqual((r.message.compression, r.data), (pb.COMPRESSION_NONE, rnd))
         # Ranges: a slice, the end, past the end.
-        r = fs.call("FileDownload", path="mixed.txt", offset=5, length=1000)
-        self.assertEqual((r.data, r.offset, r.eof, r.sha256), (data[5:1005], 5, False, b""))
-        r = fs.call("FileDownload", path="mixed.txt", offset=len(data))
-        self.assertEqual((r.data, r.eof), (b"", True))
+        r = fs.reply("FileDownload", path="mixed.txt", offset=5, length=1000)
+        self.assertEqual((r.data, r.message.offset, r.message.eof, r.message.sha256), (data[5:1005], 5, False, b""))
+        r = fs.reply("FileDownload", path="mixed.txt", offset=len(data))
+        self.assertEqual((r.data, r.message.eof), (b"", True))
         self.assertStatus("OUT_OF_RANGE", lambda: fs.call("FileDownload", path="mixed.txt", offset=len(data) + 1),
                           path="past the end")
         self.assertStatus("INVALID_ARGUMENT", lambda: fs.call("FileDownload", path="mixed.txt", compression=7))
@@ -187,22 +231,20 @@ class IntegrityTest(FilesTestCase):
         b = fs.begin("frames.txt", len(data), sha256(data))
         uid = b.upload_id
         over = bytes(CHUNK_MAX + 1)
-        for what, frame, digest in (
-                ("4 MiB + 1 of zeros", zstd().compress(over), sha256(over)),
-                ("5 MiB claiming 1 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), MiB),
-                 sha256(data[:MiB])),
-                ("5 MiB claiming 4 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), CHUNK_MAX),
-                 sha256(data[:CHUNK_MAX])),
-                ("no content size", zstd().compress_without_size(data[:MiB]), sha256(data[:MiB])),
-                ("not zstd at all", b"\x28\xb5\x2f\xfd" + os.urandom(1000), sha256(data[:MiB])),
-                ("empty", b"", sha256(b""))):
+        for what, frame in (
+                ("4 MiB + 1 of zeros", zstd().compress(over)),
+                ("5 MiB claiming 1 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), MiB)),
+                ("5 MiB claiming 4 MiB", zstd().set_content_size(zstd().compress(data[:5 * MiB]), CHUNK_MAX)),
+                ("no content size", zstd().compress_without_size(data[:MiB])),
+                ("not zstd at all", b"\x28\xb5\x2f\xfd" + os.urandom(1000)),
+                ("empty", b"")):
             with self.subTest(frame=what):
-                e = self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=frame, digest=digest)
+                e = self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=frame)
                 self.assertIn("zstd frame of at most %d bytes" % CHUNK_MAX, e.message)
         # A bomb: a small frame of a huge content, refused from its header alone.
         bomb = zstd().compress(bytes(256 * MiB), level=1)
         self.assertLess(len(bomb), 64 * 1024)
-        self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=bomb, digest=sha256(b""))
+        self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, None, frame=bomb)
         # Plain: more than 4 MiB in one chunk, or past the declared size.
         self.assertStatus("OUT_OF_RANGE", fs.chunk, uid, 0, over)
         self.assertStatus("INVALID_ARGUMENT", fs.chunk, uid, 0, b"x", compression=9)
@@ -211,7 +253,7 @@ class IntegrityTest(FilesTestCase):
         e = self.assertStatus("OUT_OF_RANGE", fs.chunk, uid, CHUNK_MAX, data[CHUNK_MAX:] + b"!")
         self.assertIn("goes past", e.message)
         self.assertEqual(fs.chunk(uid, CHUNK_MAX, data[CHUNK_MAX:], compress=True), len(data))
-        fs.commit(uid)
+        fs.commit(uid, content_hash(data))
         self.assertEqual(self.read("frames.txt"), data)
 
     # --- a client killed mid-upload --------------------------------------------------------
@@ -257,10 +299,10 @@ class IntegrityTest(FilesTestCase):
         self.assertLessEqual(r.confirmed_offset, seen + chunk)
         self.assertEqual(r.confirmed_offset % chunk, 0)
         self.fs.send(upload_id, data, offset=r.confirmed_offset)
-        info = self.fs.commit(upload_id)
+        info = self.fs.commit(upload_id, content_hash(data))
         self.assertEqual((info.size, info.mode), (size, 0o600))
         self.assertEqual(file_sha256(self.host("killed.bin")), digest)
-        self.assertEqual(self.fs.download("killed.bin")[1], digest)
+        self.assertEqual(self.fs.download("killed.bin")[1], content_hash(data))
         print("\n    killed after %d MiB confirmed; resumed from %d MiB" % (seen // MiB, r.confirmed_offset // MiB))
 
     # --- overwrite=false -------------------------------------------------------------------
@@ -277,11 +319,11 @@ class IntegrityTest(FilesTestCase):
         b = fs.begin("later", len(data), sha256(data))
         fs.send(b.upload_id, data)
         fs.exec("echo other > later")
-        self.assertStatus("ALREADY_EXISTS", fs.commit, b.upload_id, path="/workspace/later")
+        self.assertStatus("ALREADY_EXISTS", fs.commit, b.upload_id, content_hash(data), path="/workspace/later")
         self.assertEqual(self.read("later"), b"other\n")
         self.assertNoTemp()
         fs.remove("later")
-        fs.commit(b.upload_id)
+        fs.commit(b.upload_id, content_hash(data))
         self.assertEqual(self.read("later"), data)
         # A directory appearing: ALREADY_EXISTS without overwrite; with it, FAILED_PRECONDITION
         # (EISDIR). A directory already there at begin: FAILED_PRECONDITION either way.
@@ -290,7 +332,7 @@ class IntegrityTest(FilesTestCase):
             b = fs.begin(name, 3, sha256(b"abc"), overwrite=overwrite)
             fs.chunk(b.upload_id, 0, b"abc")
             fs.exec("mkdir %s && touch %s/inside" % (name, name))
-            self.assertStatus(status, fs.commit, b.upload_id, path="/workspace/" + name)
+            self.assertStatus(status, fs.commit, b.upload_id, content_hash(b"abc"), path="/workspace/" + name)
             self.assertEqual(self.workspace_names(name), ["inside"])
             fs.abort(b.upload_id)
             self.assertStatus("FAILED_PRECONDITION", fs.begin, name, 3, sha256(b"abc"), overwrite=overwrite,
@@ -317,8 +359,10 @@ class IntegrityTest(FilesTestCase):
             fs = self.files()
             while not stop.is_set():
                 try:
-                    r = fs.call("FileDownload", path="hot.bin")
-                    ok = r.eof and r.offset == 0 and len(r.data) == r.size and sha256(r.data) == r.sha256
+                    r = fs.reply("FileDownload", path="hot.bin", sha256=True)
+                    m = r.message
+                    ok = m.eof and m.offset == 0 and len(r.data) == m.size and sha256(r.data) == m.sha256
+                    ok = ok and m.content_hash in (b"", bk.content_hash(r.data))
                     note("rpc", contents.get(sha256(r.data), "partial") if ok else "inconsistent")
                     note("stat", {len(a): "A", len(b): "B"}.get(fs.stat("hot.bin").size, "other size"))
                 except Exception as e:
@@ -353,8 +397,10 @@ class IntegrityTest(FilesTestCase):
 
     def test_download_of_a_growing_file_is_consistent(self):
         # The file grows (an exec appends) while it is downloaded: each answer must describe what
-        # it carries — no more bytes than its size says, and at offset 0 the SHA-256 of them.
-        # Small and growing slowly (~0.5 MB/s), so that one answer carries the whole file.
+        # it carries — no more bytes than its size says, the SHA-256 of them when asked — or,
+        # when the file changed while that answer was read, be refused ABORTED (ask again),
+        # never carry a mix. Small and growing slowly (~0.5 MB/s), so that one answer carries
+        # the whole file.
         self.fs.upload("grow.log", compressible(256 * 1024))
         done = {}
 
@@ -370,20 +416,28 @@ class IntegrityTest(FilesTestCase):
 
         t = threading.Thread(target=appender, daemon=True)
         t.start()
-        bad, n = [], 0
+        bad, n, aborted = [], 0, 0
         try:
             time.sleep(0.2)
             while t.is_alive() and n < 400:
                 n += 1
-                r = self.fs.call("FileDownload", path="grow.log")
-                self.assertLess(r.size, CHUNK_MAX)
-                if r.offset + len(r.data) > r.size or r.data_length != len(r.data) or \
-                        (r.eof and sha256(r.data) != r.sha256):
-                    bad.append((r.size, len(r.data)))
+                try:
+                    r = self.fs.reply("FileDownload", path="grow.log", sha256=n % 2 == 0)
+                except bk.CallError as e:
+                    self.assertEqual(bk.status_name(e.code), "ABORTED", str(e))
+                    self.assertIn("changed while it was read", e.message)
+                    aborted += 1
+                    continue
+                m = r.message
+                self.assertLess(m.size, CHUNK_MAX)
+                if m.offset + len(r.data) > m.size or m.data_length != len(r.data) or not m.eof or \
+                        (m.sha256 and sha256(r.data) != m.sha256) or (n % 2 == 0 and not m.sha256):
+                    bad.append((m.size, len(r.data)))
         finally:
             t.join(30)
         self.assertEqual(done["r"].exit_code, 0, done["r"].stderr)
-        self.assertGreater(n, 5)
+        print("\n    %d downloads of a growing file, %d ABORTED" % (n, aborted))
+        self.assertGreater(n - aborted, 5)
         self.assertEqual(bad[:5], [], "%d of %d answers carried more bytes than their size and hash describe "
                                       "(size, bytes sent)" % (len(bad), n))
 
@@ -414,7 +468,7 @@ class IntegrityTest(FilesTestCase):
         for t in early:
             t.join(30)
         self.assertEqual(answers, {0: CHUNK_MAX, 1: 2 * CHUNK_MAX, 2: 3 * CHUNK_MAX, 3: len(data)})
-        self.fs.commit(b.upload_id)
+        self.fs.commit(b.upload_id, content_hash(data))
         self.assertEqual(file_sha256(self.host("ahead.bin")), sha256(data))
 
     # --- an upload's id once it is over ----------------------------------------------------
@@ -433,12 +487,12 @@ class IntegrityTest(FilesTestCase):
                 b = fs.begin("id-%d-%d" % (t, i), len(data), sha256(data if good else b"other"))
                 fs.chunk(b.upload_id, 0, data)
                 try:
-                    fs.commit(b.upload_id)
+                    fs.commit(b.upload_id, content_hash(data))
                     first = "OK"
                 except bk.CallError as e:
                     first = bk.status_name(e.code)
                 try:
-                    fs.commit(b.upload_id)
+                    fs.commit(b.upload_id, content_hash(data))
                     second = "OK"
                 except bk.CallError as e:
                     second = bk.status_name(e.code)
@@ -492,7 +546,7 @@ class IdleUploadTest(FilesTestCase):
         self.assertEqual(self.temp_fds(), [], "still there after %.1f s idle" % idle)
         self.assertGreaterEqual(idle, 1.9, "dropped after %.2f s idle (--upload-idle 2)" % idle)
         for fn, args in ((self.fs.chunk, (b.upload_id, CHUNK_MAX, data[CHUNK_MAX:])),
-                         (self.fs.commit, (b.upload_id,)), (self.fs.abort, (b.upload_id,)),
+                         (self.fs.commit, (b.upload_id, content_hash(data))), (self.fs.abort, (b.upload_id,)),
                          (self.fs.begin, ("abandoned.bin", len(data), sha256(data), 0, False, False, b.upload_id))):
             e = self.assertStatus("NOT_FOUND", fn, *args)
             self.assertIn(b.upload_id, e.message)
@@ -505,7 +559,7 @@ class IdleUploadTest(FilesTestCase):
         for i in range(5):  # 5 chunks, 1.2 s apart: 6 s in all, never 2 s idle
             self.fs.chunk(b.upload_id, i * MiB, data[i * MiB:(i + 1) * MiB])
             time.sleep(1.2)
-        self.fs.commit(b.upload_id)
+        self.fs.commit(b.upload_id, content_hash(data))
         with open(self.host("slow.bin"), "rb") as f:
             self.assertEqual(f.read(), data)
 

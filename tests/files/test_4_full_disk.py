@@ -9,7 +9,7 @@ import tempfile
 import time
 import unittest
 
-from fileskit import CHUNK_MAX, MiB, FilesTestCase, bk, sha256, undo_at_exit, undone
+from fileskit import CHUNK_MAX, MiB, FilesTestCase, bk, content_hash, sha256, undo_at_exit, undone
 
 SIZE = 16 * MiB
 
@@ -88,7 +88,7 @@ class FullDiskTest(FilesTestCase):
         self.assertEqual(back, free0)
         self.assertEqual(os.listdir(self.ws), [])
         time.sleep(0.2)  # (see test_3_integrity.test_upload_id_is_gone_once_answered)
-        self.assertStatus("NOT_FOUND", self.fs.commit, b.upload_id)
+        self.assertStatus("NOT_FOUND", self.fs.commit, b.upload_id, content_hash(data))
         # And it serves the next upload.
         small = os.urandom(MiB)
         self.fs.upload("small.bin", small)
@@ -108,7 +108,7 @@ class FullDiskTest(FilesTestCase):
         self.assertEqual(bk.status_name(e.code), "RESOURCE_EXHAUSTED", e)
         self.assertIn("/workspace/second.bin", e.message)
         # The first is whole and lands.
-        self.assertEqual(self.fs.commit(b1.upload_id).size, len(first))
+        self.assertEqual(self.fs.commit(b1.upload_id, content_hash(first)).size, len(first))
         with open(os.path.join(self.ws, "first.bin"), "rb") as f:
             self.assertEqual(f.read(), first)
         self.assertEqual(os.listdir(self.ws), ["first.bin"])

@@ -73,6 +73,24 @@ class BkctlCpTest(FilesTestCase):
                          sorted("f%d%s.bin" % (s, z) for s in sizes for z in ("", "z")),
                          "something besides the copies landed (a temp file left behind?)")
 
+    def test_sha256_on_request_both_ways(self):
+        # --sha256: the plain SHA-256 computed on each side (one more pass each) and checked, then
+        # printed as sha256sum prints it, so that sha256sum -c checks the local side too.
+        data = os.urandom(2 * CHUNK_MAX + 5)
+        src = self.local_file("s.bin", data)
+        r = self.bkctl("cp", "--sha256", src, ":s.bin")
+        self.assertIn(("%s  %s\n" % (sha256(data).hex(), src)).encode(), r.stdout)
+        self.assertHostFile("s.bin", data)
+        back = os.path.join(self.local, "s-back.bin")
+        r = self.bkctl("-o", "json", "cp", "--sha256", ":s.bin", back)
+        self.assertEqual(json.loads(r.stdout)["sha256"], [{"path": back, "sha256": sha256(data).hex()}])
+        check = subprocess.run(["sha256sum", "-c"], input=("%s  %s\n" % (sha256(data).hex(), back)).encode(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        # Without it: no SHA-256 pass, none printed.
+        r = self.bkctl("-o", "json", "cp", src, ":t.bin")
+        self.assertNotIn("sha256", json.loads(r.stdout))
+
     def test_a_tree_up_and_back(self):
         files = {"a.txt": b"alpha\n", "sub/b.bin": os.urandom(5000), "sub/deeper/c": b"",
                  "big.bin": os.urandom(2 * CHUNK_MAX + 7)}
@@ -165,14 +183,17 @@ class BkctlCpTest(FilesTestCase):
     def test_resume_finishes_an_upload_another_client_began(self):
         data = os.urandom(3 * CHUNK_MAX + 99)
         src = self.local_file("resumed", data)
-        b = self.fs.begin("resumed.bin", len(data), sha256(data))
+        b = self.fs.begin("resumed.bin", len(data))
         self.assertEqual(self.fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
         self.bkctl("cp", "--resume", b.upload_id, src, ":resumed.bin")
         self.assertHostFile("resumed.bin", data)
-        # A resume with other bytes than the upload began with is refused, and lands nothing.
-        b = self.fs.begin("other.bin", len(data), sha256(data))
+        # A resume with other bytes than the upload began with: bkctl hashes its own source for
+        # the part the server has, so the content hashes disagree at commit, and nothing lands.
+        b = self.fs.begin("other.bin", len(data))
+        self.assertEqual(self.fs.chunk(b.upload_id, 0, data[:CHUNK_MAX]), CHUNK_MAX)
         src = self.local_file("other", os.urandom(len(data)))
         r = self.bkctl("cp", "--resume", b.upload_id, src, ":other.bin", ok=False)
-        self.assertIn(b"INVALID_ARGUMENT", r.stderr)
+        self.assertIn(b"DATA_LOSS", r.stderr)
+        self.assertIn(b"content hash", r.stderr)
         self.assertEqual(self.workspace_names(), ["resumed.bin"])
 

@@ -4,8 +4,8 @@
  *
  * An input is one flag byte (enum fuzz_flag, fuzz_key.h), then the message:
  *   RESEAL      if the message decodes as an Envelope, stamp it with the current time and, when
- *               it names a key or carries a MAC, MAC it again with the harness key under that
- *               key's id, then repack it. Without this no mutated input gets past the MAC, and no
+ *               it names a key or carries a MAC, MAC it again (its data too) with the harness
+ *               key under that key's id, then repack it. Without this no mutated input gets past the MAC, and no
  *               seed past the window once its stamp is old; with it the fuzzer reaches the
  *               window, replay, body limit, body decode and the handlers deterministically. An
  *               input that does not decode goes as it is.
@@ -22,9 +22,10 @@
  * depend on handlers that need the executor.
  *
  * Oracles beside the sanitizers: a call ends exactly once, before dispatch returns (no handler
- * here defers); its answer is a canonically encoded (libboxkite takes nothing else) version-1
- * RESPONSE Envelope whose MAC, when it has one, verifies under the harness key; a handler of an
- * rpc that needs a key runs only after a verified MAC.
+ * here defers); its answer is a canonically encoded (libboxkite takes nothing else) RESPONSE
+ * Envelope of our version (of the request's, for a BAD_VERSION refusal) whose MAC, when it has
+ * one, verifies under the harness key; a handler of an rpc that needs a key runs only after a
+ * verified MAC.
  *
  * Blind spots: protobuf-c is the system library, so libFuzzer gets no coverage from inside the
  * decoder; and the request arena (common/envelope.c) carves its allocations out of larger
@@ -135,9 +136,12 @@ static void call_done(bk_call *call, nng_msg *answer)
 		die("the answer is not an Envelope");
 	if (protobuf_c_message_get_packed_size(&env->base) != nng_msg_len(answer) || env->base.n_unknown_fields)
 		die("the answer is not canonically encoded");
-	if (env->version != BK_ENVELOPE_VERSION || env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE)
+	if ((env->version != BK_ENVELOPE_VERSION && env->detail != BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_VERSION) ||
+	    env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE)
 		die("the answer has version %u, kind %d", env->version, env->kind);
-	if (env->mac.len && (strcmp(env->key_id, key->id) != 0 || !bk_envelope_mac_ok(key, env)))
+	if (env->version != BK_ENVELOPE_VERSION && env->mac.len)
+		die("a BAD_VERSION refusal carries a MAC");
+	if (env->mac.len && (strcmp(env->key_id, key->id) != 0 || !bk_envelope_mac_ok(key, env, NULL)))
 		die("the answer carries a MAC that does not verify");
 	boxkite__v1__envelope__free_unpacked(env, NULL);
 	nng_msg_free(answer);
@@ -159,7 +163,7 @@ static nng_msg *input_message(const uint8_t *data, size_t size, unsigned flags)
 			out.timestamp_ms = bk_clock_realtime_ms();
 		if (out.key_id[0] || out.mac.len) {
 			out.key_id = ring->keys[0].id;
-			if (bk_envelope_mac(&ring->keys[0], &out, out.body.data, out.body.len, mac) < 0)
+			if (bk_envelope_mac(&ring->keys[0], &out, out.body.data, out.body.len, NULL, mac) < 0)
 				die("cannot MAC");
 			out.mac.data = mac;
 			out.mac.len = sizeof(mac);

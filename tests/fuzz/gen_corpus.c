@@ -239,8 +239,8 @@ static void header(bk_envelope *hdr, uint8_t nonce[BK_NONCE_LEN], const char *me
 	hdr->method = (char *)method;
 }
 
-/* hdr with body bytes, MAC'd under k unless NULL, packed; written as seed `name`. Returns the
- * packed length (the bytes stay in buf for variations). */
+/* hdr (with its data, if any) with body bytes, MAC'd under k unless NULL, packed; written as seed
+ * `name`. Returns the packed length (the bytes stay in buf for variations). */
 static size_t forge(const char *name, unsigned flags, const bk_envelope *hdr, const uint8_t *body, size_t body_len,
 		    const bk_key *k, uint8_t *buf)
 {
@@ -251,7 +251,7 @@ static size_t forge(const char *name, unsigned flags, const bk_envelope *hdr, co
 	env.body.data = (uint8_t *)body;
 	env.body.len = body_len;
 	if (k) {
-		if (bk_envelope_mac(k, &env, body, body_len, mac) < 0)
+		if (bk_envelope_mac(k, &env, body, body_len, NULL, mac) < 0)
 			die("mac");
 		env.mac.data = mac;
 		env.mac.len = sizeof(mac);
@@ -284,6 +284,8 @@ static void seeds_valid(void)
 	Boxkite__V1__FileUploadBeginRequest begin = BOXKITE__V1__FILE_UPLOAD_BEGIN_REQUEST__INIT;
 	Boxkite__V1__ProcessStartRequest start = BOXKITE__V1__PROCESS_START_REQUEST__INIT;
 	Boxkite__V1__FileListRequest list = BOXKITE__V1__FILE_LIST_REQUEST__INIT;
+	Boxkite__V1__FileUploadCommitRequest commit = BOXKITE__V1__FILE_UPLOAD_COMMIT_REQUEST__INIT;
+	Boxkite__V1__FileDownloadRequest download = BOXKITE__V1__FILE_DOWNLOAD_REQUEST__INIT;
 	static uint8_t sha[32] = { 0xab };
 	bk_envelope hdr;
 	uint8_t nonce[BK_NONCE_LEN];
@@ -325,15 +327,26 @@ static void seeds_valid(void)
 	}
 	put("exec-truncated-last", FUZZ_RESEAL, wire_buf, len - 1);
 
+	/* A chunk: its bytes in the data field, the MAC over their SHA-256. */
 	chunk.upload_id = "u1";
 	chunk.offset = 1u << 20;
-	chunk.data.data = (uint8_t *)"\x28\xb5\x2f\xfd";
-	chunk.data.len = 4;
 	chunk.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
-	chunk.sha256.data = sha;
-	chunk.sha256.len = sizeof(sha);
 	blen = protobuf_c_message_pack(&chunk.base, body_buf);
-	keyed("file-upload-chunk", FUZZ_RESEAL, "FileUploadChunk", body_buf, blen);
+	header(&hdr, nonce, "FileUploadChunk", FUZZ_KEY_ID);
+	hdr.data.data = (uint8_t *)"\x28\xb5\x2f\xfd";
+	hdr.data.len = 4;
+	forge("file-upload-chunk", FUZZ_RESEAL, &hdr, body_buf, blen, key, wire_buf);
+	commit.upload_id = "u1";
+	commit.content_hash.data = sha;
+	commit.content_hash.len = sizeof(sha);
+	blen = protobuf_c_message_pack(&commit.base, body_buf);
+	keyed("file-upload-commit", FUZZ_RESEAL, "FileUploadCommit", body_buf, blen);
+	download.path = "a.txt";
+	download.offset = 4096;
+	download.sha256 = true;
+	download.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+	blen = protobuf_c_message_pack(&download.base, body_buf);
+	keyed("file-download", FUZZ_RESEAL, "FileDownload", body_buf, blen);
 	begin.path = "/workspace/a.txt";
 	begin.size = 12;
 	begin.sha256.data = sha;
@@ -402,8 +415,27 @@ static void seeds_refused(void)
 	forge("health-unkeyed-oversized", 0, &hdr, big, sizeof(big) - 4, NULL, wire_buf);
 
 	header(&hdr, nonce, "Exec", FUZZ_KEY_ID);
-	hdr.version = 2;
+	hdr.version = 1;
 	forge("bad-version", FUZZ_RESEAL, &hdr, body_buf, blen, key, wire_buf);
+	/* Data where it is not taken, where it is but tampered with, and in forms sealing never
+	 * writes: empty, not last. */
+	header(&hdr, nonce, "Exec", FUZZ_KEY_ID);
+	hdr.data.data = (uint8_t *)"data";
+	hdr.data.len = 4;
+	forge("exec-with-data", FUZZ_RESEAL, &hdr, body_buf, blen, key, wire_buf);
+	header(&hdr, nonce, "FileUploadChunk", FUZZ_KEY_ID);
+	hdr.data.data = (uint8_t *)"data";
+	hdr.data.len = 4;
+	len = forge(NULL, 0, &hdr, NULL, 0, key, wire_buf);
+	wire_buf[len - 1] ^= 1;
+	put("chunk-data-bad-mac", 0, wire_buf, len);
+	header(&hdr, nonce, "FileUploadChunk", FUZZ_KEY_ID);
+	len = forge(NULL, 0, &hdr, NULL, 0, key, wire_buf);
+	memcpy(wire_buf + len, "\x62\x00", 2);
+	put("chunk-data-empty", FUZZ_RESEAL, wire_buf, len + 2);
+	memmove(wire_buf + len - BK_MAC_LEN - 2 + 4, wire_buf + len - BK_MAC_LEN - 2, BK_MAC_LEN + 2);
+	memcpy(wire_buf + len - BK_MAC_LEN - 2, "\x62\x02" "ab", 4);
+	put("chunk-data-before-mac", FUZZ_RESEAL, wire_buf, len + 4);
 	header(&hdr, nonce, "Exec", FUZZ_KEY_ID);
 	hdr.kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
 	forge("kind-response", FUZZ_RESEAL, &hdr, body_buf, blen, key, wire_buf);

@@ -11,11 +11,15 @@ binding: nng's SP protocol is framed over TCP here, as nng 1.5.2 does it
               the REP answer starts with the same id, then the answer Envelope.
 
 The Envelope and its MAC are those of proto/boxkite/v1/boxkite.proto and common/envelope.c
-(bk_envelope_mac); the checks on an answer are those of client/client.c (bk_client_call).
+(bk_envelope_mac): envelope version 2, the data field entering the MAC through its SHA-256; the
+checks on an answer are those of client/client.c (bk_request_call); a file's content hash is
+docs/PROTOCOL.md's ("Content hash").
 
     client = Client("127.0.0.1", 7700, *load_key_file("/etc/boxkite/key"))
     reply = client.call("Health", pb.HealthRequest(), pb.HealthResponse)
     reply.message.version, reply.verified
+    reply = client.call("FileUploadChunk", pb.FileUploadChunkRequest(...), pb.FileUploadChunkResponse,
+                        data=chunk)   # a chunk travels in Envelope.data; reply.data for a download
 """
 
 import hmac
@@ -44,10 +48,11 @@ RECV_MAX = 1 << 30
 
 # --- the envelope (common/envelope.h) -------------------------------------------------------
 
-ENVELOPE_VERSION = 1
+ENVELOPE_VERSION = 2
 NONCE_LEN = 16
 MAC_LEN = 32
 MAC_DOMAIN = b"boxkite.v1.Envelope\x00"  # BK_MAC_DOMAIN, its NUL included: 20 bytes
+BLOCK_SIZE = 4 << 20  # the content hash's block (BK_BLOCK_SIZE, common/contenthash.h)
 
 # gRPC canonical status codes (include/boxkite/status.h), as Envelope.status carries them.
 STATUS_NAMES = (
@@ -58,6 +63,7 @@ STATUS_NAMES = (
 )
 OK = 0
 INVALID_ARGUMENT = 3
+BAD_VERSION = 2  # StatusDetail
 DEADLINE_EXCEEDED = 4
 UNAVAILABLE = 14
 DATA_LOSS = 15
@@ -97,12 +103,13 @@ class CallError(Exception):
 
 class Reply:
     """A successful call: the decoded response message, whether its answer's MAC verified
-    under our key, and the answer Envelope itself."""
+    under our key, the answer Envelope itself, and its data (b"" for none)."""
 
     def __init__(self, message, verified, envelope):
         self.message = message
         self.verified = verified
         self.envelope = envelope
+        self.data = envelope.data
 
 
 # --- key file (common/keys.h) ---------------------------------------------------------------
@@ -160,7 +167,8 @@ def _lp(data):
 
 
 def mac_input(env):
-    """The exact bytes HMAC-SHA256 covers: every field of env but mac, in a fixed order."""
+    """The exact bytes HMAC-SHA256 covers: every field of env but mac, in a fixed order; the body
+    whole, the data as its length and SHA-256."""
     return b"".join((
         MAC_DOMAIN,
         struct.pack(">II", env.version, env.kind),
@@ -172,6 +180,8 @@ def mac_input(env):
         _lp(env.message.encode("utf-8")),
         struct.pack(">Q", len(env.body)),
         env.body,
+        struct.pack(">Q", len(env.data)),
+        hashlib.sha256(env.data).digest(),
     ))
 
 
@@ -181,13 +191,25 @@ def envelope_mac(secret, env):
 
 def is_canonical(env, raw):
     """True when raw, decoded as env, is the canonical encoding boxkited and libboxkite require:
-    re-encoded without unknown fields it has the length received (no unknown, repeated or
-    overlong field, nothing the MAC does not cover), and no string holds a NUL byte (C would MAC
-    it only up to the NUL)."""
+    re-encoded without unknown fields it is the bytes received (no unknown, repeated, reordered or
+    overlong field, nothing the MAC does not cover, the data field last), and no string holds a
+    NUL byte (C would MAC it only up to the NUL)."""
     bare = pb.Envelope()
     bare.CopyFrom(env)
     bare.DiscardUnknownFields()
-    return bare.ByteSize() == len(raw) and "\0" not in env.key_id + env.method + env.message
+    return bare.SerializeToString() == raw and "\0" not in env.key_id + env.method + env.message
+
+
+# --- the content hash (docs/PROTOCOL.md, "Content hash") ------------------------------------
+
+def block_hashes(data):
+    """The SHA-256 of each BLOCK_SIZE block of data, in order (none for empty data)."""
+    return [hashlib.sha256(data[i:i + BLOCK_SIZE]).digest() for i in range(0, len(data), BLOCK_SIZE)]
+
+
+def content_hash(data=None, blocks=None):
+    """SHA-256 over the concatenated block hashes: of data, or of the block hashes given."""
+    return hashlib.sha256(b"".join(block_hashes(data) if blocks is None else blocks)).digest()
 
 
 # --- transport ------------------------------------------------------------------------------
@@ -276,8 +298,8 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def seal(self, method, request_msg):
-        """A REQUEST Envelope for method carrying request_msg, MAC'd when keyed."""
+    def seal(self, method, request_msg, data=b""):
+        """A REQUEST Envelope for method carrying request_msg (and data), MAC'd when keyed."""
         env = pb.Envelope(
             version=ENVELOPE_VERSION,
             kind=pb.ENVELOPE_KIND_REQUEST,
@@ -286,6 +308,7 @@ class Client:
             nonce=os.urandom(NONCE_LEN),
             method=method,
             body=request_msg.SerializeToString(),
+            data=data,
         )
         if self.keyed:
             env.mac = envelope_mac(self.secret, env)
@@ -308,9 +331,17 @@ class Client:
             env = pb.Envelope.FromString(answer_bytes)
         except DecodeError:
             raise CallError(DATA_LOSS, 0, "%s: the answer is not an Envelope" % request_env.method)
-        if env.version != ENVELOPE_VERSION or not is_canonical(env, answer_bytes):
-            raise CallError(DATA_LOSS, 0, "%s: the answer is not a canonical version %d Envelope"
-                            % (request_env.method, ENVELOPE_VERSION))
+        if not is_canonical(env, answer_bytes):
+            raise CallError(DATA_LOSS, 0, "%s: the answer is not a canonical Envelope" % request_env.method)
+        if env.version != ENVELOPE_VERSION:
+            # A server of another version refusing ours says so in its own version, unMAC'd.
+            if (env.kind == pb.ENVELOPE_KIND_RESPONSE and env.nonce == request_env.nonce
+                    and env.method == request_env.method and env.status != OK and env.detail == BAD_VERSION
+                    and not env.mac):
+                raise CallError(env.status, env.detail, "the server speaks envelope version %d, this client %d: %s"
+                                % (env.version, ENVELOPE_VERSION, env.message))
+            raise CallError(DATA_LOSS, 0, "%s: the answer is an Envelope of version %d, not %d"
+                            % (request_env.method, env.version, ENVELOPE_VERSION))
         # The answer must be to this request: its kind, nonce and method, and - when keyed - a
         # MAC under our key, which covers all of them.
         if (env.kind != pb.ENVELOPE_KIND_RESPONSE or len(env.nonce) != NONCE_LEN
@@ -334,9 +365,10 @@ class Client:
             raise CallError(DATA_LOSS, 0, "%s: cannot decode the answer" % request_env.method, verified)
         return Reply(message, verified, env)
 
-    def call(self, method, request_msg, response_type):
-        """Call one rpc of service Sandbox: a Reply, or CallError with the status."""
-        request_env = self.seal(method, request_msg)
+    def call(self, method, request_msg, response_type, data=b""):
+        """Call one rpc of service Sandbox (data: its Envelope.data, for FileUploadChunk): a
+        Reply, or CallError with the status."""
+        request_env = self.seal(method, request_msg, data)
         try:
             answer = self.exchange(request_env.SerializeToString())
         except TimeoutError:

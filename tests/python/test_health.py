@@ -135,21 +135,26 @@ class HealthTest(unittest.TestCase):
         c = self.client()
         request = c.seal("Health", pb.HealthRequest())
         answer = c.exchange(request.SerializeToString())
-        # Field 12, varint 1: unknown to the schema, so outside what the MAC covers.
+        # Field 15, varint 1: unknown to the schema, so outside what the MAC covers.
         with self.assertRaises(bk.CallError) as cm:
-            c.open_answer(answer + b"\x60\x01", request, pb.HealthResponse)
+            c.open_answer(answer + b"\x78\x01", request, pb.HealthResponse)
         self.assertEqual(cm.exception.code, bk.DATA_LOSS)
         self.assertIn("not a canonical", cm.exception.message)
 
     def test_non_canonical_request_is_malformed(self):
+        """Refused MALFORMED, and the refusal repeats nothing of the request (no nonce, no method):
+        a client cannot match it to its request, and treats it as a failed, unverified call."""
         c = self.client()
         request = c.seal("Health", pb.HealthRequest())
-        answer = c.exchange(request.SerializeToString() + b"\x60\x01")
-        with self.assertRaises(bk.CallError) as cm:
-            c.open_answer(answer, request, pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.INVALID_ARGUMENT)
-        self.assertEqual(cm.exception.detail, pb.STATUS_DETAIL_MALFORMED)
-        self.assertFalse(cm.exception.verified)
+        for extra in (b"\x78\x01", b"\x60\x01", b"\x62\x00"):  # unknown field; data as a varint; empty data
+            with self.subTest(extra=extra.hex()):
+                answer = pb.Envelope.FromString(c.exchange(request.SerializeToString() + extra))
+                self.assertEqual((answer.status, answer.detail), (bk.INVALID_ARGUMENT, pb.STATUS_DETAIL_MALFORMED))
+                self.assertEqual((answer.nonce, answer.method, answer.mac), (b"", "", b""))
+                with self.assertRaises(bk.CallError) as cm:
+                    c.open_answer(answer.SerializeToString(), request, pb.HealthResponse)
+                self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+                self.assertFalse(cm.exception.verified)
 
     def test_answer_to_another_request_is_refused(self):
         c = self.client()
@@ -172,7 +177,7 @@ class MacVectorTest(unittest.TestCase):
     NA = bytes(range(0xA0, 0xB0))
 
     def vector(self, key, **fields):
-        env = pb.Envelope(version=1, **fields)
+        env = pb.Envelope(version=2, **fields)
         return bk.envelope_mac(key, env).hex(), env
 
     def test_vectors(self):
@@ -183,16 +188,21 @@ class MacVectorTest(unittest.TestCase):
         vectors = [
             (self.K32, dict(kind=1, key_id="test-key", timestamp_ms=1700000000000, nonce=self.NA,
                             method="Exec", body=exec_body),
-             "f9120c0572b2db8f8a637cb2445766bfcefaa099ca95b5915d86efbe392d7c54"),
+             "9da43df1278db7d4fb2bd8b62476c6f1aabf2e3b216687ab46b65390fa54d603"),
             (self.K32, dict(kind=1, key_id="test-key", timestamp_ms=1700000000500,
                             nonce=bytes.fromhex("00112233445566778899aabbccddeeff"), method="Health"),
-             "96a5ffb76fc47ce43dea8a5045c057f293e09cd978675fc733d1accd3c48d741"),
+             "4875627d69f547a3dc53c7b9a22cdcb9982555508ce286fcc97f1e9190d0d16f"),
             (self.K32, dict(kind=2, key_id="test-key", timestamp_ms=1700000001234, nonce=self.NA, method="Exec",
                             status=16, detail=5, message="timestamp 45000 ms is older than the 30000 ms window"),
-             "1f34eb58ee70014b4cbb68d407424cb1024bdba9256f01ae8cd38a39db5a62f1"),
+             "f8268bdfbaa68a2c289f2e4e4d6954917f7c0c69088f0c2edd6fbbab748126d4"),
             (self.K64, dict(kind=2, key_id="ops.rotated_2", timestamp_ms=1700000002000, nonce=self.NA,
                             method="Health", body=health),
-             "8672fd3ca7046a3052d12d7f7b58d46634d3afae78dfb07b1dc0af0990058a41"),
+             "ab3362946eb5422a6b039850534e850951241d87bc176ec82bffd44507c29e7c"),
+            (self.K32, dict(kind=1, key_id="test-key", timestamp_ms=1700000003000, nonce=self.NA,
+                            method="FileUploadChunk",
+                            body=pb.FileUploadChunkRequest(upload_id="00112233445566778899aabbccddeeff")
+                            .SerializeToString(), data=b"hello, world\n"),
+             "43cdd20c44f8fb06ac3c51a21fc3cf736008bf89f185df24016258f1685fe139"),
         ]
         for i, (key, fields, want) in enumerate(vectors, 1):
             with self.subTest(vector=i):
@@ -203,20 +213,32 @@ class MacVectorTest(unittest.TestCase):
                                nonce=bytes.fromhex("00112233445566778899aabbccddeeff"), method="Health")
         env.mac = bytes.fromhex(mac)
         wire = env.SerializeToString()
-        self.assertEqual(wire.hex(), "080110011a08746573742d6b657920f4d395ffbc312a1000112233445566778899aabbccddeeff"
-                                     "32064865616c74685a2096a5ffb76fc47ce43dea8a5045c057f293e09cd978675fc733d1accd"
-                                     "3c48d741")
+        self.assertEqual(wire.hex(), "080210011a08746573742d6b657920f4d395ffbc312a1000112233445566778899aabbccddeeff"
+                                     "32064865616c74685a204875627d69f547a3dc53c7b9a22cdcb9982555508ce286fcc97f1e91"
+                                     "90d0d16f")
+        self.assertTrue(bk.is_canonical(env, wire))
+
+    def test_fifth_vector_on_the_wire(self):
+        """Python's encoder puts the data field last, after the MAC, as boxkited requires."""
+        mac, env = self.vector(self.K32, kind=1, key_id="test-key", timestamp_ms=1700000003000, nonce=self.NA,
+                               method="FileUploadChunk",
+                               body=pb.FileUploadChunkRequest(upload_id="00112233445566778899aabbccddeeff")
+                               .SerializeToString(), data=b"hello, world\n")
+        env.mac = bytes.fromhex(mac)
+        wire = env.SerializeToString()
+        self.assertTrue(wire.hex().endswith("5a20" + mac + "620d68656c6c6f2c20776f726c640a"), wire.hex())
         self.assertTrue(bk.is_canonical(env, wire))
 
     def test_signed_fields(self):
-        env = pb.Envelope(version=1, kind=pb.ENVELOPE_KIND_RESPONSE, key_id="k1", timestamp_ms=-1,
+        env = pb.Envelope(version=2, kind=pb.ENVELOPE_KIND_RESPONSE, key_id="k1", timestamp_ms=-1,
                           nonce=bytes(range(16)), method="Health", status=-2,
                           detail=pb.STATUS_DETAIL_BAD_MAC, message="m", body=b"\x08\x01",
-                          mac=b"\xff" * 32)
-        want = (b"boxkite.v1.Envelope\x00" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x02"
+                          mac=b"\xff" * 32, data=b"abc")
+        want = (b"boxkite.v1.Envelope\x00" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x02"
                 + b"\x00\x00\x00\x02k1" + b"\xff" * 8 + b"\x00\x00\x00\x10" + bytes(range(16))
                 + b"\x00\x00\x00\x06Health" + b"\xff\xff\xff\xfe" + b"\x00\x00\x00\x04"
-                + b"\x00\x00\x00\x01m" + b"\x00" * 7 + b"\x02" + b"\x08\x01")
+                + b"\x00\x00\x00\x01m" + b"\x00" * 7 + b"\x02" + b"\x08\x01"
+                + b"\x00" * 7 + b"\x03" + bytes.fromhex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
         self.assertEqual(bk.mac_input(env), want)
 
 

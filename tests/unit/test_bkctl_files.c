@@ -343,6 +343,28 @@ static void cp_summary_text(void **state)
 	free(got);
 }
 
+/* cp --sha256: each file's hash as sha256sum prints it (its name escaped like every name), and in
+ * JSON as an array; no array without --sha256. */
+static void cp_summary_digests(void **state)
+{
+	bkctl_digest digests[2] = { { .path = "a.txt" }, { .path = "odd\nname" } };
+	bkctl_cp_summary s = { .files = 2, .bytes = 3, .seconds = 0.5, .digests = digests, .n_digests = 2 };
+	char *got = NULL;
+
+	(void)state;
+	memset(digests[0].sha256, 0xab, 32);
+	memset(digests[1].sha256, 0x01, 32);
+	CAPTURE(got, bkctl_cp_summary_text(out, &s));
+	assert_string_equal(got, "copied 2 files (3 B), 0 directories and 0 symlinks in 0.50 s (6 B/s)\n"
+				 "abababababababababababababababababababababababababababababababab  a.txt\n"
+				 "0101010101010101010101010101010101010101010101010101010101010101  odd\\nname\n");
+	free(got);
+	CAPTURE(got, bkctl_cp_summary_json(out, &s));
+	assert_non_null(strstr(got, "\"sha256\":[{\"path\":\"a.txt\",\"sha256\":\"abab"));
+	assert_non_null(strstr(got, "{\"path\":\"odd\\nname\",\"sha256\":\"0101"));
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +380,7 @@ int main(void)
 		cmocka_unit_test(failures_keep_the_worst_exit_code),
 		cmocka_unit_test(cp_summary_json),
 		cmocka_unit_test(cp_summary_text),
+		cmocka_unit_test(cp_summary_digests),
 	};
 
 	return cmocka_run_group_tests_name("bkctl_files", tests, NULL, NULL);

@@ -52,15 +52,16 @@ void wire_stop(wire *w);
 unsigned long wire_handler_runs(const wire *w);
 bk_method *wire_method(wire *w, const char *name);
 
-/* A request header as a real client makes it: version 1, kind REQUEST, the current time, a
+/* A request header as a real client makes it: version 2, kind REQUEST, the current time, a
  * fresh nonce (written to nonce, which hdr points into), method, key_id ("" for none). */
 void wire_header(bk_envelope *hdr, uint8_t nonce[BK_NONCE_LEN], const char *method, const char *key_id);
 
-/* hdr with body bytes and a MAC of mac_len bytes (mac may be NULL), packed by protobuf-c: any
- * field may hold anything. malloc'd; *len set. */
+/* hdr (with its data, if it has any) with body bytes and a MAC of mac_len bytes (mac may be
+ * NULL), packed by protobuf-c: any field may hold anything. malloc'd; *len set. */
 uint8_t *wire_pack(const bk_envelope *hdr, const uint8_t *body, size_t body_len, const uint8_t *mac, size_t mac_len,
 		   size_t *len);
-/* wire_pack() with the MAC of hdr and body under key (no MAC when key is NULL). */
+/* wire_pack() with the MAC of hdr (its data included) and body under key (no MAC when key is
+ * NULL). */
 uint8_t *wire_forge(const bk_envelope *hdr, const uint8_t *body, size_t body_len, const bk_key *key, size_t *len);
 /* hdr with body sealed by bk_envelope_seal(), as libboxkite does. malloc'd; *len set. */
 uint8_t *wire_seal(const bk_envelope *hdr, const ProtobufCMessage *body, const bk_key *key, size_t *len);

@@ -419,7 +419,7 @@ static void test_bad_mac_wrong_secret_or_length(void **state)
 	wire_expect_refusal(w, forged, len, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, nonce, "Exec", NULL);
 	bk_key_clear(&impostor);
 
-	assert_int_equal(bk_envelope_mac(w->key, &hdr, body, blen, mac), 0);
+	assert_int_equal(bk_envelope_mac(w->key, &hdr, body, blen, NULL, mac), 0);
 	short_mac = wire_pack(&hdr, body, blen, mac, BK_MAC_LEN - 1, &len);
 	wire_expect_refusal(w, short_mac, len, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, nonce, "Exec", NULL);
 	no_mac = wire_pack(&hdr, body, blen, NULL, 0, &len);
@@ -473,24 +473,32 @@ static uint8_t *splice(const uint8_t *req, size_t len, size_t at, size_t del, co
 
 /* Encodings of a valid keyed Exec that no encoder writes: an unknown field, a NUL inside the
  * method (C would MAC "Exec", another implementation "Exec\0x"), an overlong varint, a repeated
- * field, an explicit default. Each decodes to an envelope whose MAC verifies in C, and each is
- * refused MALFORMED before the MAC is looked at. */
+ * field, an explicit default; a data field that is empty, padded, or not last. Each decodes to
+ * an envelope whose MAC verifies in C (or would, data aside), and each is refused MALFORMED
+ * before the MAC is looked at — answered with nothing of the request repeated, not even its
+ * nonce or method: those are what two readers could disagree on. */
 static void test_non_canonical_envelope(void **state)
 {
 	static const uint8_t method_field[] = { 0x32, 0x04, 'E', 'x', 'e', 'c' };
+	static const uint8_t mac_tag[] = { 0x5a, BK_MAC_LEN };
 	static const uint8_t nul_method[] = { 0x32, 0x06, 'E', 'x', 'e', 'c', 0x00, 'x' };
 	static const uint8_t unknown_field[] = { 0x78, 0x01 };
-	static const uint8_t overlong_version[] = { 0x08, 0x81, 0x00 };
+	static const uint8_t overlong_version[] = { 0x08, 0x82, 0x00 };
 	static const uint8_t explicit_status[] = { 0x38, 0x00 };
+	static const uint8_t empty_data[] = { 0x62, 0x00 };
+	static const uint8_t padded_data[] = { 0x62, 0x81, 0x00, 'a' };
+	static const uint8_t data[] = { 0x62, 0x01, 'a' };
 	wire *w = *state;
 	bk_envelope hdr;
 	uint8_t nonce[BK_NONCE_LEN];
 	size_t len;
 	_cleanup_free_ uint8_t *req = exec_request(w, &hdr, nonce, &len);
 	const uint8_t *m = memmem(req, len, method_field, sizeof(method_field));
+	const uint8_t *mac = memmem(req, len, mac_tag, sizeof(mac_tag));
 
 	assert_non_null(m);
-	assert_memory_equal(req, "\x08\x01", 2); /* the version field comes first */
+	assert_non_null(mac);
+	assert_memory_equal(req, "\x08\x02", 2); /* the version field comes first */
 	const struct {
 		size_t at, del;
 		const uint8_t *ins;
@@ -501,6 +509,9 @@ static void test_non_canonical_envelope(void **state)
 		{ 0, 2, overlong_version, sizeof(overlong_version) },
 		{ len, 0, method_field, sizeof(method_field) },
 		{ len, 0, explicit_status, sizeof(explicit_status) },
+		{ len, 0, empty_data, sizeof(empty_data) },
+		{ len, 0, padded_data, sizeof(padded_data) },
+		{ (size_t)(mac - req), 0, data, sizeof(data) }, /* data before the MAC */
 	};
 
 	for (size_t i = 0; i < BK_ARRAY_SIZE(cases); i++) {
@@ -508,7 +519,7 @@ static void test_non_canonical_envelope(void **state)
 		_cleanup_free_ uint8_t *bad = splice(req, len, cases[i].at, cases[i].del, cases[i].ins,
 						     cases[i].ins_len, &n);
 
-		wire_expect_refusal(w, bad, n, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED, nonce, "Exec", NULL);
+		wire_expect_refusal(w, bad, n, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED, NULL, "", NULL);
 	}
 	expect_served(w, req, len, nonce, "Exec", w->key);
 }
@@ -614,19 +625,20 @@ static void test_truncated_every_prefix(void **state)
 	}
 }
 
-/* A body of the method's max_body is served; one byte more is refused before it is decoded, and
- * the refusal is MAC'd when the request was. Health (1 KiB) with a skipped unknown field, and
- * Exec (8 MiB) with stdin. */
+/* A body of the method's max_body passes the size check; one byte more is refused before it is
+ * decoded, and the refusal is MAC'd when the request was. Exec (8 MiB) with stdin is served;
+ * Health (1 KiB, no fields) gets as far as decoding, where its unknown field is refused. */
 static void test_body_over_method_limit(void **state)
 {
 	static const struct {
 		const char *method;
 		uint8_t tag;
 		bool keyed;
+		int fits; /* the detail a body of max_body gets: NONE for served */
 	} cases[] = {
-		{ "Health", 0x7a, false },
-		{ "Health", 0x7a, true },
-		{ "Exec", 0x2a, true },
+		{ "Health", 0x7a, false, BK_DETAIL_BAD_BODY },
+		{ "Health", 0x7a, true, BK_DETAIL_BAD_BODY },
+		{ "Exec", 0x2a, true, BK_DETAIL_NONE },
 	};
 	wire *w = *state;
 
@@ -640,12 +652,100 @@ static void test_body_over_method_limit(void **state)
 
 		wire_header(&hdr, nonce, cases[i].method, key ? WIRE_KEY_ID : "");
 		req_fits = wire_forge(&hdr, fits, max, key, &len);
-		expect_served(w, req_fits, len, nonce, cases[i].method, key);
+		if (cases[i].fits == BK_DETAIL_NONE)
+			expect_served(w, req_fits, len, nonce, cases[i].method, key);
+		else
+			wire_expect_refusal(w, req_fits, len, BK_INVALID_ARGUMENT, cases[i].fits, nonce, cases[i].method,
+					    key);
 		wire_header(&hdr, nonce, cases[i].method, key ? WIRE_KEY_ID : "");
 		req_over = wire_forge(&hdr, over, max + 1, key, &len);
 		wire_expect_refusal(w, req_over, len, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED, nonce,
 				    cases[i].method, key);
 	}
+}
+
+/* A FileUploadChunk request as a client forges it: body and data, MAC'd over both. */
+static uint8_t *chunk_request(wire *w, bk_envelope *hdr, uint8_t nonce[BK_NONCE_LEN], const uint8_t *data,
+			      size_t data_len, size_t *len)
+{
+	Boxkite__V1__FileUploadChunkRequest rq = BOXKITE__V1__FILE_UPLOAD_CHUNK_REQUEST__INIT;
+	uint8_t body[64];
+	size_t blen;
+
+	rq.upload_id = "00112233445566778899aabbccddeeff";
+	blen = protobuf_c_message_pack(&rq.base, body);
+	wire_header(hdr, nonce, "FileUploadChunk", WIRE_KEY_ID);
+	hdr->data.data = (uint8_t *)data;
+	hdr->data.len = data_len;
+	return wire_forge(hdr, body, blen, w->key, len);
+}
+
+/* The data field: covered by the MAC (one changed byte, or bytes cut, is BAD_MAC), allowed only
+ * to the method that takes it and up to its limit (beyond: OVERSIZED; to another method,
+ * BAD_BODY — both MAC'd), and refused unMAC'd to unkeyed Health. A chunk that passes reaches its
+ * handler, which here has no executor to serve it. */
+static void test_data_field(void **state)
+{
+	wire *w = *state;
+	size_t max = wire_method(w, "FileUploadChunk")->max_data, len, blen;
+	_cleanup_free_ uint8_t *data = malloc(max + 1), *body = wire_exec_body(&blen);
+	bk_envelope hdr;
+	uint8_t nonce[BK_NONCE_LEN];
+	unsigned long runs;
+
+	assert_non_null(data);
+	assert_int_equal(max, 4 * 1024 * 1024 + 64 * 1024);
+	memset(data, 'd', max + 1);
+	{
+		_cleanup_free_ uint8_t *req = chunk_request(w, &hdr, nonce, data, max, &len);
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = NULL;
+
+		runs = wire_handler_runs(w);
+		ans = wire_call(w, req, len);
+		wire_assert_answer(ans, BK_UNAVAILABLE, BK_DETAIL_NONE, nonce, "FileUploadChunk", w->key);
+		assert_int_equal(wire_handler_runs(w), runs + 1);
+		assert_non_null(strstr(ans->message, "no executor"));
+	}
+	{
+		_cleanup_free_ uint8_t *req = chunk_request(w, &hdr, nonce, data, 1000, &len);
+
+		req[len - 500] ^= 0x01;
+		wire_expect_refusal(w, req, len, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, nonce, "FileUploadChunk", NULL);
+	}
+	{
+		_cleanup_free_ uint8_t *req = chunk_request(w, &hdr, nonce, data, 1000, &len);
+
+		/* The last byte cut, its length field one less: the same fields, other data. */
+		req[len - 1000 - 1] = (uint8_t)(999 >> 7);
+		req[len - 1000 - 2] = (uint8_t)(0x80 | (999 & 0x7f));
+		wire_expect_refusal(w, req, len - 1, BK_UNAUTHENTICATED, BK_DETAIL_BAD_MAC, nonce, "FileUploadChunk",
+				    NULL);
+	}
+	{
+		_cleanup_free_ uint8_t *req = chunk_request(w, &hdr, nonce, data, max + 1, &len);
+
+		wire_expect_refusal(w, req, len, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED, nonce, "FileUploadChunk",
+				    w->key);
+	}
+	{
+		_cleanup_free_ uint8_t *req = NULL;
+
+		wire_header(&hdr, nonce, "Exec", WIRE_KEY_ID);
+		hdr.data.data = data;
+		hdr.data.len = 1;
+		req = wire_forge(&hdr, body, blen, w->key, &len);
+		wire_expect_refusal(w, req, len, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, nonce, "Exec", w->key);
+	}
+	{
+		_cleanup_free_ uint8_t *req = NULL;
+
+		wire_header(&hdr, nonce, "Health", "");
+		hdr.data.data = data;
+		hdr.data.len = 1;
+		req = wire_forge(&hdr, NULL, 0, NULL, &len);
+		wire_expect_refusal(w, req, len, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, nonce, "Health", NULL);
+	}
+	expect_alive(w);
 }
 
 /* A message above --max-message never reaches dispatch: nng drops it and closes the
@@ -718,7 +818,7 @@ static void test_body_over_decode_cap(void **state)
 	}
 }
 
-/* Random buffers: each is answered as not an Envelope (or as one with version 0 or 1 and nothing
+/* Random buffers: each is answered as not an Envelope (or as one of another version and nothing
  * else that is valid), never with a MAC, never by a handler; the server stays up. */
 static void test_random_garbage(void **state)
 {
@@ -803,9 +903,12 @@ static void test_unknown_method(void **state)
 	}
 }
 
+/* Any version but ours is refused before its MAC is looked at — version 1 too, MAC'd as version
+ * 1 did (the data inside the body) — and the refusal is written in the request's version, so
+ * that a client of that version can read why. */
 static void test_bad_version(void **state)
 {
-	static const uint32_t versions[] = { 0, 2, UINT32_MAX };
+	static const uint32_t versions[] = { 0, 1, BK_ENVELOPE_VERSION + 1, UINT32_MAX };
 	wire *w = *state;
 	bk_envelope hdr;
 	uint8_t nonce[BK_NONCE_LEN];
@@ -814,11 +917,15 @@ static void test_bad_version(void **state)
 
 	for (size_t i = 0; i < BK_ARRAY_SIZE(versions); i++) {
 		_cleanup_free_ uint8_t *req = NULL;
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = NULL;
 
 		wire_header(&hdr, nonce, "Exec", WIRE_KEY_ID);
 		hdr.version = versions[i];
 		req = wire_forge(&hdr, body, blen, w->key, &len);
 		wire_expect_refusal(w, req, len, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_VERSION, nonce, "Exec", NULL);
+		ans = wire_call(w, req, len);
+		assert_int_equal(ans->version, versions[i]);
+		assert_non_null(strstr(ans->message, "this server speaks 2"));
 	}
 }
 
@@ -867,12 +974,14 @@ static void test_bad_nonce_length(void **state)
 }
 
 /* Authenticated bodies that are not the method's request type, at the top level and nested (an
- * EnvVar that does not decode): BAD_BODY, MAC'd, no handler. Unkeyed Health likewise, unMAC'd. */
+ * EnvVar that does not decode), or that carry a field the server does not know: BAD_BODY, MAC'd,
+ * no handler. Unkeyed Health likewise, unMAC'd. */
 static void test_bad_body(void **state)
 {
 	static const uint8_t short_string[] = { 0x0a, 0x05, 'a' };        /* argv: 5 bytes promised, 1 sent */
 	static const uint8_t bad_nested[] = { 0x22, 0x02, 0xff, 0xff };    /* env: an unterminated varint */
 	static const uint8_t bad_wire_type[] = { 0x0f };                    /* field 1, wire type 7 */
+	static const uint8_t unknown_field[] = { 0x0a, 0x01, 'x', 0x78, 0x01 }; /* argv "x", field 15 */
 	static const struct {
 		const char *method;
 		const uint8_t *body;
@@ -882,6 +991,7 @@ static void test_bad_body(void **state)
 		{ "Exec", short_string, sizeof(short_string), true },
 		{ "Exec", bad_nested, sizeof(bad_nested), true },
 		{ "Exec", bad_wire_type, sizeof(bad_wire_type), true },
+		{ "Exec", unknown_field, sizeof(unknown_field), true },
 		{ "Health", bad_wire_type, sizeof(bad_wire_type), true },
 		{ "Health", short_string + 1, sizeof(short_string) - 1, false }, /* a lone 0x05: wire type 5 truncated */
 	};
@@ -979,6 +1089,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_missing_key_id, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_every_prefix, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_body_over_method_limit, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_data_field, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_message_over_max_message, setup_small_message, teardown),
 		cmocka_unit_test_setup_teardown(test_envelope_over_decode_cap, setup_decode_cap, teardown),
 		cmocka_unit_test_setup_teardown(test_body_over_decode_cap, setup_decode_cap, teardown),

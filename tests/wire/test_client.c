@@ -191,6 +191,10 @@ enum tamper {
 	TAMPER_GARBAGE,       /* not an Envelope */
 	TAMPER_UNKNOWN_FIELD, /* a correct answer with a field the MAC does not cover appended */
 	TAMPER_UNMACD_ERROR,  /* an unMAC'd refusal, as the server sends before a MAC verified */
+	TAMPER_OLD_SERVER,    /* a version 1 server's BAD_VERSION refusal, in its version */
+	TAMPER_OLD_VERSION,   /* a MAC'd OK answer that says version 1 */
+	TAMPER_DATA,          /* a MAC'd OK answer carrying data that Health does not take */
+	TAMPER_DATA_UNMACD,   /* the same, its data changed after MACing */
 };
 
 struct fake {
@@ -266,6 +270,21 @@ static nng_msg *fake_answer(struct fake *f, const bk_envelope *req)
 		ans.body.data = (uint8_t *)garbage;
 		ans.body.len = sizeof(garbage);
 		break;
+	case TAMPER_OLD_SERVER:
+		ans.version = 1;
+		ans.status = BK_INVALID_ARGUMENT;
+		ans.detail = BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_VERSION;
+		ans.message = "envelope version 2; this server speaks 1";
+		ans.body.len = 0;
+		return fake_pack(&ans);
+	case TAMPER_OLD_VERSION:
+		ans.version = 1;
+		break;
+	case TAMPER_DATA:
+	case TAMPER_DATA_UNMACD:
+		ans.data.data = (uint8_t *)garbage;
+		ans.data.len = sizeof(garbage);
+		break;
 	case TAMPER_UNMACD_ERROR:
 		ans.status = BK_UNAVAILABLE;
 		ans.detail = BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_AUTH_NOT_CONFIGURED;
@@ -284,7 +303,7 @@ static nng_msg *fake_answer(struct fake *f, const bk_envelope *req)
 		break;
 	}
 	ans.key_id = (char *)key->id;
-	if (bk_envelope_mac(key, &ans, ans.body.data, ans.body.len, mac) < 0)
+	if (bk_envelope_mac(key, &ans, ans.body.data, ans.body.len, NULL, mac) < 0)
 		return NULL;
 	ans.mac.data = mac;
 	ans.mac.len = sizeof(mac);
@@ -306,6 +325,9 @@ static nng_msg *fake_answer(struct fake *f, const bk_envelope *req)
 		break;
 	case TAMPER_STRIP_MAC:
 		ans.mac.len = 0;
+		break;
+	case TAMPER_DATA_UNMACD:
+		ans.data.len--;
 		break;
 	default:
 		break;
@@ -399,8 +421,10 @@ fail:
 }
 
 /* Every tampered answer is refused as DATA_LOSS, including one with a field the MAC does not
- * cover (docs/PROTOCOL.md: both sides accept only canonical Envelopes, unknown fields refused);
- * the control passes; an unMAC'd refusal is passed on as what it is: an unverified status. */
+ * cover (docs/PROTOCOL.md: both sides accept only canonical Envelopes, unknown fields refused),
+ * one of another envelope version, and one carrying data the call does not take; the control
+ * passes; an unMAC'd refusal is passed on as what it is: an unverified status, and so is an old
+ * server's BAD_VERSION, in its own version. */
 static void test_client_rejects_tampered_answers(void **state)
 {
 	static const struct {
@@ -423,6 +447,10 @@ static void test_client_rejects_tampered_answers(void **state)
 		{ TAMPER_GARBAGE, "garbage", BK_DATA_LOSS },
 		{ TAMPER_UNKNOWN_FIELD, "unknown field", BK_DATA_LOSS },
 		{ TAMPER_UNMACD_ERROR, "unMAC'd error", BK_UNAVAILABLE },
+		{ TAMPER_OLD_SERVER, "old server", BK_INVALID_ARGUMENT },
+		{ TAMPER_OLD_VERSION, "old version", BK_DATA_LOSS },
+		{ TAMPER_DATA, "data", BK_DATA_LOSS },
+		{ TAMPER_DATA_UNMACD, "data changed", BK_DATA_LOSS },
 		{ TAMPER_NONE, "none again", BK_OK },
 	};
 	struct fake_state *fs = *state;
@@ -446,6 +474,13 @@ static void test_client_rejects_tampered_answers(void **state)
 		if (cases[i].tamper == TAMPER_UNMACD_ERROR)
 			right = right && st.detail == BK_DETAIL_AUTH_NOT_CONFIGURED && !st.verified &&
 				strcmp(st.message, "(unverified answer) no key") == 0;
+		if (cases[i].tamper == TAMPER_OLD_SERVER)
+			right = right && st.detail == BK_DETAIL_BAD_VERSION && !st.verified &&
+				strstr(st.message, "the server speaks envelope version 1, this client 2");
+		if (cases[i].tamper == TAMPER_DATA)
+			right = right && strstr(st.message, "data this call does not take");
+		if (cases[i].tamper == TAMPER_DATA_UNMACD)
+			right = right && strstr(st.message, "MAC does not verify");
 		if (!right)
 			nwrong += (size_t)snprintf(wrong + nwrong, sizeof(wrong) - nwrong,
 						   "\n  %s: %s \"%s\", expected %s", cases[i].name,

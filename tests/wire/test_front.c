@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "boxkite/boxkite.h"
+#include "contenthash.h"
 #include "fixture.h"
 
 #define MiB (1u << 20)
@@ -223,6 +224,8 @@ static void test_upload_in_chunks_and_commit(void **state)
 	bk_client *c = client(w);
 	size_t len = 9 * MiB + 12345;
 	uint8_t *data = malloc(len), sum[32];
+	bk_hash content;
+	bk_blockhash bh;
 	bk_upload_state up;
 	bk_file_info info;
 	bk_status st;
@@ -231,6 +234,10 @@ static void test_upload_in_chunks_and_commit(void **state)
 	for (size_t i = 0; i < len; i++)
 		data[i] = (uint8_t)(i ^ (i >> 8));
 	sha256(data, len, sum);
+	assert_int_equal(bk_blockhash_init(&bh, len), 0);
+	assert_int_equal(bk_blockhash_add(&bh, data, len, NULL), 0);
+	assert_int_equal(bk_blockhash_final(&bh, content), 0);
+	bk_blockhash_fini(&bh);
 	assert_int_equal(bk_upload_start(c, &(bk_upload_begin){ .path = "big.bin", .size = len, .sha256 = sum, .mode = 0640 },
 					 &up, &st),
 			 BK_OK);
@@ -240,7 +247,7 @@ static void test_upload_in_chunks_and_commit(void **state)
 						 &st),
 				 BK_OK);
 	}
-	assert_int_equal(bk_upload_commit(c, up.upload_id, &info, &st), BK_OK);
+	assert_int_equal(bk_upload_commit(c, up.upload_id, content, &info, &st), BK_OK);
 	bk_file_info_free(&info);
 	struct stub_state *ss = stub_state(w->stub);
 	pthread_mutex_lock(&ss->lock);
@@ -257,16 +264,15 @@ static void test_upload_hash_mismatch_commits_nothing(void **state)
 {
 	wire *w = *state;
 	bk_client *c = client(w);
-	uint8_t sum[32] = { 1 };
+	uint8_t wrong[32] = { 1 };
 	bk_upload_state up;
 	bk_file_info info;
 	bk_status st;
 	uint64_t confirmed;
 
-	assert_int_equal(bk_upload_start(c, &(bk_upload_begin){ .path = "bad.bin", .size = 4, .sha256 = sum }, &up, &st),
-			 BK_OK);
+	assert_int_equal(bk_upload_start(c, &(bk_upload_begin){ .path = "bad.bin", .size = 4 }, &up, &st), BK_OK);
 	assert_int_equal(bk_upload_chunk(c, up.upload_id, 0, "abcd", 4, false, &confirmed, &st), BK_OK);
-	assert_int_equal(bk_upload_commit(c, up.upload_id, &info, &st), BK_DATA_LOSS);
+	assert_int_equal(bk_upload_commit(c, up.upload_id, wrong, &info, &st), BK_DATA_LOSS);
 	assert_int_equal(atomic_load(&stub_state(w->stub)->commits), 0);
 	bk_client_close(c);
 }

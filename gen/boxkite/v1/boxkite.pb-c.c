@@ -2392,7 +2392,7 @@ void   boxkite__v1__reset_response__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__reset_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor boxkite__v1__envelope__field_descriptors[11] =
+static const ProtobufCFieldDescriptor boxkite__v1__envelope__field_descriptors[12] =
 {
   {
     "version",
@@ -2526,9 +2526,22 @@ static const ProtobufCFieldDescriptor boxkite__v1__envelope__field_descriptors[1
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "data",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__Envelope, data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__envelope__field_indices_by_name[] = {
   9,   /* field[9] = body */
+  11,   /* field[11] = data */
   7,   /* field[7] = detail */
   2,   /* field[2] = key_id */
   1,   /* field[1] = kind */
@@ -2543,7 +2556,7 @@ static const unsigned boxkite__v1__envelope__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__envelope__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__envelope__descriptor =
 {
@@ -2553,7 +2566,7 @@ const ProtobufCMessageDescriptor boxkite__v1__envelope__descriptor =
   "Boxkite__V1__Envelope",
   "boxkite.v1",
   sizeof(Boxkite__V1__Envelope),
-  11,
+  12,
   boxkite__v1__envelope__field_descriptors,
   boxkite__v1__envelope__field_indices_by_name,
   1,  boxkite__v1__envelope__number_ranges,
@@ -3364,7 +3377,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_begin_response__descri
   (ProtobufCMessageInit) boxkite__v1__file_upload_begin_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_upload_chunk_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_upload_chunk_request__field_descriptors[3] =
 {
   {
     "upload_id",
@@ -3391,18 +3404,6 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_upload_chunk_request__fi
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "data",
-    3,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__FileUploadChunkRequest, data),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
     "compression",
     4,
     PROTOBUF_C_LABEL_NONE,
@@ -3414,30 +3415,17 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_upload_chunk_request__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
-  {
-    "sha256",
-    5,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__FileUploadChunkRequest, sha256),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
 };
 static const unsigned boxkite__v1__file_upload_chunk_request__field_indices_by_name[] = {
-  3,   /* field[3] = compression */
-  2,   /* field[2] = data */
+  2,   /* field[2] = compression */
   1,   /* field[1] = offset */
-  4,   /* field[4] = sha256 */
   0,   /* field[0] = upload_id */
 };
-static const ProtobufCIntRange boxkite__v1__file_upload_chunk_request__number_ranges[1 + 1] =
+static const ProtobufCIntRange boxkite__v1__file_upload_chunk_request__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 4, 2 },
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_upload_chunk_request__descriptor =
 {
@@ -3447,10 +3435,10 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_chunk_request__descrip
   "Boxkite__V1__FileUploadChunkRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileUploadChunkRequest),
-  5,
+  3,
   boxkite__v1__file_upload_chunk_request__field_descriptors,
   boxkite__v1__file_upload_chunk_request__field_indices_by_name,
-  1,  boxkite__v1__file_upload_chunk_request__number_ranges,
+  2,  boxkite__v1__file_upload_chunk_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__file_upload_chunk_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3492,7 +3480,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_chunk_response__descri
   (ProtobufCMessageInit) boxkite__v1__file_upload_chunk_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_upload_commit_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_upload_commit_request__field_descriptors[2] =
 {
   {
     "upload_id",
@@ -3506,14 +3494,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_upload_commit_request__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "content_hash",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileUploadCommitRequest, content_hash),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_upload_commit_request__field_indices_by_name[] = {
+  1,   /* field[1] = content_hash */
   0,   /* field[0] = upload_id */
 };
 static const ProtobufCIntRange boxkite__v1__file_upload_commit_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_upload_commit_request__descriptor =
 {
@@ -3523,7 +3524,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_commit_request__descri
   "Boxkite__V1__FileUploadCommitRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileUploadCommitRequest),
-  1,
+  2,
   boxkite__v1__file_upload_commit_request__field_descriptors,
   boxkite__v1__file_upload_commit_request__field_indices_by_name,
   1,  boxkite__v1__file_upload_commit_request__number_ranges,
@@ -3624,7 +3625,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_abort_response__descri
   (ProtobufCMessageInit) boxkite__v1__file_upload_abort_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_download_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_download_request__field_descriptors[5] =
 {
   {
     "path",
@@ -3674,17 +3675,30 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_download_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "sha256",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileDownloadRequest, sha256),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_download_request__field_indices_by_name[] = {
   3,   /* field[3] = compression */
   2,   /* field[2] = length */
   1,   /* field[1] = offset */
   0,   /* field[0] = path */
+  4,   /* field[4] = sha256 */
 };
 static const ProtobufCIntRange boxkite__v1__file_download_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_download_request__descriptor =
 {
@@ -3694,14 +3708,14 @@ const ProtobufCMessageDescriptor boxkite__v1__file_download_request__descriptor 
   "Boxkite__V1__FileDownloadRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileDownloadRequest),
-  4,
+  5,
   boxkite__v1__file_download_request__field_descriptors,
   boxkite__v1__file_download_request__field_indices_by_name,
   1,  boxkite__v1__file_download_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__file_download_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_download_response__field_descriptors[9] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_download_response__field_descriptors[10] =
 {
   {
     "size",
@@ -3734,18 +3748,6 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_download_response__field
     PROTOBUF_C_TYPE_UINT64,
     0,   /* quantifier_offset */
     offsetof(Boxkite__V1__FileDownloadResponse, offset),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "data",
-    4,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__FileDownloadResponse, data),
     NULL,
     NULL,
     0,             /* flags */
@@ -3811,22 +3813,48 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_download_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ctime_ns",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileDownloadResponse, ctime_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "content_hash",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileDownloadResponse, content_hash),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_download_response__field_indices_by_name[] = {
-  4,   /* field[4] = compression */
-  3,   /* field[3] = data */
-  5,   /* field[5] = data_length */
-  6,   /* field[6] = eof */
-  7,   /* field[7] = mode */
-  8,   /* field[8] = mtime_ns */
+  3,   /* field[3] = compression */
+  9,   /* field[9] = content_hash */
+  8,   /* field[8] = ctime_ns */
+  4,   /* field[4] = data_length */
+  5,   /* field[5] = eof */
+  6,   /* field[6] = mode */
+  7,   /* field[7] = mtime_ns */
   2,   /* field[2] = offset */
   1,   /* field[1] = sha256 */
   0,   /* field[0] = size */
 };
-static const ProtobufCIntRange boxkite__v1__file_download_response__number_ranges[1 + 1] =
+static const ProtobufCIntRange boxkite__v1__file_download_response__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 5, 3 },
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_download_response__descriptor =
 {
@@ -3836,10 +3864,10 @@ const ProtobufCMessageDescriptor boxkite__v1__file_download_response__descriptor
   "Boxkite__V1__FileDownloadResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileDownloadResponse),
-  9,
+  10,
   boxkite__v1__file_download_response__field_descriptors,
   boxkite__v1__file_download_response__field_indices_by_name,
-  1,  boxkite__v1__file_download_response__number_ranges,
+  2,  boxkite__v1__file_download_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__file_download_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -89,7 +89,7 @@ typedef enum _Boxkite__V1__StatusDetail {
    */
   BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_MALFORMED = 1,
   /*
-   * version is not 1
+   * version is not the server's (2)
    */
   BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_VERSION = 2,
   /*
@@ -129,7 +129,7 @@ typedef enum _Boxkite__V1__StatusDetail {
    */
   BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_REPLAY_CACHE_FULL = 11,
   /*
-   * body does not decode as the method's request type
+   * body is not a canonical request of the method's type, or
    */
   BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_BODY = 12
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__V1__STATUS_DETAIL)
@@ -154,7 +154,7 @@ struct  Boxkite__V1__Envelope
 {
   ProtobufCMessage base;
   /*
-   * always 1
+   * 2; version 1 (whose MAC covered data inside body) is refused
    */
   uint32_t version;
   Boxkite__V1__EnvelopeKind kind;
@@ -194,10 +194,16 @@ struct  Boxkite__V1__Envelope
    * HMAC-SHA256 over the MAC input (docs/PROTOCOL.md); 32 bytes
    */
   ProtobufCBinaryData mac;
+  /*
+   * Bulk bytes beside the body: a file chunk (FileUploadChunk's request, FileDownload's answer).
+   * The MAC covers them through their SHA-256, which the rpc reuses as the chunk's hash, so
+   * each byte is hashed once on each side. Last on the wire; empty for every other rpc.
+   */
+  ProtobufCBinaryData data;
 };
 #define BOXKITE__V1__ENVELOPE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__envelope__descriptor) \
-    , 0, BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_NONE, (char *)protobuf_c_empty_string, {0,NULL}, {0,NULL} }
+    , 0, BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_NONE, (char *)protobuf_c_empty_string, {0,NULL}, {0,NULL}, {0,NULL} }
 
 
 struct  Boxkite__V1__HealthRequest
@@ -325,7 +331,13 @@ struct  Boxkite__V1__ExecResponse
 struct  Boxkite__V1__FileInfo
 {
   ProtobufCMessage base;
+  /*
+   * the path as asked, normalized (Stat, Commit), or the entry's
+   */
   char *path;
+  /*
+   * bare name (List)
+   */
   Boxkite__V1__FileType type;
   uint64_t size;
   /*
@@ -361,7 +373,8 @@ struct  Boxkite__V1__FileUploadBeginRequest
    */
   uint64_t size;
   /*
-   * SHA-256 of the whole content (32 bytes)
+   * Optional: the plain SHA-256 of the whole content (32 bytes). When given, the server hashes
+   * the content a second time as it arrives and Commit checks it: an extra pass, on request.
    */
   ProtobufCBinaryData sha256;
   /*
@@ -395,7 +408,7 @@ struct  Boxkite__V1__FileUploadBeginResponse
    */
   uint64_t confirmed_offset;
   /*
-   * largest chunk (uncompressed) the server accepts
+   * the block size: the largest chunk (uncompressed) it takes
    */
   uint32_t max_chunk;
 };
@@ -404,24 +417,26 @@ struct  Boxkite__V1__FileUploadBeginResponse
     , (char *)protobuf_c_empty_string, 0, 0 }
 
 
+/*
+ * The chunk's bytes are the Envelope's `data` (zstd frame or plain). A whole block (at a
+ * multiple of max_chunk, max_chunk long or up to the end) costs the server one hash.
+ */
 struct  Boxkite__V1__FileUploadChunkRequest
 {
   ProtobufCMessage base;
   char *upload_id;
   /*
-   * must equal the confirmed offset
+   * must equal the confirmed offset (or wait ahead, PROTOCOL.md)
    */
   uint64_t offset;
-  ProtobufCBinaryData data;
-  Boxkite__V1__Compression compression;
   /*
-   * SHA-256 of the uncompressed chunk
+   * how Envelope.data is encoded
    */
-  ProtobufCBinaryData sha256;
+  Boxkite__V1__Compression compression;
 };
 #define BOXKITE__V1__FILE_UPLOAD_CHUNK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_upload_chunk_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, {0,NULL}, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE, {0,NULL} }
+    , (char *)protobuf_c_empty_string, 0, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE }
 
 
 struct  Boxkite__V1__FileUploadChunkResponse
@@ -438,10 +453,15 @@ struct  Boxkite__V1__FileUploadCommitRequest
 {
   ProtobufCMessage base;
   char *upload_id;
+  /*
+   * The content hash (32 bytes, PROTOCOL.md): SHA-256 over the SHA-256 of each block of the
+   * content, in order. Required: a commit says which content it means.
+   */
+  ProtobufCBinaryData content_hash;
 };
 #define BOXKITE__V1__FILE_UPLOAD_COMMIT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_upload_commit_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, {0,NULL} }
 
 
 struct  Boxkite__V1__FileUploadCommitResponse
@@ -479,19 +499,26 @@ struct  Boxkite__V1__FileDownloadRequest
   char *path;
   uint64_t offset;
   /*
-   * 0 = as much as one response may carry
+   * 0 = one block (max_chunk), or up to the end
    */
   uint64_t length;
   /*
    * the client accepts this encoding for data
    */
   Boxkite__V1__Compression compression;
+  /*
+   * also the plain SHA-256 of the whole file: an extra pass over it
+   */
+  protobuf_c_boolean sha256;
 };
 #define BOXKITE__V1__FILE_DOWNLOAD_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_download_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE }
+    , (char *)protobuf_c_empty_string, 0, 0, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE, 0 }
 
 
+/*
+ * The bytes are the Envelope's `data` (zstd frame or plain).
+ */
 struct  Boxkite__V1__FileDownloadResponse
 {
   ProtobufCMessage base;
@@ -500,11 +527,13 @@ struct  Boxkite__V1__FileDownloadResponse
    */
   uint64_t size;
   /*
-   * SHA-256 of the whole file (on a request at offset 0)
+   * plain SHA-256 of the whole file, when asked
    */
   ProtobufCBinaryData sha256;
   uint64_t offset;
-  ProtobufCBinaryData data;
+  /*
+   * how Envelope.data is encoded
+   */
   Boxkite__V1__Compression compression;
   /*
    * uncompressed length of data
@@ -513,10 +542,20 @@ struct  Boxkite__V1__FileDownloadResponse
   protobuf_c_boolean eof;
   uint32_t mode;
   int64_t mtime_ns;
+  /*
+   * the inode's change time: no process can set it back
+   */
+  int64_t ctime_ns;
+  /*
+   * The file's content hash when the server knows it for this very version of the file (it
+   * was uploaded, or read whole, through boxkited and is unchanged since): the client checks
+   * what it assembled against it.
+   */
+  ProtobufCBinaryData content_hash;
 };
 #define BOXKITE__V1__FILE_DOWNLOAD_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_download_response__descriptor) \
-    , 0, {0,NULL}, 0, {0,NULL}, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE, 0, 0, 0, 0 }
+    , 0, {0,NULL}, 0, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE, 0, 0, 0, 0, 0, {0,NULL} }
 
 
 struct  Boxkite__V1__FileStatRequest

@@ -59,6 +59,26 @@ def closed_by_peer(s):
         return False
 
 
+def answers_health(s):
+    """Whether the raw connection s (None: closed during the header exchange) answers an
+    unkeyed Health request rather than being closed unanswered."""
+    if s is None:
+        return False
+    raw = bc.Client(*s.getpeername()[:2]).seal("Health", pb.HealthRequest()).SerializeToString()
+    s.settimeout(GUARD)
+    try:
+        s.sendall(struct.pack(">QI", len(raw) + 4, 0x80000001) + raw)
+        got = b""
+        while len(got) < 8:
+            part = s.recv(8 - len(got))
+            if not part:
+                return False
+            got += part
+        return True
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+
+
 def front_rss(d):
     return int(bkit.proc_status(d.front_pid())["VmRSS"].split()[0]) * 1024
 
@@ -70,17 +90,17 @@ class Connections(unittest.TestCase):
         cls.d.start()
 
     def test_connections_past_the_cap_are_closed(self):
-        held = [sp_connect(self.d.tcp) for _ in range(4)]
+        # Five at once against a cap of four: one that boxkited took answers Health, one it
+        # refused is closed unanswered. Slots come back as nng reports connections closed, which
+        # may lag (the daemon's start-up checks may still hold one), so fewer than four may be
+        # taken here, never more.
+        socks = [sp_connect(self.d.tcp) for _ in range(5)]
         try:
-            self.assertTrue(all(held), "the first four connections were refused")
-            # The fifth: the header exchange may complete, then nng drops it before use.
-            extra = sp_connect(self.d.tcp)
-            self.assertTrue(extra is None or closed_by_peer(extra), "a fifth connection was kept")
-            if extra:
-                extra.close()
+            answered = [answers_health(s) for s in socks]
+            self.assertLessEqual(sum(answered), 4, f"five connections held at once: {answered}")
             self.assertIn("4 connections already", self.d.log_text())
         finally:
-            for s in held:
+            for s in socks:
                 if s:
                     s.close()
         # Freed: connections are taken again (a hang guard while nng notices the closes).

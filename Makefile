@@ -23,12 +23,17 @@ VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
             -Wno-missing-field-initializers
 HARDEN   := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Igen -Iserver -Isidecar -Iclient
+# One include path per directory: every file sees include/, common/ and gen/, and the headers of
+# its own directory only (below) — so sidecar/ cannot include a header of server/, nor the
+# reverse, and no two headers share a name (make layout-check).
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Igen
 CFLAGS   += -std=gnu11 $(OPT) $(HARDEN) -MMD -MP
 LDFLAGS  += -Wl,-z,relro,-z,now $(filter -fsanitize=%,$(OPT))
 LDLIBS_CRYPTO := -lcrypto
 LDLIBS_PB     := -lprotobuf-c
-LDLIBS_SERVER := -lnng -lprotobuf-c -lcrypto -lcap -lseccomp -lzstd -lpthread
+LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lpthread
+LDLIBS_EXEC   := -lprotobuf-c -lcrypto -lcap -lseccomp -lpthread
+LDLIBS_SERVER := $(sort $(LDLIBS_FRONT) $(LDLIBS_EXEC))
 LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
 
 PROTO_V1   := proto/boxkite/v1/boxkite.proto
@@ -37,14 +42,19 @@ GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
+# common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
               common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
-SERVER_SRC := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c server/log.c \
+DAEMON_SRC := common/channel.c common/log.c
+# The front (boxkited): server/ only.
+FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
               server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/exec.c server/files.c server/workers.c server/metrics.c server/http.c \
-              sidecar/executor.c sidecar/channel.c sidecar/child.c sidecar/spawn.c \
-              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/files.c sidecar/netns.c
+              server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
+              server/http.c
+# The executor (boxkite-executor), its own program image: sidecar/ only.
+EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
+              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
               client/bkctl_verify.c client/json.c client/quote.c
@@ -52,13 +62,15 @@ BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_doctor.c client/bk
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-SERVER_OBJ := $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(GEN_V1) $(GEN_EXEC))
+CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC))
+FRONT_OBJ  := $(call obj,$(FRONT_SRC))
+EXEC_OBJ   := $(call obj,$(EXEC_SRC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
-BINS := $(B)/boxkited $(B)/bkctl $(B)/boxkite-init
+BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
-.PHONY: all help gen gen-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
+.PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
         test-san bench run run-stop install clean
 
 all: $(BINS) $(LIBS)
@@ -81,7 +93,7 @@ define gen_into
 	rm -rf $(1)/boxkite $(1)/python
 	mkdir -p $(1)/python
 	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC)
-	protoc --python_out=$(1)/python -Iproto $(PROTO_V1)
+	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC)
 endef
 
 gen:
@@ -115,18 +127,46 @@ $(B)/pic/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -c $< -o $@
 
+# The exec path's children share the executor's memory on stacks of its own (clone with
+# CLONE_VM): AddressSanitizer's stack bookkeeping assumes stacks it knows, and reports false
+# positives there ("ignoring requested __asan_handle_no_return"). They keep UBSan.
+comma := ,
+$(B)/obj/sidecar/spawn.o $(B)/obj/sidecar/child.o: OPT := $(subst -fsanitize=address$(comma),-fsanitize=,$(OPT))
+
+$(B)/obj/server/%.o: CPPFLAGS += -Iserver
+$(B)/obj/sidecar/%.o: CPPFLAGS += -Isidecar
+$(B)/obj/client/%.o $(B)/pic/client/%.o: CPPFLAGS += -Iclient
+
+# Every header name once in the tree, and the halves of boxkited apart: sidecar/ includes
+# nothing of server/ (the include paths above make that a compile error too).
+layout-check:
+	@dups=$$(find common server sidecar client include tests bench -name '*.h' -printf '%f\n' | sort | uniq -d); \
+	if [ -n "$$dups" ]; then echo "layout-check: header names used twice: $$dups" >&2; exit 1; fi; \
+	for h in $$(ls server/*.h | xargs -n1 basename); do \
+	  if grep -n "#include \"$$h\"" sidecar/*.c sidecar/*.h sidecar/init/*.c >&2; then \
+	    echo "layout-check: sidecar/ includes server/$$h" >&2; exit 1; fi; \
+	done; echo "layout-check: every header name once; sidecar/ includes nothing of server/"
+
 # --- server --------------------------------------------------------------------------------------
 
-$(B)/libbkserver.a: $(SERVER_OBJ)
+# Three archives: what both halves share, the front's, the executor's.
+$(B)/libbkcore.a: $(CORE_OBJ)
+$(B)/libbkfront.a: $(FRONT_OBJ)
+$(B)/libbkexec.a: $(EXEC_OBJ)
+$(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a:
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/boxkited: $(call obj,server/main.c) $(B)/libbkserver.a
-	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+$(B)/boxkited: $(call obj,server/main.c) $(B)/libbkfront.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
+
+# The executor: re-executed by boxkited (server/privsep.c), built from sidecar/ and common/.
+$(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
 # the project's include paths (its <spawn.h> is libc's).
-$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
+$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/init_status.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
@@ -136,8 +176,8 @@ $(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/status.h
 $(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
 
-$(B)/bk-limits-doc: $(call obj,server/limits_doc.c) $(B)/libbkserver.a
-	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+$(B)/bk-limits-doc: $(call obj,server/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
 DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
 
@@ -189,6 +229,7 @@ install: all
 	install -m 0755 $(B)/boxkited $(DESTDIR)$(PREFIX)/sbin/boxkited
 	install -d $(DESTDIR)$(PREFIX)/libexec/boxkite
 	install -m 0755 $(B)/boxkite-init $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-init
+	install -m 0755 $(B)/boxkite-executor $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-executor
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so

@@ -9,7 +9,10 @@
 #                      executor's own code, no RPC) beside the exec round trip of `true`; execs/s
 #                      with 8 concurrent clients beside one client's rate (1e6 / the round trip's
 #                      p50), and the health latency meanwhile beside that of the same daemon with
-#                      no exec running.
+#                      no exec running; a full listing of 100 000 entries; the health latency while
+#                      8 clients exec and 8 list those entries, beside idle Health. All of it once
+#                      more for BENCH_BASELINE (main unless set; empty: none), built from
+#                      `git archive` in a scratch directory in the same run, and ours against it.
 #   files              bench/files_bench.c, driven by bench/files.sh: 256 MiB up and down through
 #                      boxkited, ipc and tcp, beside the same run's one-core SHA-256 rate (the
 #                      targets' base), raw nng and a local write, with each side's CPU per GiB;
@@ -25,8 +28,9 @@ $(B)/bench/health_rtt: $(call obj,bench/health_rtt.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-# The floor links the executor's code (libbkserver.a) beside the client library.
-$(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/libbkserver.a
+# The floor links the executor's code (libbkexec.a) beside the client library.
+$(B)/obj/bench/exec_bench.o: CPPFLAGS += -Isidecar
+$(B)/bench/exec_bench: $(call obj,bench/exec_bench.c) $(B)/libboxkite.a $(B)/libbkexec.a $(B)/libbkcore.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 

@@ -1,22 +1,33 @@
 #!/bin/bash
 # The exec benchmark (`make bench`): the isolated-spawn floor measured in-process with the
 # executor's own code, then a real boxkited: the exec round trip of `true` (against the floor),
-# and execs/s with CLIENTS concurrent clients (against one client's rate, from the round trip)
-# with the health latency meanwhile (against that of the same daemon with no exec running).
+# execs/s with CLIENTS concurrent clients (against one client's rate, from the round trip) with
+# the health latency meanwhile (against that of the same daemon with no exec running); a full
+# listing of a directory of 100 000 entries; and the health latency while CLIENTS exec and
+# CLIENTS list that directory (against idle Health, same daemon, same run).
+#
+# The same is then measured on the baseline (BENCH_BASELINE, a git ref: main unless set; empty to
+# skip), built in a scratch directory from `git archive`, in the same run: its figures as
+# `bench: baseline.NAME`, and ours against them as `bench: NAME.vs_baseline`. The client side of
+# every measure is this tree's exec_bench; the floor is each build's own (it is the executor's
+# code).
 #
 # Usage: bench/exec.sh BUILD_DIR [ITERATIONS] [CLIENTS] [SECONDS]
 set -euo pipefail
 
-build=${1:?usage: $0 BUILD_DIR [ITERATIONS] [CLIENTS] [SECONDS]}
+build=$(cd "${1:?usage: $0 BUILD_DIR [ITERATIONS] [CLIENTS] [SECONDS]}" && pwd)
 n=${2:-2000}
 clients=${3:-8}
 seconds=${4:-10}
 warmup=$((n / 10))
+entries=100000
+baseline=${BENCH_BASELINE-main}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "exec benchmark: SKIP (needs root: namespaces, cgroups)"
 	exit 0
 fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d /tmp/boxkite-exec-bench.XXXXXX)
 pid=
 cleanup() {
@@ -25,43 +36,92 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# bench_value FILE NAME: the value of the line `bench: NAME VALUE us` in FILE; fails loudly
-# without one (a baseline that is not there must not just drop the ratio).
+# bench_value FILE NAME [UNIT]: the value of the line `bench: NAME VALUE UNIT` in FILE; fails
+# loudly without one (a baseline that is not there must not just drop the ratio).
 bench_value() {
 	local v
-	v=$(sed -n "s/^bench: $2 \([0-9.]*\) us\$/\1/p" "$1")
+	v=$(sed -n "s|^bench: $2 \([0-9.]*\) ${3:-us}\$|\1|p" "$1" | tail -1)
 	if ! [[ "$v" =~ ^[0-9]+(\.[0-9]*)?$ ]] || [ "$(echo "$v > 0" | bc)" != 1 ]; then
-		echo "exec benchmark: no positive figure for $2 in the output above" >&2
+		echo "exec benchmark: no positive figure for $2 in $1" >&2
 		exit 1
 	fi
 	echo "$v"
 }
 
-echo "== exec: isolated-spawn floor (no RPC) vs round trip through boxkited, command: true"
-"$build/bench/exec_bench" floor "$tmp/floor-ws" "$build/boxkite-init" "$n" "$warmup" | tee "$tmp/floor.out"
-floor_p50=$(bench_value "$tmp/floor.out" exec_floor_p50)
-
-"$build/bkctl" keygen "$tmp/key" >/dev/null
-"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" --state-dir "$tmp/state" \
-	2>"$tmp/boxkited.log" &
-pid=$!
-# Until it answers Health with its sandbox ready (at most 10 s), or it exits.
-up=
-for _ in $(seq 200); do
-	if BOXKITE_URL="ipc://$tmp/boxkited.sock" BOXKITE_KEY_FILE="$tmp/key" "$build/bkctl" -o json health \
-		2>/dev/null | grep -q '"sandbox_ready": *true'; then
-		up=1
-		break
+# suite BUILD LABEL: every figure above for the boxkited of BUILD, into $tmp/LABEL.out.
+suite() {
+	local b=$1 label=$2 out=$tmp/$2.out dir=$tmp/$2
+	mkdir -p "$dir"
+	echo "== exec ($label): isolated-spawn floor (no RPC) vs round trip through boxkited, command: true"
+	"$b/bench/exec_bench" floor "$dir/floor-ws" "$b/boxkite-init" "$n" "$warmup" | tee "$out"
+	local floor_p50 rtt_p50
+	floor_p50=$(bench_value "$out" exec_floor_p50)
+	"$build/bkctl" keygen "$dir/key" >/dev/null
+	"$b/boxkited" --listen "ipc://$dir/boxkited.sock" --key-file "$dir/key" --workspace "$dir/ws" \
+		--state-dir "$dir/state" 2>"$dir/boxkited.log" &
+	pid=$!
+	# Until it answers Health with its sandbox ready (at most 10 s), or it exits.
+	local up=
+	for _ in $(seq 200); do
+		if BOXKITE_URL="ipc://$dir/boxkited.sock" BOXKITE_KEY_FILE="$dir/key" "$build/bkctl" -o json health \
+			2>/dev/null | grep -q '"sandbox_ready": *true'; then
+			up=1
+			break
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if [ -z "$up" ]; then
+		echo "exec benchmark: the $label boxkited did not come up with its sandbox ready; its log:" >&2
+		cat "$dir/boxkited.log" >&2
+		exit 1
 	fi
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-if [ -z "$up" ]; then
-	echo "exec benchmark: boxkited did not come up with its sandbox ready; its log:" >&2
-	cat "$tmp/boxkited.log" >&2
+	local url=ipc://$dir/boxkited.sock
+	"$build/bench/exec_bench" rpc "$url" "$dir/key" "$n" "$warmup" "$floor_p50" | tee -a "$out"
+	rtt_p50=$(bench_value "$out" exec_rtt_p50)
+	echo "== exec ($label): $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
+	"$build/bench/exec_bench" load "$url" "$dir/key" "$clients" "$seconds" "$rtt_p50" | tee -a "$out"
+	# A directory of $entries entries in the workspace, made from the host side, then left still
+	# for 3 s: boxkited keeps a listing only of a directory that has settled (sidecar/fsops.h).
+	mkdir "$dir/ws/big"
+	(cd "$dir/ws/big" && seq -f "entry-%06g" "$entries" | xargs touch)
+	sleep 3
+	echo "== files ($label): full listings of $entries entries (1000 a page)"
+	"$build/bench/exec_bench" list "$url" "$dir/key" big 6 | tee -a "$out"
+	echo "== health ($label): with $clients clients running execs and $clients listing the $entries entries"
+	"$build/bench/exec_bench" mixed "$url" "$dir/key" "$clients" "$clients" "$seconds" big | tee -a "$out"
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	pid=
+}
+
+suite "$build" ours
+if [ -z "$baseline" ]; then
+	echo "exec benchmark: no baseline (BENCH_BASELINE is empty)"
+	exit 0
+fi
+echo "== baseline: $baseline ($(git -C "$repo" rev-parse --short "$baseline")), built in a scratch directory"
+mkdir "$tmp/src"
+git -C "$repo" archive "$baseline" | tar -x -C "$tmp/src"
+if ! make -C "$tmp/src" -s -j"$(nproc)" all build/bench/exec_bench >"$tmp/build.log" 2>&1; then
+	echo "exec benchmark: the baseline did not build; the end of its log:" >&2
+	tail -20 "$tmp/build.log" >&2
 	exit 1
 fi
-"$build/bench/exec_bench" rpc "ipc://$tmp/boxkited.sock" "$tmp/key" "$n" "$warmup" "$floor_p50" | tee "$tmp/rpc.out"
-rtt_p50=$(bench_value "$tmp/rpc.out" exec_rtt_p50)
-echo "== exec: $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
-"$build/bench/exec_bench" load "ipc://$tmp/boxkited.sock" "$tmp/key" "$clients" "$seconds" "$rtt_p50"
+suite "$tmp/src/build" baseline
+echo "== ours against the baseline, measured in this run"
+compare() { # NAME UNIT
+	local ours theirs
+	ours=$(bench_value "$tmp/ours.out" "$1" "$2")
+	theirs=$(bench_value "$tmp/baseline.out" "$1" "$2")
+	printf '%-44s ours %10.1f  baseline %10.1f %-8s ours/baseline %.2fx\n' "$1" "$ours" "$theirs" "$2" \
+		"$(echo "$ours / $theirs" | bc -l)"
+	printf 'bench: baseline.%s %s %s\nbench: %s.vs_baseline %.2f x\n' "$1" "$theirs" "$2" "$1" \
+		"$(echo "$ours / $theirs" | bc -l)"
+}
+compare exec_floor_p50 us
+compare exec_rtt_p50 us
+compare exec_throughput_${clients}c execs/s
+compare health_rtt_under_exec_load_p99 us
+compare list_full_p50 us
+compare health_rtt_under_exec_and_list_load_p99 us

@@ -10,7 +10,11 @@
  *           baseline), then C clients (threads, one bk_client each) running execs of `true` back
  *           to back for S seconds with the same thread calling Health meanwhile, on the same
  *           daemon: execs/s, against one client's rate (1e6 / exec_rtt_p50, when given), and the
- *           health latency, against the baseline.
+ *           health latency, against the baseline;
+ *   mixed   the same with L more clients listing a directory (every page of it) back to back
+ *           beside the C exec clients: the health latency with both, against the baseline;
+ *   list    full listings of a directory (page by page, 1000 a page), one after another: the
+ *           first (which reads the directory), and the median of the rest.
  *
  * Prints medians and p99 (nearest rank, bench/stats.h) and the `bench:` lines of bench/bench.mk.
  * Run by bench/exec.sh. */
@@ -203,7 +207,45 @@ static int run_rpc(int iterations, int warmup, double floor_p50)
 }
 
 static atomic_bool load_running;
-static atomic_long load_execs, load_errors;
+static atomic_long load_execs, load_errors, load_listings;
+static const char *list_path;
+
+/* Every page of path; the number of entries, or -1. */
+static long list_full(bk_client *c, const char *path)
+{
+	char token[4096] = "", next[4096];
+	long total = 0;
+
+	do {
+		bk_file_info *entries = NULL;
+		size_t n = 0;
+		bk_status st;
+
+		if (bk_file_list(c, path, 1000, token, &entries, &n, next, &st) != BK_OK) {
+			fprintf(stderr, "list %s: %s\n", path, st.message);
+			return -1;
+		}
+		bk_file_list_free(entries, n);
+		total += (long)n;
+		memcpy(token, next, sizeof(token));
+	} while (token[0]);
+	return total;
+}
+
+static void *load_list_thread(void *arg)
+{
+	bk_client *c = connect_or_die();
+
+	(void)arg;
+	while (atomic_load(&load_running)) {
+		if (list_full(c, list_path) < 0)
+			atomic_fetch_add(&load_errors, 1);
+		else
+			atomic_fetch_add(&load_listings, 1);
+	}
+	bk_client_close(c);
+	return NULL;
+}
 
 static void *load_exec_thread(void *arg)
 {
@@ -268,17 +310,19 @@ static void health_sampler_stop(struct health_sampler *hs)
 	pthread_join(hs->thread, NULL);
 }
 
-/* exec_rtt_p50: the one-client round trip of this run (run_rpc), 0 if not known. */
-static int run_load(int clients, int seconds, double exec_rtt_p50)
+/* exec_rtt_p50: the one-client round trip of this run (run_rpc), 0 if not known. listers: that
+ * many more clients listing list_path meanwhile. */
+static int run_load(int clients, int listers, int seconds, double exec_rtt_p50)
 {
-	pthread_t threads[64];
+	const char *busy_name = listers ? "health_rtt_under_exec_and_list_load" : "health_rtt_under_exec_load";
+	pthread_t threads[64], list_threads[64];
 	struct health_sampler idle = { 0 }, busy = { 0 };
 	struct timespec t0;
 	double elapsed, rate, idle_p50, idle_p99, busy_p50, busy_p99;
 	int ret;
 
-	if (clients < 1 || clients > (int)(sizeof(threads) / sizeof(threads[0])) || seconds < 1) {
-		fprintf(stderr, "load: 1 to 64 clients, at least 1 second\n");
+	if (clients < 1 || clients > 64 || listers < 0 || listers > 64 || seconds < 1) {
+		fprintf(stderr, "load: 1 to 64 clients, 0 to 64 listers, at least 1 second\n");
 		return 2;
 	}
 	/* The baseline: the same sampler against the same daemon, no exec running. */
@@ -290,18 +334,26 @@ static int run_load(int clients, int seconds, double exec_rtt_p50)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < clients; i++)
 		pthread_create(&threads[i], NULL, load_exec_thread, NULL);
+	for (int i = 0; i < listers; i++)
+		pthread_create(&list_threads[i], NULL, load_list_thread, NULL);
 	health_sampler_start(&busy);
 	sleep((unsigned)seconds);
 	atomic_store(&load_running, false);
 	for (int i = 0; i < clients; i++)
 		pthread_join(threads[i], NULL);
+	for (int i = 0; i < listers; i++)
+		pthread_join(list_threads[i], NULL);
 	health_sampler_stop(&busy);
 	elapsed = (double)bk_elapsed_us(&t0) / 1e6;
 	rate = (double)atomic_load(&load_execs) / elapsed;
-	printf("%d clients, %.1f s: %ld execs, %.0f execs/s (target >= 900), %ld errors\n", clients, elapsed,
-	       atomic_load(&load_execs), rate, atomic_load(&load_errors));
-	printf("bench: exec_throughput_%dc %.0f execs/s\n", clients, rate);
-	if (exec_rtt_p50 > 0) {
+	printf("%d clients, %.1f s: %ld execs, %.0f execs/s%s, %ld errors\n", clients, elapsed,
+	       atomic_load(&load_execs), rate, listers ? "" : " (target >= 900)", atomic_load(&load_errors));
+	if (listers)
+		printf("%d listing clients meanwhile: %ld full listings of %s\n", listers, atomic_load(&load_listings),
+		       list_path);
+	else
+		printf("bench: exec_throughput_%dc %.0f execs/s\n", clients, rate);
+	if (exec_rtt_p50 > 0 && !listers) {
 		double one = 1e6 / exec_rtt_p50;
 		printf("%d clients / one client back to back (1e6 / exec_rtt_p50 = %.0f execs/s): %.2fx\n", clients, one,
 		       rate / one);
@@ -315,15 +367,42 @@ static int run_load(int clients, int seconds, double exec_rtt_p50)
 		printf("health latency, %d s with no exec running, then during the %d s of load:\n", HEALTH_IDLE_SECONDS,
 		       seconds);
 		summarize("health_rtt_idle", idle.us, idle.n, &idle_p50, &idle_p99);
-		summarize("health_rtt_under_exec_load", busy.us, busy.n, &busy_p50, &busy_p99);
-		printf("health under exec load / with none: p50 %.2fx, p99 %.2fx\n", busy_p50 / idle_p50,
-		       busy_p99 / idle_p99);
-		printf("bench: health_rtt_under_exec_load_p50.ratio %.2f x\n", busy_p50 / idle_p50);
-		printf("bench: health_rtt_under_exec_load_p99.ratio %.2f x\n", busy_p99 / idle_p99);
+		summarize(busy_name, busy.us, busy.n, &busy_p50, &busy_p99);
+		printf("health under load / with none: p50 %.2fx, p99 %.2fx%s\n", busy_p50 / idle_p50, busy_p99 / idle_p99,
+		       listers ? " (target: p99 <= 3x and <= 2 ms)" : "");
+		printf("bench: %s_p50.ratio %.2f x\n", busy_name, busy_p50 / idle_p50);
+		printf("bench: %s_p99.ratio %.2f x\n", busy_name, busy_p99 / idle_p99);
 	}
 	free(idle.us);
 	free(busy.us);
 	return ret;
+}
+
+/* rounds full listings of path: the first, and the median of the others. */
+static int run_list(const char *path, int rounds)
+{
+	bk_client *c = connect_or_die();
+	double *us = calloc((size_t)rounds, sizeof(*us)), first;
+	long n = 0;
+
+	if (!us || rounds < 2)
+		return 2;
+	for (int i = 0; i < rounds; i++) {
+		struct timespec t0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if ((n = list_full(c, path)) < 0)
+			return 1;
+		us[i] = (double)bk_elapsed_us(&t0);
+	}
+	first = us[0];
+	bench_sort(us + 1, (size_t)rounds - 1);
+	printf("full listing of %ld entries: first %.3f s, then p50 %.3f s over %d (target <= 0.5 s)\n", n, first / 1e6,
+	       bench_percentile(us + 1, (size_t)rounds - 1, 50) / 1e6, rounds - 1);
+	printf("bench: list_full_first %.1f us\nbench: list_full_p50 %.1f us\n", first,
+	       bench_percentile(us + 1, (size_t)rounds - 1, 50));
+	bk_client_close(c);
+	free(us);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -340,10 +419,23 @@ int main(int argc, char **argv)
 	if ((argc == 6 || argc == 7) && strcmp(argv[1], "load") == 0) {
 		url = argv[2];
 		key_file = argv[3];
-		return run_load(atoi(argv[4]), atoi(argv[5]), argc == 7 ? atof(argv[6]) : 0);
+		return run_load(atoi(argv[4]), 0, atoi(argv[5]), argc == 7 ? atof(argv[6]) : 0);
+	}
+	if (argc == 8 && strcmp(argv[1], "mixed") == 0) {
+		url = argv[2];
+		key_file = argv[3];
+		list_path = argv[7];
+		return run_load(atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), 0);
+	}
+	if (argc == 6 && strcmp(argv[1], "list") == 0) {
+		url = argv[2];
+		key_file = argv[3];
+		return run_list(argv[4], atoi(argv[5]));
 	}
 	fprintf(stderr, "usage: exec_bench floor WORKSPACE INIT N WARMUP\n"
 			"       exec_bench rpc URL KEYFILE N WARMUP FLOOR_P50_US\n"
-			"       exec_bench load URL KEYFILE CLIENTS SECONDS [EXEC_RTT_P50_US]\n");
+			"       exec_bench load URL KEYFILE CLIENTS SECONDS [EXEC_RTT_P50_US]\n"
+			"       exec_bench mixed URL KEYFILE EXEC_CLIENTS LIST_CLIENTS SECONDS PATH\n"
+			"       exec_bench list URL KEYFILE PATH ROUNDS\n");
 	return 2;
 }

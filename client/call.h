@@ -11,7 +11,7 @@
 
 #include "boxkite/boxkite.h"
 #include "envelope.h"
-#include "status.h"
+#include "error.h"
 
 /* Seal req as `method`, send it, wait up to timeout_ms (0: the client's default), verify the
  * answer (kind, nonce, method, MAC) and decode its body as resp_desc into *resp (free with

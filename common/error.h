@@ -10,7 +10,7 @@
 #define BK_ERROR_H
 
 #include "cleanup.h"
-#include "status.h"
+#include "boxkite/status.h"
 
 #define BK_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -34,5 +34,8 @@ int bk_error_prefix(bk_error **err, int ret, const char *fmt, ...) BK_PRINTF(3, 
 const char *bk_error_msg(const bk_error *e);
 
 void bk_error_free(bk_error *e);
+
+/* The status an errno from a file or process operation maps to (common/status.c). */
+int bk_status_from_errno(int errnum);
 
 #endif

@@ -1,4 +1,4 @@
-#include "status.h"
+#include "error.h"
 
 #include <errno.h>
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "methods.h"
 #include "version.h"
 
 enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
@@ -30,7 +31,8 @@ static const struct option_def option_defs[] = {
 	{ "tls-cert", OPT_STRING, FIELD(tls_cert), "PATH", "tls+tcp:// listeners: the certificate (PEM) clients pin" },
 	{ "tls-key", OPT_STRING, FIELD(tls_key), "PATH", "tls+tcp:// listeners: its private key (PEM)" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
-	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default 16M)" },
+	{ "max-message", OPT_SIZE, FIELD(max_message), "BYTES", "largest message accepted (default and most: the largest legal request, 8M + 1K)" },
+	{ "max-connections", OPT_UINT, FIELD(max_connections), "N", "connections at once, before any is authenticated (default 64)" },
 	{ "decode-cap", OPT_SIZE, FIELD(decode_cap), "BYTES", "memory one request may decode into (default 2 x max-message)" },
 	{ "window", OPT_SECONDS, FIELD(window_ms), "SECONDS", "accepted clock skew each way (default 30)" },
 	{ "replay-capacity", OPT_SIZE, FIELD(replay_capacity), "N", "live nonces remembered (default 1M)" },
@@ -41,6 +43,7 @@ static const struct option_def option_defs[] = {
 	{ "workspace", OPT_STRING, FIELD(workspace), "DIR", "local: host directory shown as /workspace (default STATE-DIR/workspace)" },
 	{ "home", OPT_STRING, FIELD(home), "DIR", "local: host directory shown as the sandbox user's home (default STATE-DIR/home)" },
 	{ "init", OPT_STRING, FIELD(init_path), "PATH", "local: the boxkite-init binary (default: next to boxkited)" },
+	{ "executor", OPT_STRING, FIELD(executor_path), "PATH", "the boxkite-executor binary (default: next to boxkited)" },
 	{ "init-name", OPT_STRING, FIELD(init_name), "NAME", "pod: process name of the sandbox's init (default boxkite-init)" },
 	{ "sandbox-uid", OPT_UINT, FIELD(sandbox_uid), "UID", "the sandbox user and group (default 1001)" },
 	{ "front-uid", OPT_UINT, FIELD(front_uid), "UID", "the user and group the network-facing process runs as (default 65532)" },
@@ -49,6 +52,7 @@ static const struct option_def option_defs[] = {
 	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 3600)" },
 	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
 	{ "exec-output-max", OPT_SIZE, FIELD(exec_output_max), "BYTES", "largest per-stream limit a request may ask (default 64M)" },
+	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output buffered for all running execs together (default 256M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
 	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
@@ -65,7 +69,7 @@ static void config_defaults(bk_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->contexts = 64;
-	cfg->max_message = 16u << 20;
+	cfg->max_connections = 64;
 	cfg->window_ms = 30000;
 	cfg->replay_capacity = 1u << 20;
 	cfg->replay_answer_cap = 64u << 20;
@@ -75,6 +79,7 @@ static void config_defaults(bk_config *cfg)
 	cfg->exec_timeout_max_ms = 3600000;
 	cfg->exec_output = 1u << 20;
 	cfg->exec_output_max = 64u << 20;
+	cfg->exec_output_budget = 256u << 20;
 	cfg->exec_memory = 512u << 20;
 	cfg->exec_pids = 256;
 	cfg->exec_nofile = 1024;
@@ -99,6 +104,7 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->workspace);
 	free(cfg->home);
 	free(cfg->init_path);
+	free(cfg->executor_path);
 	free(cfg->init_name);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -237,9 +243,34 @@ static int config_file_load(bk_config *cfg, const char *path, bk_error **err)
 	return ret;
 }
 
+/* Where a helper binary of ours is by default: next to our own binary (build/NAME), or
+ * PREFIX/libexec/boxkite/NAME for an installed PREFIX/sbin/boxkited. */
+static int next_to_self(const char *name, char **out, bk_error **err)
+{
+	char self[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
+
+	if (n <= 0)
+		return bk_error_errno(err, errno, "readlink /proc/self/exe");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	if (asprintf(out, "%s/%s", self, name) < 0)
+		return bk_error_errno(err, ENOMEM, "config");
+	if (access(*out, X_OK) < 0 && (slash = strrchr(self, '/'))) {
+		*slash = '\0';
+		free(*out);
+		if (asprintf(out, "%s/libexec/boxkite/%s", self, name) < 0)
+			return bk_error_errno(err, ENOMEM, "config");
+	}
+	return 0;
+}
+
 /* Defaults that depend on other settings, and settings that contradict each other. */
 static int config_finish(bk_config *cfg, bk_error **err)
 {
+	int ret;
+
 	/* Root would own every root-owned file; the sandbox's uid could signal and trace it. */
 	if (cfg->front_uid == 0 || cfg->front_uid == cfg->sandbox_uid)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--front-uid %u: neither 0 nor the sandbox's uid",
@@ -268,25 +299,10 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    cfg->exec_memory - cfg->exec_memory / 4 - cfg->shm_size);
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
 		return bk_error_errno(err, ENOMEM, "config");
-	if (!cfg->init_path) {
-		/* Next to our own binary: build/boxkite-init, or PREFIX/libexec/boxkite/boxkite-init
-		 * for an installed PREFIX/sbin/boxkited. */
-		char self[4096], *slash;
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
-		if (n <= 0)
-			return bk_error_errno(err, errno, "readlink /proc/self/exe");
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		*slash = '\0';
-		if (asprintf(&cfg->init_path, "%s/boxkite-init", self) < 0)
-			return bk_error_errno(err, ENOMEM, "config");
-		if (access(cfg->init_path, X_OK) < 0 && (slash = strrchr(self, '/'))) {
-			*slash = '\0';
-			free(cfg->init_path);
-			if (asprintf(&cfg->init_path, "%s/libexec/boxkite/boxkite-init", self) < 0)
-				return bk_error_errno(err, ENOMEM, "config");
-		}
-	}
+	if (!cfg->init_path && (ret = next_to_self("boxkite-init", &cfg->init_path, err)) < 0)
+		return ret;
+	if (!cfg->executor_path && (ret = next_to_self("boxkite-executor", &cfg->executor_path, err)) < 0)
+		return ret;
 	if (cfg->key_file && cfg->key_env)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--key-file and --key-env: one source of keys");
 	bool tls = false;
@@ -300,6 +316,9 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    cfg->http_listen);
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
+	if (cfg->exec_output_budget < 2 * cfg->exec_output)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--exec-output-budget is below two streams of --exec-output: no exec would fit");
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
 	return 0;
@@ -388,6 +407,10 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (cfg->nlisten == 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "no --listen URL given");
+	/* No message larger than the largest legal one is read: each connection can hold that much
+	 * unauthenticated, and no more (front.c). */
+	if (!cfg->max_message || cfg->max_message > BK_REQUEST_MAX)
+		cfg->max_message = BK_REQUEST_MAX;
 	if (!cfg->decode_cap)
 		cfg->decode_cap = 2 * cfg->max_message;
 	return config_finish(cfg, err);

@@ -20,8 +20,9 @@ typedef struct bk_config {
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
 	char *tls_cert, *tls_key; /* PEM files for tls+tcp:// listeners */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
-	size_t max_message;       /* NNG_OPT_RECVMAXSZ */
-	size_t decode_cap;        /* per-request decoder allocator cap */
+	size_t max_message;       /* NNG_OPT_RECVMAXSZ; at most (and by default) BK_REQUEST_MAX */
+	size_t decode_cap;        /* per-request decoder allocator cap; 0: 2 x max_message */
+	unsigned max_connections; /* connections at once (each may hold a max_message unauthenticated) */
 	int64_t window_ms;        /* accepted clock skew, each way */
 	size_t replay_capacity;   /* live nonces remembered */
 	size_t replay_answer_cap; /* bytes of answers kept for re-sent requests */
@@ -33,6 +34,7 @@ typedef struct bk_config {
 	char *workspace;          /* local mode: host directory shown as /workspace */
 	char *home;               /* local mode: host directory shown as BK_SANDBOX_HOME */
 	char *init_path;          /* local mode: boxkite-init binary */
+	char *executor_path;      /* the boxkite-executor binary */
 	char *init_name;          /* pod mode: name of the sandbox's init process */
 	unsigned sandbox_uid;     /* the sandbox user (and group) */
 	unsigned front_uid;       /* the front's user (and group) once it listens */
@@ -42,6 +44,7 @@ typedef struct bk_config {
 	/* Exec defaults and caps */
 	int64_t exec_timeout_ms, exec_timeout_max_ms;
 	size_t exec_output, exec_output_max; /* bytes kept per stream */
+	size_t exec_output_budget; /* bytes of output buffered for all execs at once */
 	size_t exec_memory;       /* memory cgroup limit per exec */
 	unsigned exec_pids;       /* pids cgroup limit per exec */
 	unsigned exec_nofile, exec_nproc;

@@ -111,7 +111,16 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 	size_t len = 0;
 
 	answer_header(call, status, detail, message, &hdr, escaped);
-	if (nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) == 0) {
+	/* No room for the answer (a large one): its caller is told so, in a small answer, rather
+	 * than left waiting for one that never comes. */
+	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) != 0) {
+		answer = NULL;
+		body = NULL;
+		store_answer = false;
+		hdr.status = BK_RESOURCE_EXHAUSTED;
+		hdr.message = "boxkited is out of memory for this answer";
+	}
+	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) == 0) {
 		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
 		if (len == 0) {
 			/* The MAC could not be computed: send nothing rather than an unsigned answer. */

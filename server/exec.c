@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,11 @@ struct watch {
 	enum watch_kind kind;
 };
 
+/* What a finished run is answered with. */
+enum run_outcome { RUN_RESULT, RUN_FAILED };
+
 struct exec_run {
-	struct exec_run *next;     /* in bk_execs.runs, or in .dead once finished (I/O thread only) */
+	struct exec_run *next;     /* in bk_execs.runs, .retired, or .dead */
 	struct watch watches[4];
 	bk_call *call;
 	uint64_t id;
@@ -60,9 +64,14 @@ struct exec_run {
 	uint32_t timeout_ms;
 	struct timespec started;
 	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
-	Boxkite__Executor__Exited exit;
+	int exit_code, signal;
+	bool oom_killed;
 	bool exited, timed_out, finished;
 	bool running;              /* counted in the metrics' running execs (it started) */
+	size_t reserved;           /* of bk_execs.output_reserved */
+	enum run_outcome outcome;
+	int fail_status;           /* RUN_FAILED: the call's status and message */
+	char fail_msg[512];
 	/* owned by the I/O thread */
 	int stdin_fd, timer_fd;
 	const uint8_t *stdin_data;
@@ -71,18 +80,26 @@ struct exec_run {
 };
 
 /* The runs are touched by two threads: the I/O thread (pipes, timers) and the executor link's
- * reader (the executor's answers and exit events, handled right there — no hand-over, which
- * would cost two more thread wake-ups per exec). One lock covers every run. */
+ * thread (the executor's answers and exit events, handled right there — no hand-over, which
+ * would cost two more thread wake-ups per exec). One lock covers every run, and nothing is
+ * sealed, copied or sent under it: a run that is finished is retired under the lock, and
+ * answered by the same thread once it has let the lock go (answer_retired). */
 struct bk_execs {
 	bk_server *srv;
 	pthread_t thread;
 	bool thread_started;
 	int epfd, wake_fd;
-	pthread_mutex_t lock;      /* the runs, `dead`, `stopping` */
+	pthread_mutex_t lock;      /* the runs, `retired`, `dead`, `stopping` */
 	bool stopping;
 	struct exec_run *runs;     /* started, not finished */
-	struct exec_run *dead;     /* finished: freed by the I/O thread after its current batch */
+	struct exec_run *retired;  /* finished, to be answered outside the lock */
+	struct exec_run *dead;     /* answered and released: freed by the I/O thread after a batch */
 	atomic_uint_fast64_t next_id;
+	/* Output buffers: what every run started may fill, its two streams' limits, taken from
+	 * --exec-output-budget when it is admitted and given back once it is answered. Past the
+	 * budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's memory is bounded,
+	 * its OOM is never how the sidecar says "too much". */
+	size_t output_reserved;
 	uint8_t discard[DISCARD_SIZE];
 };
 
@@ -144,44 +161,52 @@ static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *stora
 	return (int)n;
 }
 
-static void run_free(struct exec_run *run)
+/* The run's output buffers and their share of the budget, given back. Called with the lock held
+ * (or alone, once the I/O thread has stopped). */
+static void run_release(bk_execs *ex, struct exec_run *run)
 {
+	ex->output_reserved -= run->reserved;
+	run->reserved = 0;
 	for (int i = 0; i < 2; i++) {
-		bk_close(run->out[i].fd);
 		free(run->out[i].data);
+		run->out[i].data = NULL;
 	}
+}
+
+/* Called with the lock held (or alone, once the I/O thread has stopped). */
+static void run_free(bk_execs *ex, struct exec_run *run)
+{
+	run_release(ex, run);
+	for (int i = 0; i < 2; i++)
+		bk_close(run->out[i].fd);
 	bk_close(run->stdin_fd);
 	bk_close(run->timer_fd);
 	free(run);
 }
 
 static void run_started(bk_execs *ex, struct exec_run *run, const int *fds);
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply);
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply);
 static void maybe_finish(bk_execs *ex, struct exec_run *run);
 static struct exec_run *run_find(bk_execs *ex, uint64_t id);
 static void unwatch_close(bk_execs *ex, int *fd);
+static void answer_retired(bk_execs *ex);
 static void run_finish(bk_execs *ex, struct exec_run *run);
-static void watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind);
+static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind);
 
-/* The executor's answer to SPAWN (reader thread): the command's pipes, or why not. */
-static void spawn_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+/* The executor's answer to SPAWN (link thread): the command's pipes, or why not. */
+static void spawn_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct exec_run *run = arg;
 	bk_execs *ex = run->call->srv->execs;
-	bool spawned = reply && !reply->errnum && reply->kind_case == BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED &&
-		       nfds == 3;
 
-	if (!spawned)
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
+	(void)nfds;
 	pthread_mutex_lock(&ex->lock);
-	if (spawned)
+	if (!err)
 		run_started(ex, run, fds);
 	else
-		run_spawn_failed(ex, run, reply);
-	if (ex->dead)
-		wake(ex);
+		run_spawn_failed(ex, run, err, reply);
 	pthread_mutex_unlock(&ex->lock);
+	answer_retired(ex);
 	bk_reply_free(reply);
 }
 
@@ -193,8 +218,8 @@ static void arm_grace(bk_execs *ex, struct exec_run *run)
 
 	if (run->timer_fd < 0) {
 		run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		if (run->timer_fd >= 0)
-			watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER);
+		if (run->timer_fd >= 0 && watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
+			run->timer_fd = bk_close(run->timer_fd);
 	}
 	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0)
 		run_finish(ex, run); /* no grace without a timer: answered now */
@@ -208,7 +233,9 @@ void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 	pthread_mutex_lock(&ex->lock);
 	run = run_find(ex, exited->exec_id);
 	if (run) {
-		run->exit = *exited;
+		run->exit_code = exited->exit_code;
+		run->signal = exited->signal;
+		run->oom_killed = exited->oom_killed;
 		run->exited = true;
 		/* Usually its pipes are at EOF already: answered here, at once. */
 		maybe_finish(ex, run);
@@ -217,10 +244,9 @@ void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 		 * the grace's, answers with what was read. */
 		if (!run->finished)
 			arm_grace(ex, run);
-		if (ex->dead)
-			wake(ex);
 	}
 	pthread_mutex_unlock(&ex->lock);
+	answer_retired(ex);
 }
 
 void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
@@ -313,6 +339,21 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	run->stdin_len = rq->stdin.len;
 	run->out[0] = (struct output){ .fd = -1, .limit = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output };
 	run->out[1] = (struct output){ .fd = -1, .limit = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output };
+	run->reserved = run->out[0].limit + run->out[1].limit;
+	pthread_mutex_lock(&srv->execs->lock);
+	size_t reserved = srv->execs->output_reserved;
+	bool fits = reserved + run->reserved <= cfg->exec_output_budget;
+	if (fits)
+		srv->execs->output_reserved += run->reserved;
+	pthread_mutex_unlock(&srv->execs->lock);
+	if (!fits) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
+			      "the output of the execs running may fill %zu of the %zu bytes boxkited buffers "
+			      "(--exec-output-budget), and this one's %zu do not fit: retry, or ask for less output",
+			      reserved, cfg->exec_output_budget, run->reserved);
+		free(run);
+		return;
+	}
 
 	spawn.exec_id = run->id;
 	spawn.n_argv = rq->n_argv ? rq->n_argv : 3;
@@ -322,15 +363,16 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	spawn.cwd = cwd;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
 	order.spawn = &spawn;
-	bk_link_send(srv->executor, &order, NULL, 0, spawn_replied, run);
+	bk_link_send(srv->executor, &order, NULL, 0, 0, spawn_replied, run);
 }
 
 /* --- the I/O thread -------------------------------------------------------------------------- */
 
-static void watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
+static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
 {
 	run->watches[kind] = (struct watch){ .run = run, .kind = kind };
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
+	return epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd,
+			 &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
 }
 
 static void unwatch_close(bk_execs *ex, int *fd)
@@ -341,9 +383,9 @@ static void unwatch_close(bk_execs *ex, int *fd)
 	}
 }
 
-/* A run whose call has been answered: out of the live list, its descriptors closed, freed once
- * the current batch of events (which may still name it) is done. */
-static void run_retire(bk_execs *ex, struct exec_run *run)
+/* A finished run: out of the live list, its descriptors closed, onto the list of runs to answer
+ * (answer_retired, once the lock is let go). Called with the lock held. */
+static void run_retire(bk_execs *ex, struct exec_run *run, enum run_outcome outcome)
 {
 	for (struct exec_run **pp = &ex->runs; *pp; pp = &(*pp)->next) {
 		if (*pp == run) {
@@ -356,18 +398,39 @@ static void run_retire(bk_execs *ex, struct exec_run *run)
 	unwatch_close(ex, &run->stdin_fd);
 	unwatch_close(ex, &run->timer_fd);
 	run->finished = true;
-	run->next = ex->dead;
-	ex->dead = run;
+	run->outcome = outcome;
+	run->next = ex->retired;
+	ex->retired = run;
 }
 
-static void run_finish(bk_execs *ex, struct exec_run *run)
+/* Called with the lock held. */
+static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...) BK_PRINTF(4, 5);
+static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(run->fail_msg, sizeof(run->fail_msg), fmt, ap);
+	va_end(ap);
+	run->fail_status = status;
+	run_retire(ex, run, RUN_FAILED);
+}
+
+static void run_answer(bk_execs *ex, struct exec_run *run)
 {
 	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
 
-	resp.exit_code = run->exit.exit_code;
-	resp.signal = run->exit.signal;
+	if (run->outcome == RUN_FAILED) {
+		/* One that started and could not be watched still leaves the running count. */
+		if (run->running)
+			bk_metrics_exec_finished(&ex->srv->metrics, bk_elapsed_us(&run->started), false, false, true);
+		bk_call_failf(run->call, run->fail_status, 0, "%s", run->fail_msg);
+		return;
+	}
+	resp.exit_code = run->exit_code;
+	resp.signal = run->signal;
 	resp.timed_out = run->timed_out;
-	resp.oom_killed = run->exit.oom_killed;
+	resp.oom_killed = run->oom_killed;
 	resp.stdout = (ProtobufCBinaryData){ .len = run->out[0].len, .data = run->out[0].data };
 	resp.stderr = (ProtobufCBinaryData){ .len = run->out[1].len, .data = run->out[1].data };
 	resp.stdout_truncated = run->out[0].dropped > 0;
@@ -378,24 +441,55 @@ static void run_finish(bk_execs *ex, struct exec_run *run)
 	resp.isolation_profile = ex->srv->profile;
 	bk_metrics_exec_finished(&ex->srv->metrics, resp.duration_us, resp.timed_out, resp.oom_killed, run->running);
 	bk_call_reply(run->call, &resp.base);
-	run_retire(ex, run);
 }
 
-/* The spawn failed (reply NULL: the executor went away). A working directory that is not there
- * or may not be entered is the cwd's error; any other step failing is an error of the sandbox,
- * not of the command. (A command that cannot be executed is not a failed step: the exec's init
- * reports it as a shell would, exit 127 or 126.) */
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, const bk_reply *reply)
+/* Answer the runs retired meanwhile — sealing and sending outside the lock —, give back their
+ * buffers and budget at once, and leave what remains of each to the I/O thread, which frees it
+ * after its current batch (an event of that batch may still name one; a finished run's events
+ * are ignored); nothing waits for that, so it is not woken for it. */
+static void answer_retired(bk_execs *ex)
 {
-	int errnum = !reply ? EPIPE : reply->errnum ? reply->errnum : EPROTO;
-	int status = errnum == EAGAIN ? BK_UNAVAILABLE : bk_status_from_errno(errnum);
+	struct exec_run *todo;
+
+	pthread_mutex_lock(&ex->lock);
+	todo = ex->retired;
+	ex->retired = NULL;
+	pthread_mutex_unlock(&ex->lock);
+	if (!todo)
+		return;
+	for (struct exec_run *run = todo; run; run = run->next)
+		run_answer(ex, run);
+	pthread_mutex_lock(&ex->lock);
+	while (todo) {
+		struct exec_run *next = todo->next;
+		run_release(ex, todo);
+		todo->next = ex->dead;
+		ex->dead = todo;
+		todo = next;
+	}
+	pthread_mutex_unlock(&ex->lock);
+}
+
+/* The spawn failed. A working directory that is not there or may not be entered is the cwd's
+ * error; any other step failing is an error of the sandbox, not of the command. (A command that
+ * cannot be executed is not a failed step: the exec's init reports it as a shell would, exit 127
+ * or 126.) Called with the lock held. */
+static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply)
+{
+	int status = err == EAGAIN || err == EPIPE || err == ENOBUFS ? BK_UNAVAILABLE : bk_status_from_errno(err);
 
 	if (reply && reply->child_step == BOXKITE__EXECUTOR__STEP__STEP_CHDIR)
-		bk_call_failf(run->call, status, 0, "cwd %s: %s", run->cwd, strerror(errnum));
+		run_fail(ex, run, status, "cwd %s: %s", run->cwd, strerror(err));
 	else
-		bk_call_failf(run->call, status, 0, "exec failed at %s: %s", reply ? reply->step : "executor",
-			      reply ? reply->message : "the executor went away");
-	run_retire(ex, run);
+		run_fail(ex, run, status, "exec failed at %s: %s", reply && reply->step[0] ? reply->step : "executor",
+			 bk_link_why(ex->srv->executor, err, reply));
+}
+
+/* The run is over (its exit came, and its output ended or the grace after the exit did): retired
+ * for its answer. Called with the lock held. */
+static void run_finish(bk_execs *ex, struct exec_run *run)
+{
+	run_retire(ex, run, run->fail_status ? RUN_FAILED : RUN_RESULT);
 }
 
 static void maybe_finish(bk_execs *ex, struct exec_run *run)
@@ -404,11 +498,13 @@ static void maybe_finish(bk_execs *ex, struct exec_run *run)
 		run_finish(ex, run);
 }
 
-static void kill_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+/* A kill that found its exec gone (ESRCH) is fine: its Exited event is on its way. */
+static void kill_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
-	(void)arg;
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
+	(void)fds;
+	(void)nfds;
+	if (err && err != ESRCH)
+		bk_log(BK_LOG_ERROR, "exec: kill: %s", bk_link_why(arg, err, reply));
 	bk_reply_free(reply);
 }
 
@@ -421,7 +517,24 @@ static void run_kill(bk_execs *ex, struct exec_run *run)
 	kill.exec_id = run->id;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
 	order.kill = &kill;
-	bk_link_send(ex->srv->executor, &order, NULL, 0, kill_replied, NULL);
+	/* Urgent: a timeout fires whatever the load. */
+	bk_link_send(ex->srv->executor, &order, NULL, 0, BK_LINK_URGENT, kill_replied, ex->srv->executor);
+}
+
+/* A run that cannot be watched or timed would never be answered: it is killed at once, and
+ * answered this failure once its exit has come. Called with the lock held. */
+static void run_break(bk_execs *ex, struct exec_run *run, const char *what)
+{
+	bk_log(BK_LOG_ERROR, "exec %llu: %s (%s): killing it", (unsigned long long)run->id, what, strerror(errno));
+	snprintf(run->fail_msg, sizeof(run->fail_msg), "boxkited could not watch the command: %s: %s", what,
+		 strerror(errno));
+	run->fail_status = BK_INTERNAL;
+	/* Its output is not read any more: as if at EOF. */
+	unwatch_close(ex, &run->stdin_fd);
+	unwatch_close(ex, &run->out[0].fd);
+	unwatch_close(ex, &run->out[1].fd);
+	unwatch_close(ex, &run->timer_fd);
+	run_kill(ex, run);
 }
 
 /* fds: the command's stdin write end, stdout and stderr read ends, now the run's. */
@@ -439,20 +552,19 @@ static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
 	run->out[1].fd = fds[2];
 	run->next = ex->runs;
 	ex->runs = run;
-	if (run->stdin_len)
-		watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN);
-	else
+	if (!run->stdin_len)
 		run->stdin_fd = bk_close(run->stdin_fd);
-	watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT);
-	watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR);
-	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
-	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0) {
-		bk_log(BK_LOG_ERROR, "exec %llu: no timer (%s): killing it", (unsigned long long)run->id, strerror(errno));
-		run_kill(ex, run);
+	if ((run->stdin_fd >= 0 && watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN) < 0) ||
+	    watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT) < 0 ||
+	    watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR) < 0) {
+		run_break(ex, run, "epoll_ctl");
 		return;
 	}
-	watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER);
+	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
+	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0 ||
+	    watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
+		run_break(ex, run, "the timeout's timer");
 }
 
 /* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
@@ -577,11 +689,12 @@ static void *io_main(void *arg)
 		}
 		while (ex->dead) {
 			struct exec_run *next = ex->dead->next;
-			run_free(ex->dead);
+			run_free(ex, ex->dead);
 			ex->dead = next;
 		}
 		stop = ex->stopping;
 		pthread_mutex_unlock(&ex->lock);
+		answer_retired(ex);
 		if (stop)
 			return NULL;
 	}
@@ -600,10 +713,10 @@ int bk_execs_start(bk_server *srv, bk_error **err)
 	atomic_init(&ex->next_id, 1);
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ex->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ex->epfd < 0 || ex->wake_fd < 0)
+	if (ex->epfd < 0 || ex->wake_fd < 0 ||
+	    epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch }) < 0)
 		return bk_error_errno(err, errno, "exec I/O set-up");
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
-		  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch });
 	rv = pthread_create(&ex->thread, NULL, io_main, ex);
 	if (rv)
 		return bk_error_errno(err, rv, "exec I/O thread");
@@ -624,16 +737,17 @@ void bk_execs_stop(bk_server *srv)
 		pthread_mutex_unlock(&ex->lock);
 		pthread_join(ex->thread, NULL);
 	}
+	answer_retired(ex);
 	/* Calls still open are answered: the server is going away, their commands with it. */
 	while (ex->runs) {
 		struct exec_run *run = ex->runs;
 		ex->runs = run->next;
 		bk_call_failf(run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
-		run_free(run);
+		run_free(ex, run);
 	}
 	while (ex->dead) {
 		struct exec_run *next = ex->dead->next;
-		run_free(ex->dead);
+		run_free(ex, ex->dead);
 		ex->dead = next;
 	}
 	bk_close(ex->epfd);

@@ -98,18 +98,29 @@ static const char *file_reason(int errnum)
 	}
 }
 
-/* reply is NULL (the executor is gone), an error, or not the kind of answer expected. */
-static void fail_reply(bk_call *call, const bk_reply *reply)
+/* The most of a path an error message shows: its end, where a deep path says where. */
+#define PATH_SHOWN 320
+
+/* Where file orders go. */
+static bk_link *files_link(const bk_call *call)
+{
+	return call->srv->files_link;
+}
+
+/* A file order failed (bk_reply_fn's err and reply): the peer's error about a path, or the
+ * channel's. */
+static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 {
 	if (!reply)
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "the executor went away");
-	else if (!reply->errnum)
-		bk_call_failf(call, BK_INTERNAL, 0, "the executor answered with a reply of another kind (%d)",
-			      (int)reply->kind_case);
-	else if (reply->errnum == EAGAIN && strcmp(reply->step, "sandbox") == 0)
+		bk_call_failf(call, err == EPIPE || err == EAGAIN || err == ENOBUFS ? BK_UNAVAILABLE : BK_INTERNAL, 0,
+			      "%s", bk_link_why(files_link(call), err, reply));
+	else if (err == EAGAIN && strcmp(reply->step, "sandbox") == 0)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: %s", reply->message);
-	else
-		bk_call_failf(call, file_status(reply->errnum), 0, "%s: %s", reply->message, file_reason(reply->errnum));
+	else if (strlen(reply->message) <= PATH_SHOWN)
+		bk_call_failf(call, file_status(err), 0, "%s: %s", reply->message, file_reason(err));
+	else /* a deep path: its end says where */
+		bk_call_failf(call, file_status(err), 0, "...%s: %s",
+			      reply->message + strlen(reply->message) - PATH_SHOWN, file_reason(err));
 }
 
 /* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
@@ -131,7 +142,7 @@ static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const
 
 static bool executor_ok(bk_call *call)
 {
-	if (call->srv->executor && call->srv->files)
+	if (call->srv->files_link && call->srv->files)
 		return true;
 	bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not serve files");
 	return false;
@@ -166,7 +177,7 @@ static void info_to_wire(Boxkite__V1__FileInfo *out, const Boxkite__Executor__Fi
 /* --- stat, list, mkdir, remove, move --------------------------------------------------------- */
 
 /* Orders whose reply is enough to answer, on the reader thread: no blocking I/O. */
-static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void stat_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 	Boxkite__V1__FileStatResponse resp = BOXKITE__V1__FILE_STAT_RESPONSE__INIT;
@@ -174,8 +185,8 @@ static void stat_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE || !reply->done->info) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 	} else {
 		char *owned[2];
 		info_to_wire(&info, reply->done->info, owned);
@@ -199,10 +210,10 @@ void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
 	order.stat = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, stat_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, stat_replied, call);
 }
 
-static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void list_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 	Boxkite__V1__FileListResponse resp = BOXKITE__V1__FILE_LIST_RESPONSE__INIT;
@@ -213,8 +224,8 @@ static void list_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_LISTED) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 		bk_reply_free(reply);
 		return;
 	}
@@ -284,18 +295,18 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	op.limit = rq->page_size ? rq->page_size : BK_LIST_PAGE_DEFAULT;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
 	order.list = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, list_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, list_replied, call);
 }
 
 /* Mkdir, Move, Symlink: an empty answer; Remove: the count. */
-static void done_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void done_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	bk_call *call = arg;
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
-		fail_reply(call, reply);
+	if (err) {
+		fail_reply(call, err, reply);
 	} else if (call->method->desc->output == &boxkite__v1__file_remove_response__descriptor) {
 		Boxkite__V1__FileRemoveResponse resp = BOXKITE__V1__FILE_REMOVE_RESPONSE__INIT;
 		resp.removed = reply->done->count;
@@ -327,7 +338,7 @@ void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
 	op.mode = rq->mode;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
 	order.mkdir = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
@@ -343,7 +354,7 @@ void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
 	op.recursive = rq->recursive;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_REMOVE;
 	order.remove = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
@@ -360,7 +371,7 @@ void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
 	op.overwrite = rq->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
 	order.rename = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 void bk_handle_file_symlink(bk_call *call, const ProtobufCMessage *request)
@@ -382,7 +393,7 @@ void bk_handle_file_symlink(bk_call *call, const ProtobufCMessage *request)
 	op.target = rq->target;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK;
 	order.symlink = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, done_replied, call);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, done_replied, call);
 }
 
 /* --- download -------------------------------------------------------------------------------- */
@@ -520,14 +531,13 @@ out:
 	free(d);
 }
 
-static void download_opened(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void download_opened(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct download *d = arg;
 
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		fail_reply(d->call, reply);
+	(void)nfds;
+	if (err) {
+		fail_reply(d->call, err, reply);
 		free(d);
 	} else {
 		d->fd = fds[0];
@@ -573,7 +583,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
 	order.open_read = &op;
-	bk_link_send(call->srv->executor, &order, NULL, 0, download_opened, d);
+	bk_link_send(files_link(call), &order, NULL, 0, 0, download_opened, d);
 }
 
 /* --- upload ---------------------------------------------------------------------------------- */
@@ -660,17 +670,16 @@ static void quota_unreserve(bk_files *f, struct upload *u)
 	u->reserved = false;
 }
 
-static void begin_created(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	struct upload *u = op->u;
 	bk_files *f = op->call->srv->files;
 	uint8_t rnd[16];
 
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_OPENED || nfds != 1) {
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		fail_reply(op->call, reply);
+	(void)nfds;
+	if (err) {
+		fail_reply(op->call, err, reply);
 		goto fail;
 	}
 	u->fd = fds[0];
@@ -719,7 +728,7 @@ static void begin_create(struct upload_op *op)
 	ct.overwrite = op->u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
 	order.create_temp = &ct;
-	bk_link_send(op->call->srv->executor, &order, NULL, 0, begin_created, op);
+	bk_link_send(files_link(op->call), &order, NULL, 0, 0, begin_created, op);
 }
 
 static bool in_workspace(const char *path)
@@ -767,15 +776,15 @@ static void quota_decide(struct upload_op *op)
 	begin_create(op);
 }
 
-static void usage_replied(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void usage_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	bk_files *f = op->call->srv->files;
 
 	(void)fds;
 	(void)nfds;
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
-		fail_reply(op->call, reply);
+	if (err) {
+		fail_reply(op->call, err, reply);
 		pthread_mutex_lock(&f->lock);
 		f->nuploads--;
 		pthread_mutex_unlock(&f->lock);
@@ -808,7 +817,7 @@ static void quota_check(struct upload_op *op)
 	usage.path = BK_WORKSPACE;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
 	order.usage = &usage;
-	bk_link_send(op->call->srv->executor, &order, NULL, 0, usage_replied, op);
+	bk_link_send(files_link(op->call), &order, NULL, 0, 0, usage_replied, op);
 }
 
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
@@ -1112,7 +1121,8 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 		chunk_answer(call, confirmed);
 		return;
 	}
-	if (rq->offset + len > u->size) {
+	/* Not offset + len > size: a client chooses the offset, and the sum may wrap. */
+	if (len > u->size || rq->offset > u->size - len) {
 		pthread_mutex_unlock(&f->lock);
 		free(j);
 		bk_call_failf(call, BK_OUT_OF_RANGE, 0, "chunk of %llu bytes at %llu goes past the %llu-byte file",
@@ -1164,7 +1174,7 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 	}
 }
 
-static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
+static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
 	struct upload *u = op->u;
@@ -1173,13 +1183,13 @@ static void commit_done(void *arg, bk_reply *reply, int *fds, size_t nfds)
 	Boxkite__V1__FileInfo info = BOXKITE__V1__FILE_INFO__INIT;
 	struct stat st;
 
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
-	if (!reply || reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_DONE) {
+	(void)fds;
+	(void)nfds;
+	if (err) {
 		/* The content is whole and verified: keep it, the client may fix the cause (a name
 		 * taken, a directory made read-only) and commit again, or abort. */
 		upload_release(f, u);
-		fail_reply(op->call, reply);
+		fail_reply(op->call, err, reply);
 	} else {
 		if (fstat(u->fd, &st) == 0) {
 			bk_filever v;
@@ -1277,7 +1287,7 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	c.overwrite = u->overwrite;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
 	order.commit = &c;
-	bk_link_send(call->srv->executor, &order, &u->fd, 1, commit_done, op);
+	bk_link_send(files_link(call), &order, &u->fd, 1, 0, commit_done, op);
 }
 
 void bk_handle_upload_abort(bk_call *call, const ProtobufCMessage *request)

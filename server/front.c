@@ -5,6 +5,7 @@
  * from another thread, which sends the answer on the call's context. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,8 @@ struct slot {
 
 struct front {
 	nng_socket sock;
+	atomic_uint pipes;      /* connections now, counted from the pipe callbacks */
+	unsigned max_pipes;
 	struct slot *slots;
 	unsigned nslots;
 	pthread_mutex_t lock;
@@ -97,6 +100,26 @@ static void slot_cb(void *arg)
 	}
 }
 
+/* Before authentication there is nothing to tell one connection from another: what they can
+ * hold is bounded by their number. Each may hold up to --max-message of a message not yet
+ * received whole (nng allocates a message as its length arrives), so --max-connections x
+ * --max-message is all the unauthenticated bytes the front holds, beside one message per
+ * context being checked. A connection past the cap is closed before the socket sees it. */
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct front *f = arg;
+
+	if (ev == NNG_PIPE_EV_ADD_PRE) {
+		/* Counted even when refused: nng reports the removal of every pipe it announced. */
+		if (atomic_fetch_add(&f->pipes, 1) >= f->max_pipes) {
+			bk_log(BK_LOG_WARN, "%u connections already: one more refused", f->max_pipes);
+			nng_pipe_close(p);
+		}
+	} else if (ev == NNG_PIPE_EV_REM_POST) {
+		atomic_fetch_sub(&f->pipes, 1);
+	}
+}
+
 /* An ipc:// socket's directory (e.g. /run/boxkite) and its missing parents, as a packaged
  * daemon's runtime directory: root's, mode 0755 whatever the umask, so that clients can reach
  * the socket (itself 0600) and nobody else can put anything there. A directory that exists is
@@ -146,7 +169,11 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 	if (rv)
 		return bk_error_set(err, BK_INTERNAL, EIO, "nng_rep0_open: %s", nng_strerror(rv));
 	/* nng drops (and for stream transports disconnects) anything larger: the first bound. */
-	nng_socket_set_size(f->sock, NNG_OPT_RECVMAXSZ, srv->cfg.max_message);
+	if ((rv = nng_socket_set_size(f->sock, NNG_OPT_RECVMAXSZ, srv->cfg.max_message)) ||
+	    (rv = nng_pipe_notify(f->sock, NNG_PIPE_EV_ADD_PRE, pipe_event, f)) ||
+	    (rv = nng_pipe_notify(f->sock, NNG_PIPE_EV_REM_POST, pipe_event, f)))
+		return bk_error_set(err, BK_INTERNAL, EIO, "nng socket options: %s", nng_strerror(rv));
+	f->max_pipes = srv->cfg.max_connections;
 
 	f->nslots = srv->cfg.contexts;
 	f->slots = calloc(f->nslots, sizeof(*f->slots));

@@ -46,7 +46,11 @@ int main(void)
 	}
 	printf("Server limits (boxkited's flags, `boxkited --help`), at their defaults:\n\n");
 	printf("| what | default | flag | on excess |\n|---|---|---|---|\n");
-	printf("| message size (request ID + Envelope) | %s | `--max-message` | nng closes the connection; no answer |\n",
+	printf("| connections at once, authenticated or not | %u | `--max-connections` | one more is closed as it "
+	       "arrives |\n",
+	       cfg.max_connections);
+	printf("| message size (request ID + Envelope) | %s, the largest legal request; it may only be lowered | "
+	       "`--max-message` | nng closes the connection; no answer |\n",
 	       bytes(cfg.max_message, a, sizeof(a)));
 	printf("| memory one request may decode into (its data field aside) | %s (2 × max-message) | `--decode-cap` | "
 	       "8 RESOURCE_EXHAUSTED / OVERSIZED |\n",
@@ -72,8 +76,11 @@ int main(void)
 	       (int64_t)cfg.exec_timeout_ms / 1000, (int64_t)cfg.exec_timeout_max_ms / 1000);
 	printf("| an exec's output kept per stream: default, largest asked | %s, %s | `--exec-output`, "
 	       "`--exec-output-max` | past the limit: read and dropped, counted; above the largest: 3 "
-	       "INVALID_ARGUMENT |\n\n",
+	       "INVALID_ARGUMENT |\n",
 	       bytes(cfg.exec_output, a, sizeof(a)), bytes(cfg.exec_output_max, b, sizeof(b)));
+	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
+	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
+	       bytes(cfg.exec_output_budget, a, sizeof(a)));
 
 	printf("Fixed sizes:\n\n| what | size |\n|---|---|\n");
 	printf("| nonce | exactly %d bytes |\n| MAC | exactly %d bytes (longer: MALFORMED; shorter: BAD_MAC) |\n",

@@ -1,4 +1,4 @@
-/* boxkited: fork the privileged executor, give up every privilege, serve. */
+/* boxkited: start the privileged executor (its own program image), give up every privilege, serve. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mkdir.h"
 #include "privdrop.h"
+#include "privsep.h"
 #include "server.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
@@ -37,30 +38,48 @@ static int state_dir_make(const char *dir, bk_error **err)
 	return 0;
 }
 
-/* Ask the executor what it found; the answer feeds Health. */
-static int executor_hello(bk_server *srv, bk_link *link, bk_error **err)
+/* Give the executor its configuration — all of it, from our flags: it reads no file and no
+ * environment of its own — and learn what it found; the answer feeds Health. */
+static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cfg, bk_error **err)
 {
-	Boxkite__Executor__Ping ping = BOXKITE__EXECUTOR__PING__INIT;
+	Boxkite__Executor__Configure c = BOXKITE__EXECUTOR__CONFIGURE__INIT;
+	Boxkite__Executor__Root roots[BK_ROOTS_MAX], *root_ptrs[BK_ROOTS_MAX];
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
 	int ret;
 
-	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_PING;
-	order.ping = &ping;
+	c.pod = cfg->pod;
+	c.workspace = cfg->workspace;
+	c.home = cfg->home;
+	c.shm_size = cfg->shm_size;
+	c.init_path = cfg->init_path;
+	c.init_name = cfg->init_name;
+	c.sandbox_uid = cfg->sandbox_uid;
+	c.tmp_size = cfg->tmp_size;
+	c.exec_memory = cfg->exec_memory;
+	c.exec_pids = cfg->exec_pids;
+	c.exec_nofile = cfg->exec_nofile;
+	c.exec_nproc = cfg->exec_nproc;
+	c.exec_fsize = cfg->exec_fsize;
+	c.key_file = cfg->key_file ? cfg->key_file : "";
+	for (size_t i = 0; i < cfg->roots.n; i++) {
+		boxkite__executor__root__init(&roots[i]);
+		roots[i].path = (char *)cfg->roots.root[i].path;
+		roots[i].read_only = cfg->roots.root[i].read_only;
+		root_ptrs[i] = &roots[i];
+	}
+	c.n_roots = cfg->roots.n;
+	c.roots = root_ptrs;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE;
+	order.configure = &c;
 	ret = bk_link_call(link, &order, &reply, NULL, NULL, err);
 	if (ret < 0)
 		return ret;
-	if (reply->errnum || reply->kind_case != BOXKITE__EXECUTOR__REPLY__KIND_PONG) {
-		ret = bk_error_set(err, BK_INTERNAL, reply->errnum ? reply->errnum : EPROTO, "executor: %s: %s",
-				   reply->step, reply->message);
-	} else {
-		bk_server_set_sandbox_state(srv, reply->pong);
-		/* Local mode makes its sandbox at start-up: if that failed, say so and stop, rather
-		 * than serve a sidecar that cannot exec. Pod mode waits for its sandbox. */
-		if (!reply->pong->sandbox_ready && strcmp(reply->pong->mode, "local") == 0)
-			ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s",
-					   reply->message);
-	}
+	bk_server_set_sandbox_state(srv, reply->pong);
+	/* Local mode makes its sandbox at start-up: if that failed, say so and stop, rather than
+	 * serve a sidecar that cannot exec. Pod mode waits for its sandbox. */
+	if (!reply->pong->sandbox_ready && strcmp(reply->pong->mode, "local") == 0)
+		ret = bk_error_set(err, BK_FAILED_PRECONDITION, 0, "the local sandbox did not start: %s", reply->message);
 	bk_reply_free(reply);
 	return ret;
 }
@@ -72,22 +91,18 @@ static int key_file_via_executor(void *arg, const char *path)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
 	bk_error *err = NULL;
-	int fd = -1;
+	int fd = -1, ret;
 	size_t nfds = 1;
-	int ret;
 
 	(void)path; /* the executor opens the path it was configured with, the same */
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
 	order.open_key_file = &open_key;
-	if (bk_link_call(arg, &order, &reply, &fd, &nfds, &err) < 0) {
-		bk_error_free(err);
-		return -EPIPE;
-	}
-	ret = reply->errnum ? -reply->errnum : nfds == 1 ? fd : -EPROTO;
-	if (ret < 0 && nfds == 1)
-		close(fd);
+	ret = bk_link_call(arg, &order, &reply, &fd, &nfds, &err);
+	bk_error_free(err);
+	if (ret < 0)
+		return ret;
 	bk_reply_free(reply);
-	return ret;
+	return fd;
 }
 
 /* Wait for SIGTERM/SIGINT; reload the keys on SIGHUP, and each second if the file changed. */
@@ -118,16 +133,18 @@ int main(int argc, char **argv)
 {
 	bk_server srv = { 0 };
 	bk_config cfg;
-	bk_link *link = NULL;
+	bk_link *link = NULL, *files = NULL;
 	bk_error *err = NULL;
+	pid_t executor = -1;
 	sigset_t set;
-	int ret;
+	int ret, channel = -1;
 
 	ret = bk_config_parse(&cfg, argc, argv, &err);
 	if (ret != 0) {
 		if (ret < 0)
 			fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		bk_error_free(err);
+		bk_config_free(&cfg);
 		return ret > 0 ? 0 : 2;
 	}
 	/* ipc:// socket files and anything else created are the owner's only. */
@@ -143,21 +160,33 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* The state directory and the ipc:// sockets' directories made, the keys read as root, the
-	 * executor forked, and then, before any thread, the front keeps only what listening and
+	/* The state directory and the ipc:// sockets' directories made; the executor started — its
+	 * own image, before the keys are read, so that no key was ever in its memory —; then the
+	 * keys read as root, and then, before any thread, the front keeps only what listening and
 	 * becoming --front-uid need (privdrop.c). */
 	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
-	    (ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_link_spawn(&cfg, &link, &err)) < 0 ||
-	    (ret = bk_privileges_narrow(&err)) < 0) {
+	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
+	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	bk_link_attach(link, channel);
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
 	srv.executor = link;
-	bk_link_on_event(link, bk_server_executor_event, &srv);
 	bk_keystore_set_opener(srv.keystore, key_file_via_executor, link);
+	/* The file worker's link: its channel comes with the executor's first FilesReady. */
+	if ((ret = bk_link_new("file worker", bk_server_files_event, &srv, &files, &err)) < 0 ||
+	    (ret = bk_link_start(files, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	srv.files_link = files;
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
-	    (ret = executor_hello(&srv, link, &err)) < 0) {
+	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
@@ -182,10 +211,14 @@ out:
 	atomic_store(&srv.stopping, true);
 	bk_http_stop(&srv);
 	bk_link_close(link);
+	bk_link_close(files);
+	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
-	bk_link_free(link); /* last: until the front has stopped, a handler may still send an order */
+	/* Last: until the front has stopped, a handler may still send an order. */
+	bk_link_free(link);
+	bk_link_free(files);
 	bk_server_fini(&srv);
 	bk_error_free(err);
 	bk_config_free(&cfg);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "link.h"
 #include "handlers.h"
 #include "methods.h"
 #include "log.h"
@@ -44,12 +45,49 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	return 0;
 }
 
+/* The executor's events, one row each: what comes with them, and who takes them. */
+static void on_state(bk_server *srv, const bk_reply *event, int *fds)
+{
+	(void)fds;
+	bk_server_set_sandbox_state(srv, event->pong);
+	if (!event->pong->sandbox_ready)
+		bk_log(BK_LOG_WARN, "sandbox not ready: %s", event->message);
+	else
+		bk_log(BK_LOG_INFO, "sandbox ready (%s mode)", event->pong->mode);
+}
+
+static void on_exited(bk_server *srv, const bk_reply *event, int *fds)
+{
+	(void)fds;
+	if (srv->execs)
+		bk_execs_exited(srv, event->exited);
+}
+
+/* A file worker serves the sandbox now: file orders go to it (its channel is the link's). */
+static void on_files_ready(bk_server *srv, const bk_reply *event, int *fds)
+{
+	(void)event;
+	if (srv->files_link)
+		bk_link_attach(srv->files_link, fds[0]);
+	else
+		close(fds[0]);
+}
+
+static const struct event_row {
+	Boxkite__Executor__Reply__KindCase kind;
+	size_t nfds;
+	void (*take)(bk_server *srv, const bk_reply *event, int *fds); /* owns fds */
+} event_rows[] = {
+	{ BOXKITE__EXECUTOR__REPLY__KIND_PONG, 0, on_state },
+	{ BOXKITE__EXECUTOR__REPLY__KIND_EXITED, 0, on_exited },
+	{ BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY, 1, on_files_ready },
+};
+
 void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
 {
 	bk_server *srv = arg;
+	const struct event_row *row = NULL;
 
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
 	if (!event) {
 		/* The executor is gone, and with it every command and the sandbox: a sidecar that can
 		 * only answer UNAVAILABLE while Health says ready must not go on. Stop (main takes the
@@ -62,23 +100,34 @@ void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *f
 		}
 		return;
 	}
-	switch (event->kind_case) {
-	case BOXKITE__EXECUTOR__REPLY__KIND_PONG:
-		bk_server_set_sandbox_state(srv, event->pong);
-		if (!event->pong->sandbox_ready)
-			bk_log(BK_LOG_WARN, "sandbox not ready: %s", event->message);
-		else
-			bk_log(BK_LOG_INFO, "sandbox ready (%s mode)", event->pong->mode);
-		break;
-	case BOXKITE__EXECUTOR__REPLY__KIND_EXITED:
-		if (srv->execs)
-			bk_execs_exited(srv, event->exited);
-		break;
-	default:
-		bk_log(BK_LOG_ERROR, "unexpected event from the executor");
-		break;
+	for (size_t i = 0; i < BK_ARRAY_SIZE(event_rows); i++)
+		if (event_rows[i].kind == event->kind_case)
+			row = &event_rows[i];
+	if (row && !event->errnum && nfds == row->nfds) {
+		row->take(srv, event, fds);
+	} else {
+		bk_log(BK_LOG_ERROR, "an event from the executor of kind %d with %zu descriptors: not one it sends",
+		       (int)event->kind_case, nfds);
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
 	}
-	protobuf_c_message_free_unpacked(&event->base, NULL);
+	bk_reply_free(event);
+}
+
+/* The file worker sends no event; its channel closing is logged (the executor starts another
+ * when it died, and the front gets it with FilesReady). */
+void bk_server_files_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
+{
+	bk_server *srv = arg;
+
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	if (event) {
+		bk_log(BK_LOG_ERROR, "an event from the file worker: not one it sends");
+		bk_reply_free(event);
+	} else if (!atomic_load(&srv->stopping)) {
+		bk_log(BK_LOG_INFO, "the file worker's channel closed");
+	}
 }
 
 void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong)

@@ -71,6 +71,7 @@ struct bk_server {
 	char profile[160];   /* the executor's isolation profile id */
 	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
+	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
 	struct bk_execs *execs;
 	struct bk_files *files;
 	atomic_bool stopping;    /* shutting down: new calls are refused */
@@ -80,8 +81,10 @@ struct bk_server {
 	bk_metrics metrics;
 };
 
-/* The executor's events (sandbox state, exec exits), routed to their modules. */
+/* The executor's events (sandbox state, exec exits, a file worker's channel), routed to their
+ * modules; the file worker's channel closing. */
 void bk_server_executor_event(void *srv, Boxkite__Executor__Reply *event, int *fds, size_t nfds);
+void bk_server_files_event(void *srv, Boxkite__Executor__Reply *event, int *fds, size_t nfds);
 
 void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong);
 

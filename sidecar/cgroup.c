@@ -46,9 +46,7 @@ static int read_file(const char *dir, const char *name, char *buf, size_t size)
 	return (int)bk_kfile_read(path, buf, size);
 }
 
-/* The path of our cgroup in the hierarchy whose /proc/self/cgroup line matches: for v1 the
- * controller list contains `controller`, for v2 the line is "0::PATH". */
-static char *own_cgroup(const char *self_cgroup, const char *controller)
+char *bk_cgroup_self_path(const char *self_cgroup, const char *controller)
 {
 	FILE *f = fopen(self_cgroup, "re");
 	char line[4096];
@@ -56,21 +54,23 @@ static char *own_cgroup(const char *self_cgroup, const char *controller)
 
 	if (!f)
 		return NULL;
+	/* Lines are "ID:CONTROLLERS:PATH"; the path is the rest of the line, colons and all. */
 	while (!found && fgets(line, sizeof(line), f)) {
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
+		char *ctrls, *path, *save = NULL;
+
 		line[strcspn(line, "\n")] = '\0';
-		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		if (!(ctrls = strchr(line, ':')) || !(path = strchr(ctrls + 1, ':')))
+			continue;
+		*ctrls++ = '\0';
+		*path++ = '\0';
 		if (!controller) {
-			if (strcmp(line, "0") == 0 && c1[1] == '\0')
-				found = strdup(c2 + 1);
+			if (strcmp(line, "0") == 0 && !ctrls[0])
+				found = strdup(path);
 			continue;
 		}
-		for (char *tok = strtok(c1 + 1, ","); tok; tok = strtok(NULL, ","))
+		for (char *tok = strtok_r(ctrls, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 			if (strcmp(tok, controller) == 0)
-				found = strdup(c2 + 1);
+				found = strdup(path);
 	}
 	fclose(f);
 	return found;
@@ -189,7 +189,7 @@ static int move_processes(const char *from, const char *to)
  * boxkite's parent cgroup is another child, with exec cgroups below it. */
 static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
 {
-	_cleanup_free_ char *rel = own_cgroup(self_cgroup, NULL);
+	_cleanup_free_ char *rel = bk_cgroup_self_path(self_cgroup, NULL);
 	_cleanup_free_ char *own = NULL, *leaf = NULL;
 	char controllers[1024], subtree[1024];
 	int errnum = 0;
@@ -234,7 +234,7 @@ static int init_v1(bk_cgroups *cg, const char *root, const char *self_cgroup)
 	static const char *const controllers[2] = { "pids", "memory" };
 
 	for (int i = 0; i < 2; i++) {
-		_cleanup_free_ char *own = own_cgroup(self_cgroup, controllers[i]);
+		_cleanup_free_ char *own = bk_cgroup_self_path(self_cgroup, controllers[i]);
 		_cleanup_free_ char *hierarchy = NULL;
 		int errnum = 0;
 

@@ -50,6 +50,11 @@ typedef struct bk_cgroups {
 	bk_exec_cgroup stage;
 } bk_cgroups;
 
+/* Our cgroup's path in one hierarchy, from a /proc/<pid>/cgroup file: the v1 line whose
+ * controllers include `controller`, or with controller NULL the v2 line ("0::PATH"). malloc'd;
+ * NULL when there is no such line. */
+char *bk_cgroup_self_path(const char *self_cgroup, const char *controller);
+
 /* Find the hierarchies under `root` (normally /sys/fs/cgroup; tests pass a fake tree) and
  * `self_cgroup` (normally /proc/self/cgroup), create boxkite's parent cgroup(s), and decide the
  * mode; every exec cgroup gets these limits. Never fails for lack of cgroups: mode NONE is a

@@ -197,10 +197,15 @@ int bk_child_close_fds(const int *keep, size_t n)
 	}
 }
 
+int bk_child_seccomp_program(const struct sock_fprog *prog)
+{
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog);
+}
+
 int bk_child_seccomp(const bk_seccomp *filter)
 {
 	/* The allowlist first: it lets seccomp() through for the second. */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter->allowlist) < 0)
+	if (bk_child_seccomp_program(&filter->allowlist) < 0)
 		return -1;
-	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter->arguments);
+	return bk_child_seccomp_program(&filter->arguments);
 }

@@ -84,5 +84,7 @@ int bk_child_close_fds(const int *keep, size_t n);
 /* Step 7, last: install the precompiled filter's two programs (no_new_privs must already be
  * set). */
 int bk_child_seccomp(const bk_seccomp *filter);
+/* One program (no_new_privs set): the file worker's whole filter. */
+int bk_child_seccomp_program(const struct sock_fprog *prog);
 
 #endif

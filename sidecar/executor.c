@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -24,17 +25,17 @@
 #include "channel.h"
 #include "clock.h"
 #include "envpolicy.h"
-#include "files.h"
+#include "fileworker.h"
 #include "keys.h"
 #include "log.h"
 #include "netns.h"
+#include "orders.h"
 #include "sandbox.h"
 #include "sbpath.h"
 #include "filter.h"
 #include "spawn.h"
-#include "init/status.h"
+#include "init/init_status.h"
 
-typedef Boxkite__Executor__Order order_t;
 typedef Boxkite__Executor__Reply reply_t;
 
 /* How often a pod-mode executor looks for a sandbox init it has not found (yet). */
@@ -43,44 +44,44 @@ typedef Boxkite__Executor__Reply reply_t;
 #define LOCAL_RETRY_MS 1000
 /* Fresh network namespaces made ahead: enough for a burst of concurrent execs. */
 #define NETNS_POOL_DEPTH 8
+/* A file worker that died is started again, at most this often. */
+#define FILES_RETRY_MS 1000
 
 struct exec_entry {
 	struct exec_entry *next;
 	uint64_t id;
 	int pidfd;
-	int status_fd; /* the init's word on how its command ended (init/status.h) */
+	int status_fd; /* the init's word on how its command ended (init/init_status.h) */
 	bk_exec_cgroup cgroup;
 };
 
 struct executor {
 	bk_channel ch;
-	const bk_config *cfg;
+	bk_order *configure;  /* the order Configure, kept: cfg points into it */
+	const Boxkite__Executor__Configure *cfg;
+	bk_roots roots;       /* cfg's */
 	int epfd;
+	uint32_t armed;     /* the events the channel is registered for */
 	bk_seccomp seccomp;
 	bk_spawner spawner;
 	bk_cgroups cgroups;
 	bk_netns_pool netns;
 	bk_sandbox sandbox;
-	bk_fs fs;
+	struct sock_fprog files_filter;  /* the file worker's (filter.c) */
+	bk_fileworker files;
+	int64_t files_started_ms;        /* when the current (or last) worker was started */
+	int64_t files_retry_at;          /* when to start one again, 0: none due */
 	struct exec_entry *execs;
 	char profile[160];
 };
 
 /* epoll tags that are not exec entries */
-static char tag_channel, tag_sandbox;
+static char tag_channel, tag_sandbox, tag_files;
 
-static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message);
-
-/* A reply too big for one packet fails its order, not the channel. */
+/* Answers and events go out (or wait in the queue) without the executor ever waiting. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
 {
-	int ret = bk_channel_send(ex->ch.fd, &reply->base, fds, nfds);
-
-	if (ret == -EMSGSIZE && reply->id)
-		return reply_error(ex, reply->id, EMSGSIZE, "reply", "the answer is larger than the executor's channel takes");
-	if (ret < 0)
-		bk_log(BK_LOG_ERROR, "executor: cannot send to the front: %s", strerror(-ret));
-	return ret;
+	return bk_answer(&ex->ch, reply, fds, nfds);
 }
 
 /* An order failed at `step`; child_step is set when that was a step of a spawned child. */
@@ -99,7 +100,7 @@ static int reply_failure(struct executor *ex, uint64_t id, int errnum, bk_step c
 
 static int reply_error(struct executor *ex, uint64_t id, int errnum, const char *step, const char *message)
 {
-	return reply_failure(ex, id, errnum, BOXKITE__EXECUTOR__STEP__STEP_NONE, step, message);
+	return bk_answer_error(&ex->ch, id, errnum, step, message);
 }
 
 /* Tell the front the sandbox's state (an event: Pong with id 0), on start and on each change. */
@@ -140,13 +141,12 @@ static void cgroups_restage(struct executor *ex)
 }
 
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
- * environment, a cwd inside a sandbox root (*root: which; the child resolves the rest beneath
- * it as the sandbox user). The command runs unprivileged whatever its environment: any
- * well-formed variable is its own business. */
-static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__Spawn *s, char *cwd, size_t cwdsz,
-			       const bk_root **root)
+ * environment, a cwd inside a sandbox root (the child resolves the rest beneath its root as
+ * the sandbox user). The command runs unprivileged whatever its environment: any well-formed
+ * variable is its own business. */
+static const char *check_spawn(const bk_roots *roots, const bk_order *o)
 {
-	const char *why = NULL;
+	const Boxkite__Executor__Spawn *s = o->spawn;
 
 	if (s->exec_id == 0)
 		return "exec id 0";
@@ -157,13 +157,14 @@ static const char *spawn_check(const bk_roots *roots, const Boxkite__Executor__S
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
-	if (bk_sandbox_path(roots, s->cwd, cwd, cwdsz, root, &why) < 0)
-		return why;
-	return NULL;
+	return bk_order_check_path(roots, s->cwd);
 }
 
-static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor__Spawn *s)
+static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
 {
+	struct executor *ex = server;
+	const Boxkite__Executor__Spawn *s = o->spawn;
+	uint64_t id = o->id;
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
 	struct bk_step_report report;
@@ -176,10 +177,12 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
 
+	(void)in_fds;
+	(void)in_nfds;
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
-	why = spawn_check(&ex->cfg->roots, s, cwd, sizeof(cwd), &root);
-	if (why)
+	/* Checked (check_spawn): normalized here, and its root found. */
+	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &why) < 0)
 		return reply_error(ex, id, EINVAL, "order", why);
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
@@ -240,9 +243,25 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 	}
 	e->pidfd = out.pidfd;
 	e->status_fd = out.status_r;
+	/* Unwatched, its exit would never be reported and its call never answered: it does not
+	 * run at all. */
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
+		siginfo_t info;
+		int errnum = errno;
+		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+		waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
+		bk_close(e->pidfd);
+		bk_close(e->status_fd);
+		bk_close(out.stdin_w);
+		bk_close(out.stdout_r);
+		bk_close(out.stderr_r);
+		cgroups_restage(ex);
+		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+		free(e);
+		return reply_error(ex, id, errnum, "epoll_ctl", "cannot watch the exec");
+	}
 	e->next = ex->execs;
 	ex->execs = e;
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e });
 
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
@@ -258,15 +277,25 @@ static int order_spawn(struct executor *ex, uint64_t id, const Boxkite__Executor
 
 /* --- KILL and exits -------------------------------------------------------------------------- */
 
-static int order_kill(struct executor *ex, uint64_t id, const Boxkite__Executor__Kill *k)
+static const char *check_kill(const bk_roots *roots, const bk_order *o)
 {
+	(void)roots;
+	if (o->kill->exec_id == 0)
+		return "exec id 0";
+	return o->kill->signal < 0 || o->kill->signal > 64 ? "bad signal" : NULL;
+}
+
+static int order_kill(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Killed killed = BOXKITE__EXECUTOR__KILLED__INIT;
-	struct exec_entry *e = exec_find(ex, k->exec_id);
-	int sig = k->signal ? k->signal : SIGKILL;
+	struct exec_entry *e = exec_find(ex, o->kill->exec_id);
+	int sig = o->kill->signal ? o->kill->signal : SIGKILL;
+	uint64_t id = o->id;
 
-	if (sig < 1 || sig > 64)
-		return reply_error(ex, id, EINVAL, "order", "bad signal");
+	(void)fds;
+	(void)nfds;
 	if (!e)
 		return reply_error(ex, id, ESRCH, "kill", "no such exec (it exited)");
 	if (pidfd_send_signal(e->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
@@ -334,6 +363,63 @@ static void kill_all_execs(struct executor *ex)
 		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
 }
 
+/* --- the file worker ------------------------------------------------------------------------- */
+
+static void files_stop(struct executor *ex)
+{
+	if (ex->files.pid <= 0)
+		return;
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->files.pidfd, NULL);
+	bk_fileworker_stop(&ex->files);
+}
+
+/* A file worker for the sandbox, its channel handed to the front (event FilesReady). Tried
+ * again after FILES_RETRY_MS when it cannot be started. */
+static void files_start(struct executor *ex)
+{
+	const bk_fileworker_config fcfg = { .roots = &ex->roots, .creds = &ex->spawner.creds,
+					    .filter = &ex->files_filter };
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__FilesReady ready = BOXKITE__EXECUTOR__FILES_READY__INIT;
+	bk_error *err = NULL;
+	int fd = -1;
+
+	ex->files_retry_at = 0;
+	if (!ex->sandbox.ready || ex->files.pid > 0)
+		return;
+	ex->files_started_ms = bk_clock_monotonic_ms();
+	if (bk_fileworker_start(&fcfg, ex->sandbox.ns.mnt, &ex->files, &fd, &err) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: no file worker: %s", bk_error_msg(err));
+		bk_error_free(err);
+		ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+		return;
+	}
+	/* Unwatched, its death would leave the front without file service for good. */
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->files.pidfd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_files }) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: cannot watch the file worker: %s", strerror(errno));
+		bk_close(fd);
+		bk_fileworker_stop(&ex->files);
+		ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+		return;
+	}
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY;
+	reply.files_ready = &ready;
+	send_reply(ex, &reply, &fd, 1);
+	bk_close(fd);
+}
+
+/* The file worker died by itself: another one, no sooner than FILES_RETRY_MS after the last. */
+static void files_exited(struct executor *ex)
+{
+	int status;
+
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->files.pidfd, NULL);
+	status = bk_fileworker_reap(&ex->files);
+	bk_log(BK_LOG_ERROR, "executor: the file worker exited (wait status %#x): starting another", (unsigned)status);
+	ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+}
+
 /* --- the sandbox ----------------------------------------------------------------------------- */
 
 static void sandbox_acquire(struct executor *ex)
@@ -348,9 +434,14 @@ static void sandbox_acquire(struct executor *ex)
 		return;
 	}
 	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0) {
-		epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
-			  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox });
-		bk_fs_attach(&ex->fs, ex->sandbox.root_fd);
+		/* A sandbox whose end would go unnoticed is not one to use: tried again later. */
+		if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
+			      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox }) < 0) {
+			bk_log(BK_LOG_ERROR, "executor: cannot watch the sandbox's init: %s", strerror(errno));
+			bk_sandbox_stop(&ex->sandbox);
+		} else {
+			files_start(ex);
+		}
 	}
 	else if (err)
 		bk_log(BK_LOG_ERROR, "executor: sandbox: %s", bk_error_msg(err));
@@ -366,166 +457,87 @@ static void sandbox_lost(struct executor *ex)
 {
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->sandbox.init_pidfd, NULL);
 	kill_all_execs(ex);
-	bk_fs_detach(&ex->fs);
+	files_stop(ex);
 	bk_sandbox_lost(&ex->sandbox);
 	send_state(ex, 0);
 	sandbox_acquire(ex);
 }
 
-/* --- files ----------------------------------------------------------------------------------- */
-
-/* A file operation failed: the errno, the operation as the step, the sandbox path as message. */
-static int reply_fs_error(struct executor *ex, uint64_t id, const char *op, const bk_fs_error *e)
-{
-	return reply_error(ex, id, e->errnum, op, e->path);
-}
-
-static int reply_done(struct executor *ex, uint64_t id, uint64_t count, bk_fs_info *info, const int *fds,
-		      size_t nfds)
-{
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
-
-	done.count = count;
-	done.info = info;
-	reply.id = id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
-	reply.done = &done;
-	return send_reply(ex, &reply, fds, nfds);
-}
-
-/* A quota walk gives up past this many entries. */
-#define USAGE_ENTRIES_MAX 1000000
-
-/* The most entries a List answers (bk_fs_list also bounds a page's bytes). */
-#define LIST_PAGE_MAX 1000
-
-static int order_file(struct executor *ex, const order_t *o, int *fds, size_t nfds)
-{
-	bk_fs_info info = BOXKITE__EXECUTOR__FILE_INFO__INIT;
-	bk_fs_error e = { 0 };
-	char names[2 * 4096];
-	uint64_t count = 0;
-	int fd, ret;
-
-	if (!ex->sandbox.ready)
-		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
-	switch (o->kind_case) {
-	case BOXKITE__EXECUTOR__ORDER__KIND_STAT:
-		if (bk_fs_stat(&ex->fs, o->stat->path, &info, names, &e) < 0)
-			return reply_fs_error(ex, o->id, "stat", &e);
-		return reply_done(ex, o->id, 0, &info, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_LIST: {
-		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-		Boxkite__Executor__Listed listed = BOXKITE__EXECUTOR__LISTED__INIT;
-		_cleanup_free_ bk_fs_info **ptrs = NULL;
-		_cleanup_free_ bk_fs_info *entries = NULL;
-		size_t n;
-		bool more;
-		uint32_t limit = o->list->limit && o->list->limit < LIST_PAGE_MAX ? o->list->limit : LIST_PAGE_MAX;
-
-		if (bk_fs_list(&ex->fs, o->list->path, o->list->after, limit, &entries, &n, &more, &e) < 0)
-			return reply_fs_error(ex, o->id, "list", &e);
-		ptrs = calloc(n + 1, sizeof(*ptrs));
-		if (!ptrs)
-			return reply_error(ex, o->id, ENOMEM, "list", o->list->path);
-		for (size_t i = 0; i < n; i++)
-			ptrs[i] = &entries[i];
-		listed.n_entries = n;
-		listed.entries = ptrs;
-		listed.more = more;
-		reply.id = o->id;
-		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_LISTED;
-		reply.listed = &listed;
-		return send_reply(ex, &reply, NULL, 0);
-	}
-	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ:
-	case BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP: {
-		reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-		Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
-		bool rd = o->kind_case == BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
-
-		fd = rd ? bk_fs_open_read(&ex->fs, o->open_read->path, &e)
-			: bk_fs_create_temp(&ex->fs, o->create_temp->path, o->create_temp->make_parents,
-					    o->create_temp->overwrite, &e);
-		if (fd < 0)
-			return reply_fs_error(ex, o->id, rd ? "open" : "create", &e);
-		reply.id = o->id;
-		reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
-		reply.opened = &opened;
-		ret = send_reply(ex, &reply, &fd, 1);
-		bk_close(fd);
-		return ret;
-	}
-	case BOXKITE__EXECUTOR__ORDER__KIND_COMMIT:
-		if (nfds != 1)
-			return reply_error(ex, o->id, EBADF, "commit", "no file attached");
-		if (bk_fs_commit(&ex->fs, fds[0], o->commit->path, o->commit->mode, o->commit->overwrite, &e) < 0)
-			return reply_fs_error(ex, o->id, "commit", &e);
-		return reply_done(ex, o->id, 1, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_MKDIR:
-		if (bk_fs_mkdir(&ex->fs, o->mkdir->path, o->mkdir->parents, o->mkdir->mode ? o->mkdir->mode : 0755, &e) < 0)
-			return reply_fs_error(ex, o->id, "mkdir", &e);
-		return reply_done(ex, o->id, 0, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK:
-		if (bk_fs_symlink(&ex->fs, o->symlink->path, o->symlink->target, &e) < 0)
-			return reply_fs_error(ex, o->id, "symlink", &e);
-		return reply_done(ex, o->id, 0, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_REMOVE:
-		if (bk_fs_remove(&ex->fs, o->remove->path, o->remove->recursive, &count, &e) < 0)
-			return reply_fs_error(ex, o->id, "remove", &e);
-		return reply_done(ex, o->id, count, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_USAGE:
-		if (bk_fs_usage(&ex->fs, o->usage->path, USAGE_ENTRIES_MAX, &count, &e) < 0)
-			return reply_fs_error(ex, o->id, "usage", &e);
-		return reply_done(ex, o->id, count, NULL, NULL, 0);
-	case BOXKITE__EXECUTOR__ORDER__KIND_RENAME:
-		if (bk_fs_rename(&ex->fs, o->rename->from, o->rename->to, o->rename->overwrite, &e) < 0)
-			return reply_fs_error(ex, o->id, "rename", &e);
-		return reply_done(ex, o->id, 0, NULL, NULL, 0);
-	default:
-		return reply_error(ex, o->id, EINVAL, "order", "unknown order");
-	}
-}
-
 /* --- orders ---------------------------------------------------------------------------------- */
+
+static int serve_ping(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	(void)fds;
+	(void)nfds;
+	return send_state(server, o->id);
+}
 
 /* The key file, opened for the front (which may not: it runs as its own user). The path is
  * boxkited's own configuration, never the front's word. */
-static int order_key_file(struct executor *ex, uint64_t id)
+static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds)
 {
-	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
-	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+	struct executor *ex = server;
 	_cleanup_close_ int fd = -1;
 
-	if (!ex->cfg->key_file)
-		return reply_error(ex, id, ENOENT, "key file", "boxkited has no --key-file");
+	(void)fds;
+	(void)nfds;
+	if (!ex->cfg->key_file[0])
+		return reply_error(ex, o->id, ENOENT, "key file", "boxkited has no --key-file");
 	fd = bk_keyring_open(ex->cfg->key_file);
 	if (fd < 0)
-		return reply_error(ex, id, -fd, "open", ex->cfg->key_file);
-	reply.id = id;
-	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
-	reply.opened = &opened;
-	return send_reply(ex, &reply, &fd, 1);
+		return reply_error(ex, o->id, -fd, "open", ex->cfg->key_file);
+	return bk_answer_opened(&ex->ch, o->id, fd);
 }
 
-/* Serve one order. Unknown kinds are refused: the executor does only what it knows. Only Commit
- * comes with a descriptor. */
-static int serve(struct executor *ex, const order_t *order, int *fds, size_t nfds)
+/* Configure: what the front configured boxkited with, checked as any order is. */
+static const char *check_configure(const bk_roots *roots, const bk_order *o)
 {
-	switch (order->kind_case) {
-	case BOXKITE__EXECUTOR__ORDER__KIND_PING:
-		return send_state(ex, order->id);
-	case BOXKITE__EXECUTOR__ORDER__KIND_SPAWN:
-		return order_spawn(ex, order->id, order->spawn);
-	case BOXKITE__EXECUTOR__ORDER__KIND_KILL:
-		return order_kill(ex, order->id, order->kill);
-	case BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE:
-		return order_key_file(ex, order->id);
-	default:
-		return order_file(ex, order, fds, nfds);
+	const Boxkite__Executor__Configure *c = o->configure;
+	bk_roots all = { .n = 0 };
+	const char *why = NULL;
+
+	(void)roots;
+	if (c->sandbox_uid == 0)
+		return "the sandbox user cannot be root";
+	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
+		return "an exec limit of 0";
+	if (c->init_path[0] != '/')
+		return "the init is not an absolute path";
+	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->home[0] != '/' || !c->tmp_size || !c->shm_size)
+		return c->pod ? "pod mode needs the name of the sandbox's init"
+			      : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm";
+	if (c->key_file[0] && c->key_file[0] != '/')
+		return "the key file is not an absolute path";
+	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
+		return "1 to 8 roots";
+	for (size_t i = 0; i < c->n_roots; i++) {
+		char spec[BK_ROOT_PATH_MAX + 8];
+		if (snprintf(spec, sizeof(spec), "%s%s", c->roots[i]->path, c->roots[i]->read_only ? ":ro" : "") >=
+			    (int)sizeof(spec) ||
+		    bk_roots_add(&all, spec, &why) < 0)
+			return why ? why : "a root's path is too long";
 	}
+	return NULL;
 }
+
+static int serve_configure(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	(void)fds;
+	(void)nfds;
+	return reply_error(server, o->id, EALREADY, "order", "the executor is configured once, at start-up");
+}
+
+/* What the executor serves: spawning, and the one file it opens (file orders are the file
+ * worker's, fileworker.c). */
+static const bk_order_row executor_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, bk_order_check_none, serve_configure },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_PING, 0, bk_order_check_none, serve_ping },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
+};
+
+const bk_order_table bk_executor_orders = { executor_rows, BK_ARRAY_SIZE(executor_rows) };
 
 /* Keep only the capabilities the executor's work needs; the bounding set goes with them so
  * nothing it ever execs could get more. */
@@ -550,7 +562,7 @@ static int drop_capabilities(void)
 	return bk_child_keep_caps(mask, bounding & ~mask) ? -1 : 0;
 }
 
-static int executor_setup(struct executor *ex, int sock)
+static int executor_setup(struct executor *ex)
 {
 	bk_error *err = NULL;
 	bk_sandbox_config scfg = {
@@ -564,39 +576,28 @@ static int executor_setup(struct executor *ex, int sock)
 		.uid = ex->cfg->sandbox_uid,
 		.gid = ex->cfg->sandbox_uid,
 	};
-	sigset_t none;
 	int ret;
 
-	/* The front blocked and ignored signals for itself: start from the defaults, but let only
-	 * the front (channel EOF) end us — a terminal's SIGINT goes to both. */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	if (setgroups(0, NULL) < 0)
-		bk_log(BK_LOG_ERROR, "executor: setgroups: %s", strerror(errno));
-	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
-	 * spelled out; the front's umask 077 must not narrow them. */
-	umask(0);
-
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ex->epfd < 0 || bk_channel_init(&ex->ch, sock) < 0)
+	if (ex->epfd < 0)
 		return -1;
 	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
 	 * Then the executor narrows itself, before it makes anything else, so that every process it
 	 * makes later (the netns maker, the sandbox, each exec) starts from its narrow set — and the
 	 * spawner reads the bounding set its children have to empty once, already final. */
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
+	    (ret = bk_seccomp_compile_files(&ex->files_filter, &err)) < 0 ||
 	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", ex->cfg->exec_memory,
 				   ex->cfg->exec_pids, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;
 	}
-	if (drop_capabilities() < 0)
+	/* An executor with more privilege than it documents does not run. */
+	if (drop_capabilities() < 0) {
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
+		return -1;
+	}
 	if ((ret = bk_spawner_init(&ex->spawner, &ex->seccomp, ex->cfg->init_path, scfg.uid, scfg.gid, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
@@ -614,8 +615,11 @@ static int executor_setup(struct executor *ex, int sock)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
-	bk_fs_init(&ex->fs, &ex->cfg->roots, scfg.uid, scfg.gid);
-	epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel });
+	ex->armed = EPOLLIN;
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));
+		return -1;
+	}
 	sandbox_acquire(ex);
 	return 0;
 }
@@ -628,46 +632,116 @@ static void executor_teardown(struct executor *ex)
 		waitid(P_PIDFD, (id_t)ex->execs->pidfd, &info, WEXITED);
 		exec_remove(ex, ex->execs);
 	}
-	bk_fs_detach(&ex->fs);
+	files_stop(ex);
 	bk_sandbox_stop(&ex->sandbox);
 	bk_cgroups_fini(&ex->cgroups);
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
 	bk_seccomp_free(&ex->seccomp);
+	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
 	bk_close(ex->epfd);
+	bk_order_free(ex->configure);
 }
 
-/* Read and serve every order waiting on the channel. <0 when the channel is gone. */
-static int channel_ready(struct executor *ex)
+/* Register the channel for what the loop can do now: read orders while the answers waiting
+ * for the front are few, write while any wait. */
+static int channel_arm(struct executor *ex)
 {
-	order_t *order = NULL;
-	int fds[BK_CHANNEL_MAX_FDS];
-	size_t nfds = 0;
-	int ret = bk_channel_recv(&ex->ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&order, fds,
-				  &nfds);
+	uint32_t want = bk_orders_events(&ex->ch);
 
-	if (ret < 0)
-		return ret;
-	ret = serve(ex, order, fds, nfds);
+	if (want == ex->armed)
+		return 0;
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_MOD, ex->ch.fd, &(struct epoll_event){ .events = want, .data.ptr = &tag_channel }) < 0)
+		return -errno;
+	ex->armed = want;
+	return 0;
+}
+
+/* What the executor takes first, and only first: its configuration. */
+static const bk_order_row first_rows[] = {
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE, 0, check_configure, NULL },
+};
+
+const bk_order_table bk_executor_first_order = { first_rows, BK_ARRAY_SIZE(first_rows) };
+
+/* The first packet on the channel, waited for: Configure, or the executor does not run. */
+static int receive_configure(struct executor *ex)
+{
+	struct pollfd pfd = { .fd = ex->ch.fd, .events = POLLIN };
+	const bk_order_row *row;
+	const uint8_t *buf;
+	size_t len, nfds;
+	const char *why;
+	int fds[BK_CHANNEL_MAX_FDS], ret;
+
+	while ((ret = poll(&pfd, 1, -1)) < 0 && errno == EINTR)
+		;
+	if (ret < 0 || (ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
+		return -1;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);
-	protobuf_c_message_free_unpacked(&order->base, NULL);
-	return ret;
+	switch (bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
+	case BK_ORDER_OK:
+		break;
+	case BK_ORDER_REFUSED:
+		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", why);
+		reply_error(ex, ex->configure->id, EINVAL, "configure", why);
+		bk_channel_flush(&ex->ch);
+		return -1;
+	case BK_ORDER_GARBAGE:
+	default:
+		bk_log(BK_LOG_ERROR, "executor: the front's first packet is not an order");
+		return -1;
+	}
+	ex->cfg = ex->configure->configure;
+	for (size_t i = 0; i < ex->cfg->n_roots; i++) {
+		char spec[BK_ROOT_PATH_MAX + 8];
+		snprintf(spec, sizeof(spec), "%s%s", ex->cfg->roots[i]->path, ex->cfg->roots[i]->read_only ? ":ro" : "");
+		bk_roots_add(&ex->roots, spec, &why); /* checked above */
+	}
+	return 0;
 }
 
-int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
+int bk_executor_main(int sock)
 {
-	struct executor ex = { .cfg = cfg, .epfd = -1 };
+	struct executor ex = { .epfd = -1 };
+	sigset_t none;
 	int status = 0;
 
-	/* Die with the front: nothing privileged outlives the process that talks to clients. */
+	/* Die with the front: nothing privileged outlives the process that talks to clients (set
+	 * before the execve too; once more, in case another parent started us). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != front)
-		return 1;
-	ex.ch.fd = -1;
+	/* Only the front (channel EOF) ends us — a terminal's SIGINT goes to both. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	if (setgroups(0, NULL) < 0)
+		bk_log(BK_LOG_ERROR, "executor: setgroups: %s", strerror(errno));
+	/* Every mode the executor creates (directories made for the sandbox user, cgroups) is
+	 * spelled out; the front's umask 077 must not narrow them. */
+	umask(0);
 	ex.netns.sock = -1;
-	if (executor_setup(&ex, sock) < 0) {
+	/* No bound on what the executor queues for the front: it bounds it by not reading orders
+	 * past CHANNEL_PAUSE_BYTES (its events are bounded by the execs it runs). */
+	if (bk_channel_init(&ex.ch, sock, SIZE_MAX) < 0)
+		return 1;
+	if (receive_configure(&ex) < 0) {
+		bk_channel_fini(&ex.ch);
+		bk_order_free(ex.configure);
+		return 1;
+	}
+	if (executor_setup(&ex) < 0) {
+		reply_error(&ex, ex.configure->id, EIO, "executor set-up", "the executor could not start: see its log");
+		bk_channel_flush(&ex.ch);
+		executor_teardown(&ex);
+		return 1;
+	}
+	/* The answer to Configure: set up, and the sandbox's state. */
+	if (send_state(&ex, ex.configure->id) < 0) {
 		executor_teardown(&ex);
 		return 1;
 	}
@@ -675,7 +749,11 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 	for (;;) {
 		struct epoll_event evs[16];
 		int64_t now = bk_clock_monotonic_ms();
-		int timeout = ex.sandbox.ready ? -1 : retry_at > now ? (int)(retry_at - now) : 0;
+		/* The next deadline: the sandbox to look for again, a file worker to start again. */
+		int64_t due = ex.sandbox.ready ? -1 : retry_at;
+		if (ex.files_retry_at && (due < 0 || ex.files_retry_at < due))
+			due = ex.files_retry_at;
+		int timeout = due < 0 ? -1 : due > now ? (int)(due - now) : 0;
 		int n = epoll_wait(ex.epfd, evs, 16, timeout);
 
 		if (n < 0 && errno != EINTR) {
@@ -688,10 +766,16 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 			sandbox_acquire(&ex);
 			retry_at = bk_clock_monotonic_ms() + (ex.cfg->pod ? POD_RESCAN_MS : LOCAL_RETRY_MS);
 		}
+		if (ex.files_retry_at && bk_clock_monotonic_ms() >= ex.files_retry_at)
+			files_start(&ex);
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 			if (tag == &tag_channel) {
-				int ret = channel_ready(&ex);
+				int ret = 0;
+				if (evs[i].events & EPOLLOUT)
+					ret = bk_channel_flush(&ex.ch) < 0 ? -EPIPE : 0;
+				if (ret == 0 && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && (ex.armed & EPOLLIN))
+					ret = bk_orders_serve(&ex.ch, &bk_executor_orders, &ex.roots, &ex);
 				/* EPIPE: the front closed the channel, shut down. Anything else is a
 				 * broken channel, and the executor never guesses. */
 				if (ret < 0) {
@@ -700,9 +784,16 @@ int bk_executor_main(int sock, const bk_config *cfg, pid_t front)
 				}
 			} else if (tag == &tag_sandbox) {
 				sandbox_lost(&ex);
+			} else if (tag == &tag_files) {
+				files_exited(&ex);
 			} else {
 				exec_exited(&ex, tag);
 			}
+		}
+		/* Answers and events made this round (an exit, a lost sandbox) may have queued. */
+		if (bk_channel_broken(&ex.ch) || channel_arm(&ex) < 0) {
+			status = 1;
+			break;
 		}
 	}
 out:

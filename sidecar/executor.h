@@ -1,15 +1,19 @@
-/* The executor: the privileged, single-threaded half of boxkited (docs/ARCHITECTURE.md). It is
- * forked by the front before any thread exists, serves typed orders on one SOCK_SEQPACKET
- * socket and is the only code that holds capabilities. */
+/* The executor: the privileged, single-threaded half of boxkited (docs/ARCHITECTURE.md), its own
+ * program image (boxkite-executor, sidecar/main.c), executed afresh by the front. It serves typed
+ * orders on one SOCK_SEQPACKET channel and is the only code that holds capabilities; its whole
+ * configuration is the channel's first order (Configure). */
 #ifndef BK_EXECUTOR_H
 #define BK_EXECUTOR_H
 
-#include <sys/types.h>
+#include "orders.h"
 
-#include "config.h"
+/* The orders the executor serves, one row each (executor.c); and the one it takes first
+ * (Configure: its row's serve is NULL, the executor takes it itself). */
+extern const bk_order_table bk_executor_orders;
+extern const bk_order_table bk_executor_first_order;
 
-/* Run the executor's order loop on sock until the front (pid `front`, its parent) goes away.
+/* Take Configure from the channel on sock, set up, serve orders until the front goes away.
  * Returns the exit status. */
-int bk_executor_main(int sock, const bk_config *cfg, pid_t front);
+int bk_executor_main(int sock);
 
 #endif

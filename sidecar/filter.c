@@ -126,6 +126,20 @@ static const struct syscall_group refused[] = {
 	{ "handles that bypass path permissions", NAMES("open_by_handle_at", "name_to_handle_at") },
 };
 
+/* The file worker's whole filter (fileworker.c): what its file operations, its channel and the C
+ * library under them call — no socket, no process, no exec, no namespace, no mount. */
+static const struct syscall_group files_allowed[] = {
+	{ "files beneath its roots",
+	  NAMES("openat", "openat2", "close", "fstat", "newfstatat", "statx", "lseek", "getdents64", "readlinkat",
+		"mkdirat", "symlinkat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod",
+		"fcntl") },
+	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
+	{ "memory, time and the rest of the C library",
+	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",
+		"rt_sigprocmask", "sigaltstack", "clock_gettime", "getrandom", "getpid", "gettid", "exit",
+		"exit_group") },
+};
+
 /* personality(2): the query and the plain Linux personas (Docker's set); any change of the
  * execution domain or address-space layout is not a call that exists here. */
 static const uint64_t personas[] = { 0x0 /* PER_LINUX */, 0x8 /* PER_LINUX_32BIT */, 0x20000 /* UNAME26 */,
@@ -332,6 +346,23 @@ static uint32_t fnv1a(uint32_t h, const struct sock_fprog *prog)
 	return h;
 }
 
+static int files_rules(scmp_filter_ctx ctx, bk_error **err)
+{
+	return add_group_rules(ctx, files_allowed, BK_ARRAY_SIZE(files_allowed), SCMP_ACT_ALLOW, err);
+}
+
+int bk_seccomp_compile_files(struct sock_fprog *prog, bk_error **err)
+{
+	int rc;
+
+	memset(prog, 0, sizeof(*prog));
+	if ((rc = build(prog, SCMP_ACT_ERRNO(UNLISTED_ERRNO), files_rules, err)) < 0) {
+		free(prog->filter);
+		memset(prog, 0, sizeof(*prog));
+	}
+	return rc;
+}
+
 int bk_seccomp_compile(bk_seccomp *out, bk_error **err)
 {
 	int rc;
@@ -373,4 +404,8 @@ void bk_seccomp_describe(FILE *out)
 	fprintf(out, "\nRefused by argument (a second program, whose default is to allow):\n\n");
 	for (size_t i = 0; i < BK_ARRAY_SIZE(argument_rules); i++)
 		fprintf(out, "- %s.\n", argument_rules[i]);
+	fprintf(out, "\nThe file worker's own filter (one program; %s for every other system call, i386 and x32 "
+		     "kill):\n\n",
+		strerrorname_np(UNLISTED_ERRNO));
+	describe_groups(out, files_allowed, BK_ARRAY_SIZE(files_allowed));
 }

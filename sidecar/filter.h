@@ -17,9 +17,12 @@ typedef struct bk_seccomp {
 } bk_seccomp;
 
 int bk_seccomp_compile(bk_seccomp *out, bk_error **err);
+/* The file worker's filter (fileworker.c): one program, an allowlist of what file operations
+ * need. Free prog->filter. */
+int bk_seccomp_compile_files(struct sock_fprog *prog, bk_error **err);
 void bk_seccomp_free(bk_seccomp *f); /* accepts a zeroed or half-built filter */
 
-/* The filter in words (markdown), from the same tables it is built from: SECURITY.md's list. */
+/* The filters in words (markdown), from the same tables they are built from: SECURITY.md's list. */
 void bk_seccomp_describe(FILE *out);
 
 #endif

@@ -35,7 +35,7 @@ __attribute__((noreturn)) static void maker_main(int sock, uint64_t bounding)
 		if (unshare(CLONE_NEWNET) < 0 || bk_child_loopback_up() < 0)
 			_exit(1);
 		fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || bk_fd_send(sock, "n", 1, &fd, 1) < 0)
+		if (fd < 0 || bk_fd_send(sock, "n", 1, &fd, 1, 0) < 0)
 			_exit(1);
 		bk_close(fd);
 	}

@@ -33,7 +33,7 @@ void bk_sandbox_init(bk_sandbox *sb, const bk_sandbox_config *cfg)
 {
 	memset(sb, 0, sizeof(*sb));
 	sb->cfg = *cfg;
-	sb->init_pidfd = sb->root_fd = -1;
+	sb->init_pidfd = -1;
 	sb->ns.mnt = sb->ns.pid = sb->ns.ipc = sb->ns.uts = -1;
 	snprintf(sb->why, sizeof(sb->why), "not started");
 }
@@ -45,10 +45,9 @@ static void close_ns(bk_sandbox *sb)
 	sb->ns.ipc = bk_close(sb->ns.ipc);
 	sb->ns.uts = bk_close(sb->ns.uts);
 	sb->ns.pid_is_ours = false;
-	sb->root_fd = bk_close(sb->root_fd);
 }
 
-/* Cache the namespaces and root of pid. */
+/* Cache the namespaces of pid. */
 static int open_ns(bk_sandbox *sb, pid_t pid, bk_error **err)
 {
 	static const char *const names[] = { "mnt", "pid", "ipc", "uts" };
@@ -63,13 +62,6 @@ static int open_ns(bk_sandbox *sb, pid_t pid, bk_error **err)
 			close_ns(sb);
 			return ret;
 		}
-	}
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
-	sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (sb->root_fd < 0) {
-		int ret = bk_error_errno(err, errno, "open %s", path);
-		close_ns(sb);
-		return ret;
 	}
 	return 0;
 }

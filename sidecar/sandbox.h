@@ -9,8 +9,8 @@
  *     boxkite-init is found once by name, uid and a parent outside the PID namespace (only the
  *     container runtime starts such a process), pinned with a pidfd, watched, and found again
  *     after a container restart.
- * Either way the executor caches the namespace descriptors and a descriptor of the sandbox's
- * root, and the exec path (spawn.c) never looks at /proc/<pid> again. */
+ * Either way the executor caches the namespace descriptors, and the exec path (spawn.c) and the
+ * file worker (fileworker.c, which enters the mount namespace) never look at /proc/<pid> again. */
 #ifndef BK_SANDBOX_H
 #define BK_SANDBOX_H
 
@@ -39,7 +39,6 @@ typedef struct bk_sandbox {
 	pid_t init_pid;
 	int init_pidfd;
 	bk_sandbox_ns ns;
-	int root_fd;          /* the sandbox's "/" (O_PATH) */
 	char why[256];        /* why it is not ready */
 } bk_sandbox;
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "init/status.h"
+#include "init/init_status.h"
 
 #define CHILD_STACK_SIZE (256 * 1024)
 #define OUTPUT_PIPE_SIZE (1024 * 1024)
@@ -202,8 +202,11 @@ int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_
 		sp->stack = NULL;
 		return bk_error_errno(err, errno, "child stack");
 	}
-	mprotect(sp->stack, 4096, PROT_NONE);
-	mprotect((char *)sp->stack + 4096 + sp->stack_size, 4096, PROT_NONE);
+	/* Without its guard pages a child overrunning its stack would write over the other's, or
+	 * over whatever is mapped next: the executor does not run that way. */
+	if (mprotect(sp->stack, 4096, PROT_NONE) < 0 ||
+	    mprotect((char *)sp->stack + 4096 + sp->stack_size, 4096, PROT_NONE) < 0)
+		return bk_error_errno(err, errno, "child stack guard pages");
 	return 0;
 }
 

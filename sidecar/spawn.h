@@ -51,7 +51,7 @@ typedef struct bk_spawn_request {
 typedef struct bk_spawned {
 	int pidfd;        /* of the exec's init: PID 1 of its namespace */
 	int stdin_w, stdout_r, stderr_r;
-	int status_r;     /* the init's status pipe (init/status.h), non-blocking */
+	int status_r;     /* the init's status pipe (init/init_status.h), non-blocking */
 } bk_spawned;
 
 /* init_path: the boxkite-init binary, opened once. */

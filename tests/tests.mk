@@ -9,8 +9,9 @@
 #   install      make install and pkg-config as a library user meets them; README.md's
 #                walkthrough run as written in a scratch root
 #   k8s          deploy/ rendered and validated offline: schemas, invariants, the policy truth table
-# `make test` runs them all, then the C tiers and bkctl's copies again under ASan+UBSan (SAN=1),
-# and ends by saying how many tests were skipped, if any (never "all passed" over a skip).
+# `make test` runs them all, then the C tiers, the integration tier and bkctl's copies again under
+# ASan+UBSan (SAN=1), and ends by saying how many tests were skipped, if any (never "all passed"
+# over a skip).
 
 TEST_CFLAGS := $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIE -Itests
 PYTHON      := /usr/bin/python3
@@ -23,14 +24,14 @@ PYTHON      := /usr/bin/python3
 # never reads as one that ran them all.
 export BOXKITE_TEST_RESULTS ?= $(CURDIR)/$(B)/test-results
 TEST_RUN        := $(PYTHON) $(CURDIR)/tests/integration/run.py
-TEST_SKIP_TIERS := escape-selftest integration workloads files python k8s files-bkctl install
+TEST_SKIP_TIERS := escape-selftest integration workloads files python k8s integration-san files-bkctl install
 
-.PHONY: test test-unit test-wire test-fuzz test-integration test-workloads test-files test-files-bkctl test-python test-k8s \
-        test-install test-san
+.PHONY: test test-unit test-wire test-fuzz test-integration test-integration-san test-workloads test-files \
+        test-files-bkctl test-python test-k8s test-install test-san
 
 test: deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped
-	$(MAKE) gen-check docs-check
+	$(MAKE) gen-check layout-check docs-check
 	$(MAKE) all test-unit test-wire test-fuzz test-integration test-workloads test-files test-python test-k8s \
 		test-install
 	$(MAKE) SAN=1 test-san
@@ -43,7 +44,7 @@ test: deps
 	if [ "$$total" -eq 0 ]; then echo "make test: all tiers passed, no test skipped"; \
 	else echo "make test: no test failed, but $$total tests skipped ($${tiers#, }): see the SKIP lines above"; fi
 
-test-san: all test-unit test-wire test-fuzz test-files-bkctl
+test-san: all test-unit test-wire test-fuzz test-integration-san test-files-bkctl
 
 include tests/unit/unit.mk
 include tests/wire/wire.mk

@@ -10,7 +10,7 @@
  *       descriptor as the last step of the exec path). As `docker run --init`: it runs ARGV as
  *       its child, so that the command is not PID 1 (whose signals to itself without a handler
  *       are ignored, and whose abort() looks like a segfault), forwards the signals it gets to
- *       it, reaps every orphan, and when the command ends writes how on N (init/status.h) and
+ *       it, reaps every orphan, and when the command ends writes how on N (init/init_status.h) and
  *       exits with its status — taking every process left in the namespace with it.
  *
  * Built static: it runs inside the sandbox's root, which need not have our libraries. */
@@ -26,7 +26,7 @@
 
 extern char **environ;
 
-#include "status.h"
+#include "init_status.h"
 
 static int sandbox_init(void)
 {

@@ -224,6 +224,46 @@ class OperationsTest(FilesTestCase):
         self.assertStatus("FAILED_PRECONDITION", self.fs.remove, "/tmp", recursive=True, path="/tmp")
         self.assertEqual(self.workspace_names(), ["full"])
 
+    def make_deep(self, rel, depth, leaf=None):
+        """rel/d/d/.../d, depth levels, the sandbox user's, made by descriptor (no path is that
+        long); leaf(fd) makes what goes at the bottom."""
+        os.mkdir(self.host(rel))
+        os.chown(self.host(rel), UID, UID)
+        fd = os.open(self.host(rel), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(depth):
+                os.mkdir("d", dir_fd=fd)
+                os.chown("d", UID, UID, dir_fd=fd, follow_symlinks=False)
+                nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            if leaf:
+                leaf(fd)
+        finally:
+            os.close(fd)
+
+    def test_remove_a_tree_of_any_depth(self):
+        # Deeper than any fixed limit and than PATH_MAX as one path: removed whole, with the
+        # exact count. It failed at depth 256 with a bare PERMISSION_DENIED before.
+        def bottom(fd):
+            os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+            os.chown("f", UID, UID, dir_fd=fd)
+        self.make_deep("deep", 3000, bottom)
+        self.assertEqual(self.fs.remove("deep", recursive=True), 3000 + 2)
+        self.assertFalse(os.path.lexists(self.host("deep")))
+
+        # What cannot go deep down is named by its path's end, and the rest stays.
+        def read_only(fd):
+            os.mkdir("ro", dir_fd=fd)
+            os.close(os.open("ro/x", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+            os.chown("ro/x", UID, UID, dir_fd=fd)
+            os.chown("ro", UID, UID, dir_fd=fd)
+            os.chmod("ro", 0o555, dir_fd=fd)
+        self.make_deep("deep2", 400, read_only)
+        e = self.assertStatus("PERMISSION_DENIED", self.fs.remove, "deep2", recursive=True)
+        self.assertTrue(e.message.split(":")[0].endswith("/d/d/ro/x"), e.message)
+        self.assertTrue(os.path.isdir(self.host("deep2/d")))
+
     # --- move ------------------------------------------------------------------------------
 
     def test_move(self):

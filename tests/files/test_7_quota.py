@@ -2,6 +2,7 @@
 with RESOURCE_EXHAUSTED naming the path and leave nothing; what commands wrote counts; uploads in
 progress count; /tmp does not."""
 
+import os
 import threading
 import time
 
@@ -34,6 +35,23 @@ class QuotaTest(FilesTestCase):
 
     def test_files_written_by_commands_count(self):
         self.fs.exec("head -c %d /dev/zero > /workspace/made-by-a-command" % (3 * MiB + MiB // 2))
+        self.assertStatus("RESOURCE_EXHAUSTED", self.fs.upload, "x.bin", b"x" * MiB, path="/workspace/x.bin")
+
+    def test_files_however_deep_count(self):
+        # Below the depth the measure once stopped at (256): counted like any other.
+        fd = os.open(self.host(""), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(400):
+                os.mkdir("d", dir_fd=fd)
+                nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            big = os.open("big", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)
+            os.ftruncate(big, 3 * MiB + MiB // 2)
+            os.close(big)
+        finally:
+            os.close(fd)
+        os.system("chmod -R a+rX %s" % self.host("d"))
         self.assertStatus("RESOURCE_EXHAUSTED", self.fs.upload, "x.bin", b"x" * MiB, path="/workspace/x.bin")
 
     def test_uploads_in_progress_count(self):

@@ -31,16 +31,14 @@
  * decoder; and the request arena (common/envelope.c) carves its allocations out of larger
  * blocks, so ASan cannot see an overrun from one decoded field into the next.
  *
- * Built with -DBK_LIBFUZZER for libFuzzer (make fuzz); otherwise main() replays the files and
+ * Built for libFuzzer (make fuzz), or linked with replay.c, whose main() replays the files and
  * directories named on the command line (make test-fuzz). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz_key.h"
@@ -214,61 +212,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		deliver(data + 1, size - 1, flags);
 	return 0;
 }
-
-#ifndef BK_LIBFUZZER
-static void replay_file(const char *path, unsigned *count)
-{
-	_cleanup_free_ uint8_t *buf = NULL;
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	size_t have = 0;
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		die("%s: %s", path, strerror(errno));
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!buf)
-		die("out of memory");
-	while (have < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + have, (size_t)st.st_size - have);
-		if (n <= 0)
-			die("%s: %s", path, n ? strerror(errno) : "shorter than it was");
-		have += (size_t)n;
-	}
-	LLVMFuzzerTestOneInput(buf, have);
-	(*count)++;
-}
-
-/* Replay each file named, and each file in each directory named. */
-int main(int argc, char **argv)
-{
-	unsigned count = 0;
-
-	for (int i = 1; i < argc; i++) {
-		struct stat st;
-		DIR *d;
-		struct dirent *e;
-
-		if (stat(argv[i], &st) < 0)
-			die("%s: %s", argv[i], strerror(errno));
-		if (!S_ISDIR(st.st_mode)) {
-			replay_file(argv[i], &count);
-			continue;
-		}
-		d = opendir(argv[i]);
-		if (!d)
-			die("%s: %s", argv[i], strerror(errno));
-		while ((e = readdir(d))) {
-			char path[4096];
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
-			replay_file(path, &count);
-		}
-		closedir(d);
-	}
-	if (count == 0)
-		die("no inputs to replay in the corpus given");
-	printf("fuzz_envelope: replayed %u inputs\n", count);
-	return 0;
-}
-#endif

@@ -1,10 +1,12 @@
-/* gen_corpus DIR: write the generated seeds of fuzz_envelope's corpus (the gen-* files of
- * tests/fuzz/corpus/envelope) into DIR. Deterministic: a fixed clock and fixed nonces, so
- * `make test-fuzz` can check that the committed seeds are what this program writes.
+/* gen_corpus ENVELOPE_DIR ORDER_DIR: write the generated seeds (gen-* files) of fuzz_envelope's
+ * corpus (tests/fuzz/corpus/envelope) and of fuzz_order's (tests/fuzz/corpus/order).
+ * Deterministic: a fixed clock and fixed nonces, so `make test-fuzz` can check that the
+ * committed seeds are what this program writes.
  *
- * Each seed is the harness's flag byte and a message (see fuzz_envelope.c). Seeds meant to get
- * past the MAC carry FUZZ_RESEAL, since their fixed stamp is long out of any window; the rest
- * stop where their name says. */
+ * Each seed is the harness's flag byte and a message (see fuzz_envelope.c, fuzz_order.c).
+ * Envelope seeds meant to get past the MAC carry FUZZ_RESEAL, since their fixed stamp is long
+ * out of any window; the rest stop where their name says. Order seeds are one of each kind the
+ * executor and the file worker serve, accepted, and a refused variant of each check. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,13 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "boxkite/executor/order.pb-c.h"
 #include "envelope.h"
 #include "fuzz_key.h"
 
 /* 2023-11-14T22:13:20Z: any fixed time will do. */
 #define SEED_TIME_MS 1700000000000LL
 
-static const char *out_dir;
+static const char *out_dir, *order_dir;
 static const bk_key *key;
 static unsigned nonce_counter;
 
@@ -28,16 +31,194 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void put(const char *name, unsigned flags, const uint8_t *msg, size_t len)
+static void put_in(const char *dir, const char *name, unsigned flags, const uint8_t *msg, size_t len)
 {
 	char path[4096];
 	uint8_t flag = (uint8_t)flags;
 	_cleanup_close_ int fd = -1;
 
-	snprintf(path, sizeof(path), "%s/gen-%s", out_dir, name);
+	snprintf(path, sizeof(path), "%s/gen-%s", dir, name);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || write(fd, &flag, 1) != 1 || (len && write(fd, msg, len) != (ssize_t)len))
 		die(path);
+}
+
+static void put(const char *name, unsigned flags, const uint8_t *msg, size_t len)
+{
+	put_in(out_dir, name, flags, msg, len);
+}
+
+/* --- orders (fuzz_order.c: flag bits 0-1 descriptors, 2-3 the table) -------------------------- */
+
+enum { TABLE_EXECUTOR = 0, TABLE_FILES = 1 << 2, TABLE_FIRST = 2 << 2 };
+
+static void order(const char *name, unsigned flags, Boxkite__Executor__Order *o)
+{
+	uint8_t buf[65536];
+	size_t len;
+
+	if (!o->id)
+		o->id = 7;
+	len = protobuf_c_message_pack(&o->base, buf);
+	put_in(order_dir, name, flags, buf, len);
+}
+
+static void seeds_orders(void)
+{
+	char *argv[] = { "sh", "-c", "echo hi" }, *env[] = { "PATH=/usr/bin:/bin", "LANG=C.UTF-8" };
+	char *bad_env[] = { "NO_EQUALS" };
+	Boxkite__Executor__Root r1 = BOXKITE__EXECUTOR__ROOT__INIT, r2 = BOXKITE__EXECUTOR__ROOT__INIT;
+	Boxkite__Executor__Root *roots[] = { &r1, &r2 };
+	Boxkite__Executor__Order o = BOXKITE__EXECUTOR__ORDER__INIT;
+
+	Boxkite__Executor__Configure c = BOXKITE__EXECUTOR__CONFIGURE__INIT;
+	r1.path = "/workspace";
+	r2.path = "/data";
+	r2.read_only = true;
+	c.workspace = "/var/lib/boxkite/workspace";
+	c.home = "/var/lib/boxkite/home";
+	c.init_path = "/usr/libexec/boxkite/boxkite-init";
+	c.sandbox_uid = 1001;
+	c.tmp_size = 1 << 20;
+	c.shm_size = 1 << 20;
+	c.exec_memory = 1 << 28;
+	c.exec_pids = 64;
+	c.exec_nofile = 256;
+	c.exec_nproc = 1024;
+	c.exec_fsize = 1 << 30;
+	c.n_roots = 2;
+	c.roots = roots;
+	c.key_file = "/etc/boxkite/key";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE;
+	o.configure = &c;
+	order("configure", TABLE_FIRST, &o);
+	c.sandbox_uid = 0;
+	order("configure-uid-0", TABLE_FIRST, &o);
+	c.sandbox_uid = 1001;
+	r1.path = "/workspace/../etc";
+	order("configure-root-dotdot", TABLE_FIRST, &o);
+	r1.path = "/workspace";
+	order("configure-again", TABLE_EXECUTOR, &o);
+
+	Boxkite__Executor__Spawn sp = BOXKITE__EXECUTOR__SPAWN__INIT;
+	sp.exec_id = 42;
+	sp.n_argv = 3;
+	sp.argv = argv;
+	sp.n_env = 2;
+	sp.env = env;
+	sp.cwd = "/workspace/src";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
+	o.spawn = &sp;
+	order("spawn", TABLE_EXECUTOR, &o);
+	order("spawn-with-fds", TABLE_EXECUTOR | 3, &o);
+	order("spawn-to-the-file-worker", TABLE_FILES, &o);
+	sp.cwd = "/etc";
+	order("spawn-cwd-outside", TABLE_EXECUTOR, &o);
+	sp.cwd = "src/../../etc";
+	order("spawn-cwd-dotdot", TABLE_EXECUTOR, &o);
+	sp.cwd = "/workspace";
+	sp.n_env = 1;
+	sp.env = bad_env;
+	order("spawn-bad-env", TABLE_EXECUTOR, &o);
+	sp.n_env = 0;
+	sp.exec_id = 0;
+	order("spawn-id-0", TABLE_EXECUTOR, &o);
+
+	Boxkite__Executor__Kill k = BOXKITE__EXECUTOR__KILL__INIT;
+	k.exec_id = 42;
+	k.signal = 9;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
+	o.kill = &k;
+	order("kill", TABLE_EXECUTOR, &o);
+	k.signal = 65;
+	order("kill-bad-signal", TABLE_EXECUTOR, &o);
+
+	Boxkite__Executor__Ping ping = BOXKITE__EXECUTOR__PING__INIT;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_PING;
+	o.ping = &ping;
+	order("ping", TABLE_EXECUTOR, &o);
+	order("ping-first", TABLE_FIRST, &o);
+	Boxkite__Executor__OpenKeyFile okf = BOXKITE__EXECUTOR__OPEN_KEY_FILE__INIT;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE;
+	o.open_key_file = &okf;
+	order("open-key-file", TABLE_EXECUTOR, &o);
+
+	Boxkite__Executor__Stat st = BOXKITE__EXECUTOR__STAT__INIT;
+	st.path = "/workspace/a.txt";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
+	o.stat = &st;
+	order("stat", TABLE_FILES, &o);
+	order("stat-to-the-executor", TABLE_EXECUTOR, &o);
+	st.path = "/etc/shadow";
+	order("stat-outside", TABLE_FILES, &o);
+	Boxkite__Executor__List ls = BOXKITE__EXECUTOR__LIST__INIT;
+	ls.path = "/workspace";
+	ls.after = "f0099";
+	ls.limit = 100;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_LIST;
+	o.list = &ls;
+	order("list", TABLE_FILES, &o);
+	ls.after = "../x";
+	order("list-token-path", TABLE_FILES, &o);
+	Boxkite__Executor__OpenRead rd = BOXKITE__EXECUTOR__OPEN_READ__INIT;
+	rd.path = "/data/in.bin";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_OPEN_READ;
+	o.open_read = &rd;
+	order("open-read", TABLE_FILES, &o);
+	Boxkite__Executor__CreateTemp ct = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
+	ct.path = "/workspace/new/file";
+	ct.make_parents = true;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CREATE_TEMP;
+	o.create_temp = &ct;
+	order("create-temp", TABLE_FILES, &o);
+	Boxkite__Executor__Commit cm = BOXKITE__EXECUTOR__COMMIT__INIT;
+	cm.path = "/workspace/new/file";
+	cm.mode = 0644;
+	cm.overwrite = true;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
+	o.commit = &cm;
+	order("commit", TABLE_FILES | 1, &o);
+	order("commit-without-its-file", TABLE_FILES, &o);
+	cm.mode = 04755;
+	order("commit-setuid", TABLE_FILES | 1, &o);
+	Boxkite__Executor__Mkdir mk = BOXKITE__EXECUTOR__MKDIR__INIT;
+	mk.path = "/tmp/a/b";
+	mk.parents = true;
+	mk.mode = 0700;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_MKDIR;
+	o.mkdir = &mk;
+	order("mkdir", TABLE_FILES, &o);
+	Boxkite__Executor__Symlink ln = BOXKITE__EXECUTOR__SYMLINK__INIT;
+	ln.path = "/workspace/d/link";
+	ln.target = "../f";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK;
+	o.symlink = &ln;
+	order("symlink", TABLE_FILES, &o);
+	ln.target = "../../etc/passwd";
+	order("symlink-out-of-its-root", TABLE_FILES, &o);
+	ln.target = "";
+	order("symlink-no-target", TABLE_FILES, &o);
+	Boxkite__Executor__Remove rm = BOXKITE__EXECUTOR__REMOVE__INIT;
+	rm.path = "/workspace/tree";
+	rm.recursive = true;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_REMOVE;
+	o.remove = &rm;
+	order("remove", TABLE_FILES, &o);
+	rm.path = "";
+	order("remove-empty-path", TABLE_FILES, &o);
+	Boxkite__Executor__Rename mv = BOXKITE__EXECUTOR__RENAME__INIT;
+	mv.from = "/workspace/a";
+	mv.to = "/tmp/b";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_RENAME;
+	o.rename = &mv;
+	order("rename", TABLE_FILES, &o);
+	mv.to = "/root/b";
+	order("rename-outside", TABLE_FILES, &o);
+	Boxkite__Executor__Usage us = BOXKITE__EXECUTOR__USAGE__INIT;
+	us.path = "/workspace";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
+	o.usage = &us;
+	order("usage", TABLE_FILES, &o);
 }
 
 /* A request header as a client makes it, with the next fixed nonce. */
@@ -348,17 +529,19 @@ int main(int argc, char **argv)
 {
 	bk_keyring *ring = NULL;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: gen_corpus DIR\n");
+	if (argc != 3) {
+		fprintf(stderr, "usage: gen_corpus ENVELOPE_DIR ORDER_DIR\n");
 		return 2;
 	}
 	out_dir = argv[1];
+	order_dir = argv[2];
 	if (bk_keyring_parse(FUZZ_KEY_FILE, strlen(FUZZ_KEY_FILE), "fuzz key", &ring, NULL) < 0)
 		die("key");
 	key = &ring->keys[0];
 	seeds_valid();
 	seeds_refused();
 	seeds_raw();
+	seeds_orders();
 	bk_keyring_free(ring);
 	return 0;
 }

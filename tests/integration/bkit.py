@@ -43,6 +43,8 @@ import boxkited_process  # noqa: E402  (its process helpers only: standard libra
 
 BUILD = Path(os.environ.get("BOXKITE_BUILD", REPO / "build")).resolve()
 BOXKITED = BUILD / "boxkited"
+EXECUTOR = BUILD / "boxkite-executor"
+EXECUTOR_COMM = "boxkite-executo"  # its name as the kernel keeps it: 15 characters
 BKCTL = BUILD / "bkctl"
 INIT = BUILD / "boxkite-init"
 PROBE = BUILD / "bk-probe"
@@ -214,7 +216,7 @@ def require_tools(*tools):
 
 
 def require_build():
-    for b in (BOXKITED, BKCTL, INIT, PROBE):
+    for b in (BOXKITED, EXECUTOR, BKCTL, INIT, PROBE):
         if not b.exists():
             raise unittest.SkipTest(f"{b} is not built (make all {BUILD.name}/bk-probe)")
 
@@ -392,6 +394,27 @@ class ProbeResult:
                 f"result {json.dumps(self.result)[:1500]}")
 
 
+# --- sanitizer reports -----------------------------------------------------------------------
+
+# What AddressSanitizer, LeakSanitizer and UBSan write when they find something (make test runs
+# this tier once more against the SAN=1 build): a daemon's log with one fails the run (run.py).
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "AddressSanitizer: CHECK",
+                   "WARNING: ASan")
+SANITIZER_REPORTS = []
+
+
+def sanitizer_check(tag, log):
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        if any(m in line for m in SANITIZER_MARKS):
+            at = text.index(line)
+            SANITIZER_REPORTS.append(f"boxkited ({tag}): {text[at:at + 3000]}")
+            return
+
+
 # --- the daemon -------------------------------------------------------------------------------
 
 class Daemon:
@@ -481,8 +504,8 @@ class Daemon:
         except OSError:
             return ""
 
-    # Processes: the front (talks to clients), its child the executor, and (local mode) the
-    # executor's child boxkite-init.
+    # Processes: the front (talks to clients), its child the executor (boxkite-executor), and
+    # (local mode) the executor's child boxkite-init.
     def front_pid(self):
         if self._front is None:
             if not self.prefix:
@@ -497,7 +520,7 @@ class Daemon:
         return self._front
 
     def executor_pid(self):
-        kids = [p for p in proc_children(self.front_pid()) if proc_comm(p) == "boxkited"]
+        kids = [p for p in proc_children(self.front_pid()) if proc_comm(p) == EXECUTOR_COMM]
         if len(kids) != 1:
             raise AssertionError(f"expected one executor child of the front, found {kids}")
         return kids[0]
@@ -552,6 +575,7 @@ class Daemon:
             except AssertionError as e:
                 print(f"bkit: {e}: {[p for p in family if proc_alive(p)]}", file=sys.stderr)
         self._logf.close()
+        sanitizer_check(self.tag, self.log)
 
     # --- bkctl ---
     def bkctl(self, *args, timeout=60, url=None, netns=None, input=None, text=True):

@@ -14,3 +14,9 @@ INTEGRATION_ARGS ?=
 
 test-integration: all $(B)/bk-probe test-escape-selftest
 	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py $(INTEGRATION_ARGS)
+
+# Once more against the SAN=1 build (make test-san): boxkited, boxkite-executor and its file
+# worker under ASan+UBSan, a sanitizer's report in any daemon's log failing the tier
+# (bkit.sanitizer_check). The probes are the same static programs: their self-test is not rerun.
+test-integration-san: all $(B)/bk-probe
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py --tier integration-san $(INTEGRATION_ARGS)

@@ -122,6 +122,11 @@ def main():
         if kit:
             kit.cleanup_all()
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    # A sanitizer's report in a daemon's log (the SAN=1 run of the integration tier) fails it,
+    # whatever the test that ran it saw.
+    for report in (kit.SANITIZER_REPORTS if kit else []):
+        print(f"SANITIZER {report}", file=sys.stderr)
+        failed += 1
     skips = skip_lines(result, per_class, per_module)
     skipped = sum(n for n, _ in skips)
     for _, line in skips:

@@ -110,6 +110,82 @@ class FrontAndExecutorPrivileges(unittest.TestCase):
         self.assertEqual(set(re.findall(r"CAP_[A-Z_]+", body)), EXECUTOR_CAPS)
 
 
+def mappings(pid, path_part):
+    """(start, end) of pid's mappings whose path contains path_part."""
+    out = []
+    for line in open(f"/proc/{pid}/maps"):
+        fields = line.split()
+        if len(fields) >= 6 and path_part in fields[5]:
+            a, b = fields[0].split("-")
+            out.append((int(a, 16), int(b, 16)))
+    return out
+
+
+# A readable mapping larger than this is a sanitizer's shadow (terabytes, nearly all unmapped
+# zero pages), never a heap or a stack of these processes.
+SCAN_MAPPING_MAX = 1 << 30
+
+
+def memory_holds(pid, needle):
+    """Whether any readable mapping of pid holds the bytes needle (read as root, 16 MiB at a
+    time, overlapping by the needle's length)."""
+    chunk = 16 << 20
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1] or (len(fields) >= 6 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            a, b = (int(x, 16) for x in fields[0].split("-"))
+            if b - a > SCAN_MAPPING_MAX:
+                continue
+            for at in range(a, b, chunk):
+                try:
+                    mem.seek(at)
+                    if needle in mem.read(min(chunk + len(needle), b - at)):
+                        return True
+                except OSError:
+                    continue
+    return False
+
+
+class ExecutorImage(unittest.TestCase):
+    """The executor is not a fork of the front but boxkite-executor executed afresh: another
+    program, its own address layout (a fork would share the front's libc base to the byte), an
+    empty environment, and none of the front's keys in its memory."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = bkit.Daemon("image").start()
+        rc, res, err = cls.d.exec_json("--", "true")
+        if rc != 0:
+            raise AssertionError(f"exec true: {rc} {res} {err}")
+
+    def test_it_runs_its_own_program(self):
+        self.assertEqual(os.readlink(f"/proc/{self.d.executor_pid()}/exe"), str(bkit.EXECUTOR))
+        self.assertEqual(os.readlink(f"/proc/{self.d.front_pid()}/exe"), str(bkit.BOXKITED))
+        self.assertEqual(open(f"/proc/{self.d.executor_pid()}/environ", "rb").read(), b"")
+
+    def test_its_address_layout_is_its_own(self):
+        front, executor = mappings(self.d.front_pid(), "libc.so"), mappings(self.d.executor_pid(), "libc.so")
+        self.assertTrue(front and executor, "libc is mapped in both")
+        self.assertNotEqual(front[0][0], executor[0][0], "the executor shares the front's libc base: a fork")
+        self.assertNotEqual(mappings(self.d.front_pid(), "[stack]"), mappings(self.d.executor_pid(), "[stack]"))
+
+    def test_no_key_in_its_memory(self):
+        secret = bytes.fromhex(self.d.key_secret)
+        # The scan can find a key: the front, which verifies MACs with it, holds it.
+        self.assertTrue(memory_holds(self.d.front_pid(), secret), "the scan does not find the key in the front")
+        self.assertFalse(memory_holds(self.d.executor_pid(), secret), "the executor's memory holds the HMAC key")
+        self.assertFalse(memory_holds(self.d.executor_pid(), self.d.key_secret.encode()),
+                         "the executor's memory holds the key file's text")
+
+    def test_a_key_reload_passes_a_descriptor_and_no_key(self):
+        # SIGHUP: the front has the executor open the key file and reads it itself.
+        os.kill(self.d.front_pid(), signal.SIGHUP)
+        bkit.wait_for(lambda: "key file reloaded" in self.d.log_text(), 10, what="the key reload")
+        self.assertFalse(memory_holds(self.d.executor_pid(), bytes.fromhex(self.d.key_secret)))
+
+
 class FrontWithoutExecutor(unittest.TestCase):
     def test_front_stops_failing_when_its_executor_dies(self):
         # Without its executor the front can only answer UNAVAILABLE while Health would still say
@@ -130,11 +206,60 @@ class FrontWithoutExecutor(unittest.TestCase):
         bkit.wait_for(lambda: not any(bkit.proc_alive(p) for p in family), 5, what="boxkited's processes to be gone")
 
 
+class FileWorkerSeenFromTheSandbox(unittest.TestCase):
+    """The file worker shares the sandbox user's uid with sandboxed code: that code must not be
+    able to reach it — see it, signal it, trace it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = bkit.Daemon("worker-sight").start()
+
+    def worker(self):
+        kids = [p for p in bkit.proc_children(self.d.executor_pid()) if bkit.proc_comm(p) == "bk-files"]
+        self.assertEqual(len(kids), 1, "one file worker, the executor's child")
+        return kids[0]
+
+    def test_a_command_cannot_see_or_signal_it(self):
+        pid = self.worker()
+        rc, res, err = self.d.exec_json("--", "sh", "-c", "cat /proc/[0-9]*/comm; kill -0 %d; echo kill=$?" % pid)
+        self.assertEqual(rc, 0, f"{res} {err}")
+        self.assertNotIn("bk-files", res["stdout"])
+        self.assertIn("kill=1", res["stdout"], "the file worker's host pid names a process a command can signal")
+        self.assertTrue(bkit.proc_alive(pid))
+
+    def test_it_holds_nothing(self):
+        st = bkit.proc_status(self.worker())
+        self.assertEqual(st["Uid"].split(), [str(bkit.SANDBOX_UID)] * 4)
+        for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            self.assertEqual(bkit.cap_mask(st, field), 0, field)
+        self.assertEqual((st["NoNewPrivs"], st["Seccomp"]), ("1", "2"))
+
+    def test_it_runs_below_the_front(self):
+        # /proc/PID/stat field 19 is the nice value: a command's (sidecar/child.h), not boxkited's.
+        nice = lambda pid: int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[16])
+        self.assertEqual(nice(self.worker()), 10)
+        self.assertEqual(nice(self.d.proc.pid), 0)
+
+
+class ExecutorPath(unittest.TestCase):
+    def test_a_missing_executor_stops_boxkited_with_the_reason(self):
+        # Its state and socket directories are made before the executor is started: in a
+        # scratch directory, not on the machine.
+        d = bkit.temp_dir("executor-path")
+        r = subprocess.run([str(bkit.BOXKITED), "--listen", f"ipc://{d}/run/s", "--state-dir", str(d / "state"),
+                            "--executor", str(d / "absent")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--executor", r.stderr)
+        self.assertIn(str(d / "absent"), r.stderr)
+
+
 class FrontUid(unittest.TestCase):
     def test_root_and_the_sandbox_uid_are_refused_for_the_front(self):
         for uid in ("0", "1001"):
             with self.subTest(uid):
-                r = subprocess.run([str(bkit.BOXKITED), "--listen", "ipc:///nonexistent/s", "--front-uid", uid],
+                sock = bkit.temp_dir("front-uid") / "s"
+                r = subprocess.run([str(bkit.BOXKITED), "--listen", f"ipc://{sock}", "--front-uid", uid],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("--front-uid", r.stderr)

@@ -10,7 +10,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <stdatomic.h>
 #include <nng/protocol/reqrep0/req.h>
+
+#include "exec.h"
+#include "files.h"
+#include "link.h"
 
 atomic_uint wire_exec_runs;
 
@@ -47,7 +52,42 @@ static int start_fail(wire *w, const char *what, bk_error *err)
 	return -1;
 }
 
-int wire_start(wire **out, bool keyed, const char *const *extra)
+/* The front's channels to the stubs, and its exec and file machinery, as main.c sets them up. */
+static int stubs_start(wire *w)
+{
+	bk_error *err = NULL;
+	int fd;
+
+	if (stub_start(&w->stub, w->dir, &fd) < 0)
+		return -1;
+	if (bk_link_new("executor", bk_server_executor_event, &w->srv, &w->links[0], &err) < 0 ||
+	    bk_link_new("file worker", bk_server_files_event, &w->srv, &w->links[1], &err) < 0) {
+		close(fd);
+		fprintf(stderr, "wire fixture: links: %s\n", bk_error_msg(err));
+		bk_error_free(err);
+		return -1;
+	}
+	bk_link_attach(w->links[0], fd);
+	w->srv.executor = w->links[0];
+	w->srv.files_link = w->links[1];
+	if (bk_execs_start(&w->srv, &err) < 0 || bk_files_start(&w->srv, &err) < 0 ||
+	    bk_link_start(w->links[1], &err) < 0 || bk_link_start(w->links[0], &err) < 0) {
+		fprintf(stderr, "wire fixture: exec and files: %s\n", bk_error_msg(err));
+		bk_error_free(err);
+		return -1;
+	}
+	/* The stub's first events: FilesReady, then the sandbox ready (that order: once it reads
+	 * ready, the file worker's channel is attached). A hang guard. */
+	for (int i = 0; i < WIRE_TIMEOUT_MS && !atomic_load(&w->srv.sandbox_ready); i++)
+		usleep(1000);
+	if (!atomic_load(&w->srv.sandbox_ready)) {
+		fprintf(stderr, "wire fixture: the stub executor's state never came\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int start(wire **out, bool keyed, const char *const *extra, bool stubbed)
 {
 	const char *argv[32] = { "boxkited", "--listen" };
 	wire *w = calloc(1, sizeof(*w));
@@ -85,7 +125,10 @@ int wire_start(wire **out, bool keyed, const char *const *extra)
 	w->srv_up = true;
 	if (bk_server_init(&w->srv, &w->cfg, &err) < 0)
 		return start_fail(w, "bk_server_init", err);
-	wire_method(w, "Exec")->handler = counting_exec;
+	if (!stubbed)
+		wire_method(w, "Exec")->handler = counting_exec;
+	else if (stubs_start(w) < 0)
+		return start_fail(w, "stubs", NULL);
 	if (bk_front_listen(&w->srv, &err) < 0)
 		return start_fail(w, "bk_front_listen", err);
 	bk_front_serve(&w->srv);
@@ -106,6 +149,16 @@ int wire_start(wire **out, bool keyed, const char *const *extra)
 	return 0;
 }
 
+int wire_start(wire **out, bool keyed, const char *const *extra)
+{
+	return start(out, keyed, extra, false);
+}
+
+int wire_start_stubbed(wire **out, const char *const *extra)
+{
+	return start(out, true, extra, true);
+}
+
 void wire_stop(wire *w)
 {
 	char path[128];
@@ -114,6 +167,17 @@ void wire_stop(wire *w)
 		return;
 	if (w->req_open)
 		nng_close(w->req);
+	/* As main.c: the executor's link first (what is pending fails), then the exec thread, the
+	 * files machinery, the transport; the links freed last. */
+	atomic_store(&w->srv.stopping, true);
+	bk_link_close(w->links[0]);
+	bk_link_close(w->links[1]);
+	stub_stop(w->stub);
+	bk_execs_stop(&w->srv);
+	bk_files_stop(&w->srv);
+	bk_front_stop(&w->srv);
+	bk_link_free(w->links[0]);
+	bk_link_free(w->links[1]);
 	if (w->srv_up)
 		bk_server_fini(&w->srv);
 	bk_config_free(&w->cfg);

@@ -15,6 +15,7 @@
 #include <nng/nng.h>
 
 #include "server.h"
+#include "stub.h"
 
 #define WIRE_KEY_ID "wire"
 /* Long enough for a loaded CI machine under ASan; only a failing test ever waits this long. */
@@ -31,6 +32,8 @@ typedef struct wire {
 	const bk_key *key;  /* the one key of ring */
 	nng_socket req;     /* the raw REQ peer */
 	bool req_open;
+	stub *stub;         /* wire_start_stubbed: the stub executor and file worker */
+	struct bk_link *links[2];
 } wire;
 
 /* Times the counting Exec handler ran, in this process. */
@@ -39,6 +42,9 @@ extern atomic_uint wire_exec_runs;
 /* Start a server: keyed (a fresh key file named WIRE_KEY_ID) or not, with the extra flags of the
  * NULL-terminated list extra (may be NULL). Prints why and returns -1 on failure. */
 int wire_start(wire **out, bool keyed, const char *const *extra);
+/* wire_start(), keyed, with the real handlers and the front's exec and file machinery, its
+ * channels to a stub executor and file worker (stub.h), files served from w->dir. */
+int wire_start_stubbed(wire **out, const char *const *extra);
 /* Stop the server, close the peer, remove the temp dir. Accepts NULL. */
 void wire_stop(wire *w);
 

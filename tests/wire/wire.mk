@@ -4,19 +4,19 @@
 # shown. Programs: attacks (forged envelopes against dispatch), client (libboxkite, and its
 # checks of tampered answers), time_edges (int64 timestamps).
 
-WIRE_PROGS   := attacks client time_edges
+WIRE_PROGS   := attacks client time_edges front
 WIRE_BIN     := $(addprefix $(B)/tests/wire/,$(WIRE_PROGS))
-WIRE_FIXTURE := $(B)/tests/wire/fixture.o
+WIRE_FIXTURE := $(B)/tests/wire/fixture.o $(B)/tests/wire/stub.o
 # libboxkite's own object, not the archive: the archive repeats common/ and gen/, which
-# libbkserver.a already provides.
-WIRE_LIBS    := $(call pic,$(CLIENT_SRC)) $(B)/libbkserver.a
+# libbkcore.a already provides.
+WIRE_LIBS    := $(call pic,$(CLIENT_SRC)) $(B)/libbkfront.a $(B)/libbkcore.a
 
 $(B)/tests/wire/%.o: tests/wire/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -Iserver -c $< -o $@
 
 $(WIRE_BIN): $(B)/tests/wire/%: $(B)/tests/wire/test_%.o $(WIRE_FIXTURE) $(WIRE_LIBS)
-	$(CC) -pie -o $@ $^ $(LDLIBS_SERVER) -lcmocka $(LDFLAGS)
+	$(CC) -pie -o $@ $^ $(LDLIBS_FRONT) -lcmocka $(LDFLAGS)
 
 # Every program runs even when one before it failed, so one bug does not hide another.
 test-wire: $(WIRE_BIN)

@@ -52,6 +52,96 @@ void   boxkite__executor__ping__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__ping__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__configure__init
+                     (Boxkite__Executor__Configure         *message)
+{
+  static const Boxkite__Executor__Configure init_value = BOXKITE__EXECUTOR__CONFIGURE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__configure__get_packed_size
+                     (const Boxkite__Executor__Configure *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__configure__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__configure__pack
+                     (const Boxkite__Executor__Configure *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__configure__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__configure__pack_to_buffer
+                     (const Boxkite__Executor__Configure *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__configure__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Configure *
+       boxkite__executor__configure__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Configure *)
+     protobuf_c_message_unpack (&boxkite__executor__configure__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__configure__free_unpacked
+                     (Boxkite__Executor__Configure *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__configure__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__root__init
+                     (Boxkite__Executor__Root         *message)
+{
+  static const Boxkite__Executor__Root init_value = BOXKITE__EXECUTOR__ROOT__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__root__get_packed_size
+                     (const Boxkite__Executor__Root *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__root__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__root__pack
+                     (const Boxkite__Executor__Root *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__root__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__root__pack_to_buffer
+                     (const Boxkite__Executor__Root *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__root__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Root *
+       boxkite__executor__root__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Root *)
+     protobuf_c_message_unpack (&boxkite__executor__root__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__root__free_unpacked
+                     (Boxkite__Executor__Root *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__root__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__pong__init
                      (Boxkite__Executor__Pong         *message)
 {
@@ -320,6 +410,51 @@ void   boxkite__executor__exited__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__files_ready__init
+                     (Boxkite__Executor__FilesReady         *message)
+{
+  static const Boxkite__Executor__FilesReady init_value = BOXKITE__EXECUTOR__FILES_READY__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__files_ready__get_packed_size
+                     (const Boxkite__Executor__FilesReady *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__files_ready__pack
+                     (const Boxkite__Executor__FilesReady *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__files_ready__pack_to_buffer
+                     (const Boxkite__Executor__FilesReady *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__FilesReady *
+       boxkite__executor__files_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__FilesReady *)
+     protobuf_c_message_unpack (&boxkite__executor__files_ready__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__files_ready__free_unpacked
+                     (Boxkite__Executor__FilesReady *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__files_ready__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   boxkite__executor__file_info__init
@@ -1105,6 +1240,277 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[15] =
+{
+  {
+    "pod",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, pod),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "workspace",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, workspace),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "init_path",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, init_path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "init_name",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, init_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_uid",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, sandbox_uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tmp_size",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, tmp_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exec_memory",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, exec_memory),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exec_pids",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, exec_pids),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exec_nofile",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, exec_nofile),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exec_nproc",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, exec_nproc),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exec_fsize",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, exec_fsize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "roots",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Configure, n_roots),
+    offsetof(Boxkite__Executor__Configure, roots),
+    &boxkite__executor__root__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_file",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, key_file),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "home",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, home),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "shm_size",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, shm_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
+  10,   /* field[10] = exec_fsize */
+  6,   /* field[6] = exec_memory */
+  8,   /* field[8] = exec_nofile */
+  9,   /* field[9] = exec_nproc */
+  7,   /* field[7] = exec_pids */
+  13,   /* field[13] = home */
+  3,   /* field[3] = init_name */
+  2,   /* field[2] = init_path */
+  12,   /* field[12] = key_file */
+  0,   /* field[0] = pod */
+  11,   /* field[11] = roots */
+  4,   /* field[4] = sandbox_uid */
+  14,   /* field[14] = shm_size */
+  5,   /* field[5] = tmp_size */
+  1,   /* field[1] = workspace */
+};
+static const ProtobufCIntRange boxkite__executor__configure__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 15 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Configure",
+  "Configure",
+  "Boxkite__Executor__Configure",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Configure),
+  15,
+  boxkite__executor__configure__field_descriptors,
+  boxkite__executor__configure__field_indices_by_name,
+  1,  boxkite__executor__configure__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__configure__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__root__field_descriptors[2] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Root, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_only",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Root, read_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__root__field_indices_by_name[] = {
+  0,   /* field[0] = path */
+  1,   /* field[1] = read_only */
+};
+static const ProtobufCIntRange boxkite__executor__root__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__root__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Root",
+  "Root",
+  "Boxkite__Executor__Root",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Root),
+  2,
+  boxkite__executor__root__field_descriptors,
+  boxkite__executor__root__field_indices_by_name,
+  1,  boxkite__executor__root__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__root__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__pong__field_descriptors[3] =
 {
   {
@@ -1408,6 +1814,24 @@ const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor =
   boxkite__executor__exited__field_indices_by_name,
   1,  boxkite__executor__exited__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__exited__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__executor__files_ready__field_descriptors NULL
+#define boxkite__executor__files_ready__field_indices_by_name NULL
+#define boxkite__executor__files_ready__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.FilesReady",
+  "FilesReady",
+  "Boxkite__Executor__FilesReady",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__FilesReady),
+  0,
+  boxkite__executor__files_ready__field_descriptors,
+  boxkite__executor__files_ready__field_indices_by_name,
+  0,  boxkite__executor__files_ready__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__files_ready__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor boxkite__executor__file_info__field_descriptors[8] =
@@ -2233,7 +2657,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[15] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[16] =
 {
   {
     "id",
@@ -2404,8 +2828,20 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "symlink",
+    "configure",
     15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, configure),
+    &boxkite__executor__configure__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "symlink",
+    16,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_MESSAGE,
     offsetof(Boxkite__Executor__Order, kind_case),
@@ -2418,6 +2854,7 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
+  14,   /* field[14] = configure */
   7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
@@ -2430,13 +2867,13 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   11,   /* field[11] = rename */
   2,   /* field[2] = spawn */
   4,   /* field[4] = stat */
-  14,   /* field[14] = symlink */
+  15,   /* field[15] = symlink */
   12,   /* field[12] = usage */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -2446,14 +2883,14 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  15,
+  16,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[12] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[13] =
 {
   {
     "id",
@@ -2599,12 +3036,25 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "files_ready",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, files_ready),
+    &boxkite__executor__files_ready__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
   11,   /* field[11] = child_step */
   10,   /* field[10] = done */
   1,   /* field[1] = errnum */
   7,   /* field[7] = exited */
+  12,   /* field[12] = files_ready */
   0,   /* field[0] = id */
   6,   /* field[6] = killed */
   8,   /* field[8] = listed */
@@ -2617,7 +3067,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -2627,7 +3077,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  12,
+  13,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,

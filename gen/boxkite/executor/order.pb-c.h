@@ -16,12 +16,15 @@ PROTOBUF_C__BEGIN_DECLS
 
 
 typedef struct Boxkite__Executor__Ping Boxkite__Executor__Ping;
+typedef struct Boxkite__Executor__Configure Boxkite__Executor__Configure;
+typedef struct Boxkite__Executor__Root Boxkite__Executor__Root;
 typedef struct Boxkite__Executor__Pong Boxkite__Executor__Pong;
 typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
 typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
+typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
 typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
 typedef struct Boxkite__Executor__Stat Boxkite__Executor__Stat;
 typedef struct Boxkite__Executor__List Boxkite__Executor__List;
@@ -102,6 +105,83 @@ struct  Boxkite__Executor__Ping
 #define BOXKITE__EXECUTOR__PING__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__ping__descriptor) \
      }
+
+
+/*
+ * The executor's whole configuration, from boxkited's flags: the first order on the channel,
+ * the only one the executor takes before it, refused after it. Replied Pong once the executor is
+ * set up (in local mode: its sandbox made, or why not).
+ */
+struct  Boxkite__Executor__Configure
+{
+  ProtobufCMessage base;
+  /*
+   * find the pod's sandbox container, instead of making one
+   */
+  protobuf_c_boolean pod;
+  /*
+   * local: host directory shown as /workspace
+   */
+  char *workspace;
+  /*
+   * boxkite-init: the local sandbox's, and every exec's PID 1
+   */
+  char *init_path;
+  /*
+   * pod: process name of the sandbox's init
+   */
+  char *init_name;
+  /*
+   * the sandbox user and group
+   */
+  uint32_t sandbox_uid;
+  /*
+   * local: bytes of the sandbox's /tmp
+   */
+  uint64_t tmp_size;
+  /*
+   * every exec's limits
+   */
+  uint64_t exec_memory;
+  uint32_t exec_pids;
+  uint32_t exec_nofile;
+  uint32_t exec_nproc;
+  uint64_t exec_fsize;
+  /*
+   * where cwd and file paths may point
+   */
+  size_t n_roots;
+  Boxkite__Executor__Root **roots;
+  /*
+   * what OpenKeyFile opens; "" for none
+   */
+  char *key_file;
+  /*
+   * local: host directory shown as the sandbox user's home
+   */
+  char *home;
+  /*
+   * local: bytes of the sandbox's /dev/shm
+   */
+  uint64_t shm_size;
+};
+#define BOXKITE__EXECUTOR__CONFIGURE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__configure__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Boxkite__Executor__Root
+{
+  ProtobufCMessage base;
+  /*
+   * absolute sandbox path
+   */
+  char *path;
+  protobuf_c_boolean read_only;
+};
+#define BOXKITE__EXECUTOR__ROOT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__root__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Boxkite__Executor__Pong
@@ -203,6 +283,19 @@ struct  Boxkite__Executor__Exited
 #define BOXKITE__EXECUTOR__EXITED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__exited__descriptor) \
     , 0, 0, 0, 0 }
+
+
+/*
+ * Event: a file worker is serving the sandbox; its channel (attached) is the front's for every
+ * file order below. Sent each time the executor starts one (the sandbox came, the last one died).
+ */
+struct  Boxkite__Executor__FilesReady
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__FILES_READY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__files_ready__descriptor) \
+     }
 
 
 struct  Boxkite__Executor__FileInfo
@@ -436,7 +529,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_RENAME = 12,
   BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13,
   BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14,
-  BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 15
+  BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE = 15,
+  BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -459,6 +553,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Rename *rename;
     Boxkite__Executor__Usage *usage;
     Boxkite__Executor__OpenKeyFile *open_key_file;
+    Boxkite__Executor__Configure *configure;
     Boxkite__Executor__Symlink *symlink;
   };
 };
@@ -475,7 +570,8 @@ typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND_EXITED = 8,
   BOXKITE__EXECUTOR__REPLY__KIND_LISTED = 9,
   BOXKITE__EXECUTOR__REPLY__KIND_OPENED = 10,
-  BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11
+  BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11,
+  BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY = 13
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
@@ -508,6 +604,7 @@ struct  Boxkite__Executor__Reply
     Boxkite__Executor__Listed *listed;
     Boxkite__Executor__Opened *opened;
     Boxkite__Executor__Done *done;
+    Boxkite__Executor__FilesReady *files_ready;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -533,6 +630,44 @@ Boxkite__Executor__Ping *
                       const uint8_t       *data);
 void   boxkite__executor__ping__free_unpacked
                      (Boxkite__Executor__Ping *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Configure methods */
+void   boxkite__executor__configure__init
+                     (Boxkite__Executor__Configure         *message);
+size_t boxkite__executor__configure__get_packed_size
+                     (const Boxkite__Executor__Configure   *message);
+size_t boxkite__executor__configure__pack
+                     (const Boxkite__Executor__Configure   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__configure__pack_to_buffer
+                     (const Boxkite__Executor__Configure   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Configure *
+       boxkite__executor__configure__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__configure__free_unpacked
+                     (Boxkite__Executor__Configure *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Root methods */
+void   boxkite__executor__root__init
+                     (Boxkite__Executor__Root         *message);
+size_t boxkite__executor__root__get_packed_size
+                     (const Boxkite__Executor__Root   *message);
+size_t boxkite__executor__root__pack
+                     (const Boxkite__Executor__Root   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__root__pack_to_buffer
+                     (const Boxkite__Executor__Root   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Root *
+       boxkite__executor__root__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__root__free_unpacked
+                     (Boxkite__Executor__Root *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Pong methods */
 void   boxkite__executor__pong__init
@@ -647,6 +782,25 @@ Boxkite__Executor__Exited *
                       const uint8_t       *data);
 void   boxkite__executor__exited__free_unpacked
                      (Boxkite__Executor__Exited *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__FilesReady methods */
+void   boxkite__executor__files_ready__init
+                     (Boxkite__Executor__FilesReady         *message);
+size_t boxkite__executor__files_ready__get_packed_size
+                     (const Boxkite__Executor__FilesReady   *message);
+size_t boxkite__executor__files_ready__pack
+                     (const Boxkite__Executor__FilesReady   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__files_ready__pack_to_buffer
+                     (const Boxkite__Executor__FilesReady   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__FilesReady *
+       boxkite__executor__files_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__files_ready__free_unpacked
+                     (Boxkite__Executor__FilesReady *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__FileInfo methods */
 void   boxkite__executor__file_info__init
@@ -976,6 +1130,12 @@ void   boxkite__executor__reply__free_unpacked
 typedef void (*Boxkite__Executor__Ping_Closure)
                  (const Boxkite__Executor__Ping *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Configure_Closure)
+                 (const Boxkite__Executor__Configure *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Root_Closure)
+                 (const Boxkite__Executor__Root *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Pong_Closure)
                  (const Boxkite__Executor__Pong *message,
                   void *closure_data);
@@ -993,6 +1153,9 @@ typedef void (*Boxkite__Executor__Killed_Closure)
                   void *closure_data);
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__FilesReady_Closure)
+                 (const Boxkite__Executor__FilesReady *message,
                   void *closure_data);
 typedef void (*Boxkite__Executor__FileInfo_Closure)
                  (const Boxkite__Executor__FileInfo *message,
@@ -1053,12 +1216,15 @@ typedef void (*Boxkite__Executor__Reply_Closure)
 
 extern const ProtobufCEnumDescriptor    boxkite__executor__step__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__root__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__list__descriptor;

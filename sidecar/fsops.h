@@ -1,29 +1,31 @@
-/* File operations in the sandbox, done by the executor as the sandbox user (DESIGN.md §4).
- *
- * Identity: the executor switches its filesystem uid and gid to the sandbox user's for each
- * operation (single-threaded, so nothing else runs meanwhile). The kernel then checks
- * permissions as uid 1001 and clears the DAC-overriding capabilities from the effective set, and
- * whatever is created belongs to 1001. Containment: each root (/workspace, /tmp, ...) is opened
+/* File operations in the sandbox (DESIGN.md §4), done by the file worker (fileworker.c), which
+ * is the sandbox user: the kernel checks 1001's permissions, and whatever is made is 1001's.
+ * Containment: each root (/workspace, /tmp, ...) is opened
  * once inside the sandbox's root; every path is resolved beneath its root with openat2's
  * RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV, so "..", absolute symlinks,
  * /proc magic links and a symlink swapped in mid-operation cannot leave it. Operations on a last
  * component use the *at() calls on its resolved directory and never follow it. */
-#ifndef BK_FILES_H
-#define BK_FILES_H
+#ifndef BK_FSOPS_H
+#define BK_FSOPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "boxkite/executor/order.pb-c.h"
 #include "error.h"
 #include "sbpath.h"
 
+typedef struct bk_fs_snapshot bk_fs_snapshot;
+
 typedef struct bk_fs {
 	const bk_roots *roots;
 	int root_fd[BK_ROOTS_MAX]; /* per root, -1 if the sandbox has no such directory */
-	uid_t uid;
-	gid_t gid;
+	int proc_fd;               /* this process's /proc/<pid>/fd: how an unnamed file gets a name */
+	uid_t uid;                 /* ours: the owner of the unnamed files we make */
+	bk_fs_snapshot *snapshots; /* FileList: directories' sorted names, most recently used first */
+	size_t snapshot_bytes;
 } bk_fs;
 
 /* What a failed operation reports: the errno, and the sandbox path it concerns. */
@@ -34,18 +36,25 @@ typedef struct bk_fs_error {
 
 typedef Boxkite__Executor__FileInfo bk_fs_info;
 
-void bk_fs_init(bk_fs *fs, const bk_roots *roots, uid_t uid, gid_t gid);
-/* Open the roots inside the sandbox's root directory (when the sandbox is acquired). */
-void bk_fs_attach(bk_fs *fs, int sandbox_root_fd);
+void bk_fs_init(bk_fs *fs, const bk_roots *roots, uid_t uid);
+/* Open the roots inside the sandbox's root directory; proc_fd (taken) is our /proc/<pid>/fd. */
+void bk_fs_attach(bk_fs *fs, int sandbox_root_fd, int proc_fd);
 void bk_fs_detach(bk_fs *fs);
 
 /* info->name and ->symlink_target point into `names` (at least 2 x 4096 bytes). */
 int bk_fs_stat(bk_fs *fs, const char *path, bk_fs_info *info, char *names, bk_fs_error *e);
 /* Entries of a directory sorted by name, after `after`: at most `limit`, and fewer when their
  * names and symlink targets fill a page's bytes (*more says whether any are left). *entries and
- * their strings are one malloc'd block (free it). */
-int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, bk_fs_info **entries, size_t *n,
-	       bool *more, bk_fs_error *e);
+ * their strings are one malloc'd block (free it).
+ *
+ * A page costs O(page), not O(directory): the directory's names are read and sorted once and
+ * kept (a snapshot, 64 MiB for all directories at most), and a page is a binary search in them
+ * plus an lstat per entry. The snapshot is used while the directory's mtime and ctime are what
+ * they were when it was read — an entry added or removed since changes them — and kept only for
+ * a directory that had not changed for 2 s before (now, CLOCK_REALTIME), as a change within a
+ * timestamp's granularity would not show. *read says whether this page read the directory. */
+int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, const struct timespec *now,
+	       bk_fs_info **entries, size_t *n, bool *more, bool *read, bk_fs_error *e);
 /* A regular file opened for reading; its descriptor. */
 int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e);
 /* An unnamed file in the directory of `path`, read-write; its descriptor. */
@@ -56,10 +65,12 @@ int bk_fs_mkdir(bk_fs *fs, const char *path, bool parents, uint32_t mode, bk_fs_
 /* A symlink at path to target (stored as given), refused (EXDEV) when the target leaves path's
  * root (bk_symlink_contained); an existing path is EEXIST. */
 int bk_fs_symlink(bk_fs *fs, const char *path, const char *target, bk_fs_error *e);
+/* recursive: a directory and everything below it, however deep, never following a symlink. */
 int bk_fs_remove(bk_fs *fs, const char *path, bool recursive, uint64_t *count, bk_fs_error *e);
 int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk_fs_error *e);
-/* Bytes of the regular files under path (not following symlinks; what 1001 cannot read is not
- * counted). Stops at `limit` entries with -E2BIG: a tree that large is over any sane quota. */
+/* Bytes of the regular files under path, however deep (not following symlinks; what 1001 cannot
+ * read is not counted). Stops at `limit` entries with -E2BIG: a tree that large is over any
+ * sane quota. */
 int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e);
 
 #endif

@@ -1,0 +1,188 @@
+#include "orders.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+const char *bk_order_check_none(const bk_roots *roots, const bk_order *o)
+{
+	(void)roots;
+	(void)o;
+	return NULL;
+}
+
+const char *bk_order_check_path(const bk_roots *roots, const char *path)
+{
+	char norm[4096];
+	const char *why = NULL;
+
+	if (!path[0])
+		return "empty path";
+	return bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, &why) < 0 ? why : NULL;
+}
+
+/* No unknown field anywhere in m: protobuf-c keeps and re-encodes them, so the size check alone
+ * would let a field of another version through in a nested message. */
+static bool known_fields_only(const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	if (m->n_unknown_fields)
+		return false;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *at = (const char *)m + f->offset;
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			const ProtobufCMessage *const *v = *(const ProtobufCMessage *const *const *)at;
+			for (size_t k = 0; k < n; k++)
+				if (!known_fields_only(v[k]))
+					return false;
+			continue;
+		}
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)((const char *)m + f->quantifier_offset) != f->id)
+			continue;
+		if (*(const ProtobufCMessage *const *)at && !known_fields_only(*(const ProtobufCMessage *const *)at))
+			return false;
+	}
+	return true;
+}
+
+static const bk_order_row *find_row(const bk_order_table *t, Boxkite__Executor__Order__KindCase kind)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->rows[i].kind == kind)
+			return &t->rows[i];
+	return NULL;
+}
+
+enum bk_order_verdict bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_t *buf,
+				      size_t len, size_t nfds, bk_order **order, const bk_order_row **row,
+				      const char **why)
+{
+	bk_order *o = boxkite__executor__order__unpack(NULL, len, buf);
+	const bk_order_row *r;
+
+	*order = NULL;
+	*row = NULL;
+	*why = NULL;
+	if (!o)
+		return BK_ORDER_GARBAGE;
+	/* Only what protobuf-c itself would write: a string with a NUL byte would be acted on up to
+	 * the NUL, and an unknown field means a front of another version. */
+	if (o->id == 0 || !known_fields_only(&o->base) || protobuf_c_message_get_packed_size(&o->base) != len) {
+		bk_order_free(o);
+		return BK_ORDER_GARBAGE;
+	}
+	*order = o;
+	r = find_row(t, o->kind_case);
+	if (!r) {
+		*why = "not an order this process serves";
+		return BK_ORDER_REFUSED;
+	}
+	if (nfds != r->nfds) {
+		*why = "the wrong number of descriptors for this order";
+		return BK_ORDER_REFUSED;
+	}
+	if ((*why = r->check(roots, o)))
+		return BK_ORDER_REFUSED;
+	*row = r;
+	return BK_ORDER_OK;
+}
+
+void bk_order_free(bk_order *o)
+{
+	if (o)
+		boxkite__executor__order__free_unpacked(o, NULL);
+}
+
+int bk_answer(bk_channel *ch, bk_reply *reply, const int *fds, size_t nfds)
+{
+	int ret = bk_channel_send(ch, &reply->base, fds, nfds, BK_CHANNEL_FORCE);
+
+	if (ret == -EMSGSIZE && reply->id)
+		return bk_answer_error(ch, reply->id, EMSGSIZE, "reply", "the answer is larger than a channel packet");
+	if (ret == -ENOMEM)
+		bk_log(BK_LOG_ERROR, "out of memory for an answer to the front");
+	else if (ret < 0)
+		return ret;
+	return 0;
+}
+
+int bk_answer_error(bk_channel *ch, uint64_t id, int errnum, const char *step, const char *message)
+{
+	bk_reply reply = BOXKITE__EXECUTOR__REPLY__INIT;
+
+	reply.id = id;
+	reply.errnum = errnum ? errnum : EIO;
+	reply.step = (char *)step;
+	reply.message = (char *)message;
+	return bk_answer(ch, &reply, NULL, 0);
+}
+
+int bk_answer_opened(bk_channel *ch, uint64_t id, int fd)
+{
+	bk_reply reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Opened opened = BOXKITE__EXECUTOR__OPENED__INIT;
+
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_OPENED;
+	reply.opened = &opened;
+	return bk_answer(ch, &reply, &fd, 1);
+}
+
+unsigned bk_orders_events(bk_channel *ch)
+{
+	size_t queued = bk_channel_queued(ch);
+
+	return (queued < BK_ORDERS_PAUSE_BYTES ? POLLIN : 0) | (queued ? POLLOUT : 0);
+}
+
+/* Orders served per wake-up before the rest of the loop gets its turn. */
+#define ORDER_BATCH 16
+
+int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roots, void *server)
+{
+	for (int i = 0; i < ORDER_BATCH && bk_channel_queued(ch) < BK_ORDERS_PAUSE_BYTES; i++) {
+		int fds[BK_CHANNEL_MAX_FDS];
+		size_t nfds = 0, len;
+		const uint8_t *buf;
+		const bk_order_row *row;
+		const char *why;
+		bk_order *order;
+		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0)
+			return ret;
+		switch (bk_order_decode(t, roots, buf, len, nfds, &order, &row, &why)) {
+		case BK_ORDER_OK:
+			ret = row->serve(server, order, fds, nfds);
+			break;
+		case BK_ORDER_REFUSED:
+			ret = bk_answer_error(ch, order->id, EINVAL, "order", why);
+			break;
+		case BK_ORDER_GARBAGE:
+		default:
+			/* The two ends no longer agree, and this end never guesses. */
+			bk_log(BK_LOG_ERROR, "the front sent a packet that is not an order");
+			ret = -EBADMSG;
+			break;
+		}
+		for (size_t k = 0; k < nfds; k++)
+			close(fds[k]);
+		bk_order_free(order);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}

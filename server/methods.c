@@ -40,6 +40,8 @@ static const bk_method method_rows[] = {
 	{ "ProcessSignal",      true,  NULL,                 1 * KiB, 0 },
 	{ "ProcessWait",        true,  NULL,                 1 * KiB, 0 },
 	{ "ProcessList",        true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessResize",      true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessRemove",      true,  NULL,                 1 * KiB, 0 },
 	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },

@@ -83,6 +83,15 @@ int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/bkctl_files.c; tested by
  * tests/unit/test_bkctl_files.c). */

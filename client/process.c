@@ -374,9 +374,10 @@ int bk_exec_stream(bk_client *c, const bk_process_request *rq, const bk_process_
 		*started_out = started;
 	if (code != BK_OK)
 		return code;
-	if (h->started)
-		h->started(h->arg, started.id);
-	code = bk_process_follow(c, started.id, &so, &se, h, status, st);
+	if (h->started && !h->started(h->arg, started.id))
+		code = bk_status_set(st, BK_CANCELLED, 0, true, "%s: not followed, stopped by the caller", started.id);
+	else
+		code = bk_process_follow(c, started.id, &so, &se, h, status, st);
 	if (code != BK_OK) {
 		/* Nothing left running that nobody follows: kill the tree, give it time to go, and
 		 * drop the record. The first failure is the one reported. */

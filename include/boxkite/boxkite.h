@@ -452,8 +452,9 @@ typedef struct bk_process_handlers {
 	 * stream goes on. */
 	void (*lost)(void *arg, int stream, uint64_t offset, uint64_t bytes);
 	/* May be NULL. bk_exec_stream() only: the process started as `id`, before any output; from
-	 * here on other threads may write, signal or resize it. */
-	void (*started)(void *arg, const char *id);
+	 * here on other threads may write, signal or resize it. Return false not to follow it (it
+	 * is killed and removed; the call returns BK_CANCELLED). */
+	bool (*started)(void *arg, const char *id);
 	void *arg;
 } bk_process_handlers;
 

@@ -33,8 +33,8 @@ static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
 	return argv[optind];
 }
 
-/* The options of a command whose only option is -h: 0, or the exit code to return at once
- * (help_or_usage < 0 means help was shown). */
+/* The options of a command that has none of its own (only the global ones): 0 (and *help set
+ * when --help was shown), or the exit code of a bad command line. */
 static int no_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *help)
 {
 	while (bkctl_getopt(ctl, cmd, argc, argv, "", NULL, help) != -1)
@@ -204,8 +204,14 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return code;
 	code = bk_process_start(c, &rq, &started, &st);
 	bk_client_close(c);
-	if (code != BK_OK)
-		return bkctl_fail(ctl, &st);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_RESOURCE_EXHAUSTED)
+			fprintf(stderr, "%s: ended processes keep their records and output until bkctl prune removes "
+					"them\n",
+				ctl->prog);
+		return code;
+	}
 	if (ctl->json) {
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);
@@ -514,6 +520,10 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_FAILED_PRECONDITION)
+			fprintf(stderr, "%s: only a process started with -i (bkctl start -i) whose stdin is open takes "
+					"input\n",
+				ctl->prog);
 		fprintf(stderr, "%s: %llu bytes were written before this\n", ctl->prog, (unsigned long long)total);
 		return code;
 	}
@@ -690,6 +700,13 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		}
 	}
 	bk_client_close(c);
+	for (size_t i = 0; i < f.n; i++) {
+		if (f.v[i].st.code == BK_FAILED_PRECONDITION) {
+			fprintf(stderr, "%s: a running process is removed once it ended: bkctl kill ID, then prune\n",
+				ctl->prog);
+			break;
+		}
+	}
 	if (ctl->json) {
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);

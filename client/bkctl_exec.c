@@ -107,6 +107,13 @@ static void terminal_restore(void)
 		terminal_is_raw = false;
 }
 
+/* The end of a line bkctl writes while the command's output streams: in raw mode our terminal
+ * no longer turns \n into \r\n. */
+static const char *eol(void)
+{
+	return terminal_is_raw ? "\r\n" : "\n";
+}
+
 /* Our terminal in raw mode: every key (^C, ^D, ^Z too) goes to the command's terminal as a byte,
  * and its line discipline, not ours, makes signals of them. */
 static int terminal_make_raw(void)
@@ -163,7 +170,7 @@ static void send_signal(stream_exec *s, int sig, uint32_t kill_after_ms)
 	    st.code != BK_NOT_FOUND) {
 		fprintf(stderr, "%s: cannot signal the command (%s): ", s->ctl->prog, bk_status_name(st.code));
 		bkctl_put_text(stderr, st.message);
-		fputs("\r\n", stderr);
+		fputs(eol(), stderr);
 	}
 }
 
@@ -180,8 +187,8 @@ static void on_signal(stream_exec *s, int sig, int *interrupts)
 			send_signal(s, SIGINT, 0);
 			break;
 		}
-		fprintf(stderr, "\r\n%s: interrupted again: killing the command and everything it started\r\n",
-			s->ctl->prog);
+		fprintf(stderr, "%s%s: interrupted again: killing the command and everything it started%s", eol(),
+			s->ctl->prog, eol());
 		send_signal(s, SIGKILL, 0);
 		break;
 	case SIGQUIT:
@@ -253,7 +260,7 @@ static void *input_thread(void *arg)
 	bk_status st;
 
 	if (!buf) {
-		fprintf(stderr, "%s: -i: out of memory; the command's stdin is closed\r\n", s->ctl->prog);
+		fprintf(stderr, "%s: -i: out of memory; the command's stdin is closed%s", s->ctl->prog, eol());
 		(void)bk_process_close_stdin(s->c, s->id, NULL);
 		return NULL;
 	}
@@ -277,7 +284,7 @@ static void *input_thread(void *arg)
 				fprintf(stderr, "%s: -i: writing to the command's stdin (%s): ", s->ctl->prog,
 					bk_status_name(st.code));
 				bkctl_put_text(stderr, st.message);
-				fputs("\r\n", stderr);
+				fputs(eol(), stderr);
 			}
 			return NULL;
 		}
@@ -321,10 +328,12 @@ static void on_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
 {
 	stream_exec *s = arg;
 
+	if (stream == BK_STREAM_STDOUT && atomic_load(&s->stdout_gone))
+		return; /* dropped anyway */
 	fprintf(stderr, "%s: %llu bytes of the command's %s were lost before bkctl read them (its ring dropped "
-			"them); output goes on from offset %llu\r\n",
+			"them); output goes on from offset %llu%s",
 		s->ctl->prog, (unsigned long long)bytes, stream == BK_STREAM_STDERR ? "stderr" : "stdout",
-		(unsigned long long)offset);
+		(unsigned long long)offset, eol());
 }
 
 /* Stop the threads (following ended) and close what the session opened. */
@@ -360,7 +369,7 @@ static int stream_exit(const bkctl *ctl, const bk_process_status *ps)
 			ctl->prog, LEASE_MS / 1000);
 	else if (ps->oom_killed)
 		fprintf(stderr, "%s: killed by the out-of-memory killer (memory limit)\n", ctl->prog);
-	else if (ps->signal)
+	else if (ps->signal && ps->signal != SIGINT && ps->signal != SIGPIPE) /* as a shell, quiet for those */
 		fprintf(stderr, "%s: killed by signal %d (%s)\n", ctl->prog, ps->signal, strsignal(ps->signal));
 	return ps->signal ? 128 + ps->signal : ps->exit_code;
 }

@@ -17,9 +17,10 @@
 /* How long the server may hold a ProcessWrite whose process does not read before it answers
  * with what went in. */
 #define WRITE_WAIT_MS 60000
-/* Each read of bk_process_follow() long-polls this long: well inside the server's maximum, and a
- * call that waits keeps the process's lease for its whole wait. */
-#define FOLLOW_WAIT_MS 30000
+/* Each read of bk_process_follow() long-polls this long. A call that waits keeps the process's
+ * lease for its whole wait, also when its client died meanwhile (the server learns of that only
+ * when it answers): short, so that a dead follower's lease runs out soon after. */
+#define FOLLOW_WAIT_MS 10000
 /* A process that ended while a stream is still open (a descendant held it, and the server has
  * not seen it close yet) answers reads at once: between two such reads, this pause. */
 #define FOLLOW_DRAIN_PAUSE_NS (50 * 1000 * 1000)

@@ -395,8 +395,8 @@ class StreamingExec(unittest.TestCase):
 class StoppingExec(unittest.TestCase):
     """bkctl exec never leaves its command running: ^C, a second ^C, SIGTERM, SIGKILL."""
 
-    def gone(self, *argv):
-        bkit.wait_for(lambda: not sandbox_processes(*argv), 60, what=f"{argv} to be gone from the sandbox")
+    def gone(self, *argv, timeout=60):
+        bkit.wait_for(lambda: not sandbox_processes(*argv), timeout, what=f"{argv} to be gone from the sandbox")
 
     def test_ctrl_c_on_a_terminal_stops_the_remote_command(self):
         t = Terminal([str(bkit.BKCTL), "exec", "--shell", "echo ready; sleep 4402"], bkctl_env())
@@ -436,7 +436,8 @@ class StoppingExec(unittest.TestCase):
         self.assertEqual(p.stdout.readline(), b"ready\n")
         p.kill()
         p.wait()
-        self.gone("sleep", "4405")  # the lease (15 s) ran out
+        # The lease (15 s) runs out after the read bkctl left long-polling (10 s) has answered.
+        self.gone("sleep", "4405", timeout=120)
         expired = [v for v in ps().values() if v["argv"][-1:] == ["echo ready; sleep 4405"]]
         self.assertEqual(len(expired), 1, ps())
         self.assertTrue(expired[0]["status"]["lease_expired"], expired[0])
@@ -445,20 +446,26 @@ class StoppingExec(unittest.TestCase):
 class InteractiveTerminal(unittest.TestCase):
     def test_exec_it_sh_is_a_terminal_that_follows_resizes_and_takes_ctrl_c(self):
         t = Terminal([str(bkit.BKCTL), "exec", "-it", "--", "sh"], bkctl_env(), rows=30, cols=100)
-        t.write(b"tty; echo tty-done\r")
-        t.consume(t.read_until(rb"tty-done\r\n"))
-        t.write(b"stty size\r")
-        t.consume(t.read_until(rb"\r\n30 100\r\n"))
+        # What is typed is echoed by the remote terminal as it is typed: every answer is computed
+        # by the shell ($((...)), tr), so that the echo of the command line never matches it.
+        t.write(b"tty | tr / :; echo done-$((6*7))\r")
+        m = t.read_until(rb"(\S*)\r\ndone-42\r\n")
+        self.assertRegex(m.group(1), rb":dev:pts:\d+$")
+        t.consume(m)
+        t.write(b"echo size-$(stty size | tr ' ' x)-end\r")
+        m = t.read_until(rb"size-(\d+x\d+)-end")
+        self.assertEqual(m.group(1), b"30x100")
+        t.consume(m)
         t.resize(41, 123)
         # The resize reaches the remote terminal asynchronously: ask until it shows (hang guard).
         deadline = time.monotonic() + 60
         while True:
-            t.write(b"stty size; echo size-done\r")
-            m = t.read_until(rb"\r\n(\d+ \d+)\r\nsize-done\r\n")
+            t.write(b"echo size-$(stty size | tr ' ' x)-end\r")
+            m = t.read_until(rb"size-(\d+x\d+)-end")
             t.consume(m)
-            if m.group(1) == b"41 123":
+            if m.group(1) == b"41x123":
                 break
-            self.assertEqual(m.group(1), b"30 100")
+            self.assertEqual(m.group(1), b"30x100")
             self.assertLess(time.monotonic(), deadline, "stty size never showed the new size")
         t.write(b"sleep 4406\r")
         bkit.wait_for(lambda: sandbox_processes("sleep", "4406"), 30, what="sleep 4406 to run")

@@ -374,7 +374,8 @@ static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state 
 			bk_process_output_free(&o);
 			return BK_OK;
 		}
-		logs_lost(l, l->stream, ch->offset, ch->lost);
+		if (ch->lost)
+			logs_lost(l, l->stream, ch->offset, ch->lost);
 		done = !logs_output(l, l->stream, ch->offset, ch->data, ch->len);
 		from = ch->offset + ch->len;
 		other = l->stream == BK_STREAM_STDERR ? o.out.end : o.err.end;

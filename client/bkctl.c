@@ -380,6 +380,19 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	return BKCTL_EXIT_OK;
 }
 
+int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n)
+{
+	char *eq = strchr(arg, '=');
+
+	if (!eq) {
+		fprintf(stderr, "%s: -e %s: expected NAME=VALUE\n", ctl->prog, arg);
+		return -1;
+	}
+	*eq = '\0';
+	env[(*n)++] = (bk_env_var){ .name = arg, .value = eq + 1 };
+	return 0;
+}
+
 int bkctl_parse_size(const char *s, uint64_t *bytes)
 {
 	char *end;

@@ -56,6 +56,10 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd);
  * up: 0, or -1 if s is not that. */
 int bkctl_parse_seconds(const char *s, uint32_t *ms);
 
+/* -e NAME=VALUE (exec, start): arg split in place at its '=' into env[(*n)++]. 0, or -1 after
+ * saying what was expected. */
+int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n);
+
 /* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
 int bkctl_parse_size(const char *s, uint64_t *bytes);
 

@@ -489,7 +489,6 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
 	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "w:C:e:is:t", longopts, &help)) != -1) {
-		char *eq;
 		switch (opt) {
 		case 'T':
 			if (bkctl_parse_seconds(optarg, &rq.timeout_ms) < 0) {
@@ -502,13 +501,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			rq.cwd = optarg;
 			break;
 		case 'e':
-			eq = strchr(optarg, '=');
-			if (!eq) {
-				fprintf(stderr, "%s: -e %s: expected NAME=VALUE\n", ctl->prog, optarg);
+			if (bkctl_parse_env(ctl, optarg, env, &rq.n_env) < 0)
 				goto usage;
-			}
-			*eq = '\0';
-			env[rq.n_env++] = (bk_env_var){ .name = optarg, .value = eq + 1 };
 			break;
 		case 'i':
 			want_stdin = true;

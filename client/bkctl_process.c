@@ -122,8 +122,8 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_status st;
 	bk_client *c;
 	int opt, help = 0, code;
-	char *end, *eq;
 	unsigned long port;
+	char *end;
 
 	if (!env) {
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
@@ -166,13 +166,8 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			rq.cwd = optarg;
 			break;
 		case 'e':
-			eq = strchr(optarg, '=');
-			if (!eq) {
-				fprintf(stderr, "%s: -e %s: expected NAME=VALUE\n", ctl->prog, optarg);
+			if (bkctl_parse_env(ctl, optarg, env, &rq.n_env) < 0)
 				return BKCTL_EXIT_USAGE;
-			}
-			*eq = '\0';
-			env[rq.n_env++] = (bk_env_var){ .name = optarg, .value = eq + 1 };
 			break;
 		case 's':
 			rq.shell = optarg;

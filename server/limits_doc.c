@@ -8,7 +8,7 @@
 
 #include "config.h"
 #include "envelope.h"
-#include "exec.h"
+#include "command.h"
 #include "files.h"
 #include "keys.h"
 #include "methods.h"

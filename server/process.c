@@ -36,6 +36,8 @@ struct ring {
 	uint8_t *buf;
 	size_t alloc, cap;
 	uint64_t start, end;
+	uint64_t asked;          /* lossless: the furthest offset a read asked from */
+	bool paused;             /* lossless: not read until a read asks further */
 	bool eof;
 };
 
@@ -77,6 +79,7 @@ struct proc {
 	char *cwd_asked;         /* for the start's error */
 	uint32_t expose_port;
 	bool tty;
+	bool lossless;           /* output waits for readers (ProcessStartRequest.lossless) */
 	bk_call *start_call;     /* until the executor answered the Spawn */
 	bool dropped;            /* by a reset or the stop while its Spawn was out: not on the list */
 	bool spawned, exited;
@@ -494,14 +497,36 @@ static void stdin_pump(bk_processes *ps, struct proc *p)
 		stdin_close(ps, p);
 }
 
-/* Read what is there (up to READ_BATCH). last: the grace after the exit is over, the stream ends
- * with what is there now. */
-static void output_read(bk_processes *ps, struct ring *r, bool last)
+/* Whether the I/O thread reads the stream: not while a lossless ring is full. */
+static void output_want(bk_processes *ps, struct proc *p, struct ring *r, bool paused)
+{
+	enum watch_kind kind = r == &p->out[0] ? WATCH_STDOUT : WATCH_STDERR;
+
+	if (r->paused == paused || r->fd < 0)
+		return;
+	r->paused = paused;
+	epoll_ctl(ps->epfd, EPOLL_CTL_MOD, r->fd,
+		  &(struct epoll_event){ .events = paused ? 0 : EPOLLIN, .data.ptr = &p->watches[kind] });
+}
+
+/* Read what is there (up to READ_BATCH; lossless: up to what the ring holds unread). last: the
+ * grace after the exit is over, the stream ends with what is there now. */
+static void output_read(bk_processes *ps, struct proc *p, struct ring *r, bool last)
 {
 	size_t total = 0;
 
 	while (r->fd >= 0 && (last || total < READ_BATCH)) {
-		ssize_t n = read(r->fd, ps->scratch, sizeof(ps->scratch));
+		size_t room = sizeof(ps->scratch);
+		if (p->lossless) {
+			size_t unread = (size_t)(r->end - r->asked);
+			if (unread >= r->cap) {
+				output_want(ps, p, r, true);
+				return;
+			}
+			if (r->cap - unread < room)
+				room = r->cap - unread;
+		}
+		ssize_t n = read(r->fd, ps->scratch, room);
 		if (n > 0) {
 			ring_put(r, ps->scratch, (size_t)n);
 			total += (size_t)n;
@@ -528,7 +553,7 @@ static void on_event(bk_processes *ps, struct watch *w, int64_t now)
 		break;
 	case WATCH_STDOUT:
 	case WATCH_STDERR:
-		output_read(ps, &p->out[w->kind == WATCH_STDOUT ? 0 : 1], false);
+		output_read(ps, p, &p->out[w->kind == WATCH_STDOUT ? 0 : 1], false);
 		notify(ps, p, now, false);
 		break;
 	}
@@ -543,9 +568,14 @@ static int deadlines(bk_processes *ps, int64_t now)
 #define NEXT(t) do { if ((t) && (t) < next) next = (t); } while (0)
 	for (struct proc *p = ps->procs; p; p = p->next) {
 		if (p->exited && p->grace_at && now >= p->grace_at) {
-			p->grace_at = 0;
-			for (int i = 0; i < 2; i++)
-				output_read(ps, &p->out[i], true);
+			/* Lossless: what the pipes still hold waits for its readers first. */
+			if (p->out[0].paused || p->out[1].paused) {
+				p->grace_at = now + EXIT_GRACE_MS;
+			} else {
+				p->grace_at = 0;
+				for (int i = 0; i < 2; i++)
+					output_read(ps, p, &p->out[i], true);
+			}
 		}
 		if (p->writer && now >= p->writer->deadline_ms) {
 			/* The process is not reading: what went in is answered, the rest is the caller's. */
@@ -797,6 +827,7 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 	p->out[0].cap = p->out[1].cap = ring;
 	p->reserved = 2 * ring;
 	p->tty = rq->tty;
+	p->lossless = rq->lossless;
 	p->stdin_open = rq->stdin_open;
 	p->expose_port = rq->expose_port;
 	p->lease_ms = rq->lease_ms;
@@ -961,6 +992,16 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 	if (!p) {
 		free(w);
 		return;
+	}
+	/* Lossless: what lies before the offsets asked has been read; a paused stream goes on. */
+	for (int i = 0; p->lossless && i < 2; i++) {
+		struct ring *r = &p->out[i];
+		if (w->off[i] > r->asked && w->off[i] <= r->end)
+			r->asked = w->off[i];
+		if (r->paused && r->end - r->asked < r->cap) {
+			output_want(ps, p, r, false);
+			output_read(ps, p, r, false);
+		}
 	}
 	if (w->off[0] > p->out[0].end || w->off[1] > p->out[1].end)
 		post_fail(ps, w, BK_OUT_OF_RANGE,

@@ -770,10 +770,18 @@ struct  Boxkite__V1__ProcessStartRequest
    * 0: none. Else the process is killed (whole tree) when no Read,
    */
   uint32_t lease_ms;
+  /*
+   * Wait, Write or Signal for it arrives for this long: a client that
+   * went away leaves nothing running
+   */
+  /*
+   * output waits for its readers instead of being dropped: once a
+   */
+  protobuf_c_boolean lossless;
 };
 #define BOXKITE__V1__PROCESS_START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_request__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0 }
+    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessStartResponse

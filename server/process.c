@@ -19,10 +19,10 @@
 #include "command.h"
 #include "log.h"
 
-#define READ_DEFAULT (1u << 20)  /* bytes per stream a read returns, unless it asks */
-#define READ_MAX (4u << 20)
-#define WAIT_MAX_MS 60000        /* longest long-poll: Read, Wait, and a Write the process does not take */
-#define WRITE_MAX (1u << 20)
+#define READ_DEFAULT BK_PROCESS_READ_DEFAULT
+#define READ_MAX BK_PROCESS_READ_MAX
+#define WAIT_MAX_MS BK_PROCESS_WAIT_MAX_MS
+#define WRITE_MAX BK_PROCESS_WRITE_MAX
 #define TAG_MAX 256
 #define EXIT_GRACE_MS 200        /* as Exec's: pipes held open past the exit by another tree */
 #define READ_BATCH (4u << 20)    /* bytes read from one stream per wake-up, before the others' turn */

@@ -17,6 +17,11 @@
  * by it. */
 #define BK_PROCESS_ID_BIT (UINT64_C(1) << 62)
 
+#define BK_PROCESS_READ_DEFAULT (1u << 20) /* bytes per stream a read returns, unless it asks */
+#define BK_PROCESS_READ_MAX (4u << 20)
+#define BK_PROCESS_WAIT_MAX_MS 60000 /* longest long-poll: Read, Wait, a Write the process does not take */
+#define BK_PROCESS_WRITE_MAX (1u << 20)
+
 typedef struct bk_processes bk_processes;
 
 int bk_processes_start(bk_server *srv, bk_error **err);

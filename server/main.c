@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+
 #include "exec.h"
 #include "files.h"
 #include "process.h"
@@ -223,6 +225,10 @@ out:
 	bk_link_free(link);
 	bk_link_free(files);
 	bk_server_fini(&srv);
+	/* nng frees closed sockets and listeners on a thread of its own: waited for here, so that
+	 * nothing is still being freed at exit (a leak checker saw a start that failed after the
+	 * listeners were made exit before nng had freed them). */
+	nng_fini();
 	bk_error_free(err);
 	bk_config_free(&cfg);
 	return ret < 0 ? 1 : 0;

@@ -495,6 +495,17 @@ class ExposedPortTest(Base):
         info = self.status_of(pid)
         self.assertEqual((info.expose_port, info.tag), (port, "dev server"), "named as such in the list")
         self.assertEqual(self.status_of(other).expose_port, 0)
+        # The exception is the sandbox's namespace, never the host's: a listener on the host's
+        # loopback is out of reach of an exposed-port process.
+        host = socket.socket()
+        host.bind(("127.0.0.1", 0))
+        host.listen(1)
+        try:
+            prober = self.start(argv=["python3", "-c", PROBE % host.getsockname()[1]], expose_port=port + 1)
+            out3, _, _ = self.read_all(prober)
+        finally:
+            host.close()
+        self.assertTrue(out3.startswith(b"REFUSED"), out3)
         # One process per exposed port.
         self.expect_error(6, "ProcessStart", pb.ProcessStartRequest(argv=["true"], expose_port=port),
                           pb.ProcessStartResponse)

@@ -3136,7 +3136,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[27] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[28] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3165,11 +3165,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
   { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
+  { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 27}
+{0, 0},{0, 28}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[27] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[28] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3198,6 +3199,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SETRESUID", 12 },
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
+  { "STEP_TERMINAL", 27 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3206,9 +3208,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  27,
+  28,
   boxkite__executor__step__enum_values_by_number,
-  27,
+  28,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

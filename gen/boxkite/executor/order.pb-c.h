@@ -92,7 +92,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * setsid: no controlling terminal
    */
-  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26
+  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26,
+  /*
+   * a Spawn with a terminal: opening it, making it the controlling one
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

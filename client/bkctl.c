@@ -50,6 +50,8 @@ static const bkctl_command commands[] = {
 	  "  --tag TAG            a label, shown by ps\n"
 	  "  --max-runtime S      kill it (and everything it started) after S seconds\n"
 	  "  --ring-size BYTES    output kept per stream for logs, e.g. 16M (default 1M, at most 64M)\n"
+	  "  --lossless           when a ring is full of output nobody read, the process waits for a\n"
+	  "                       reader (logs -f) instead of losing its oldest bytes\n"
 	  "  -w, --workdir DIR    working directory, as for exec\n"
 	  "  -e, --env NAME=VALUE set a variable (repeatable)\n"
 	  "  -s, --shell STRING   run STRING with /bin/sh -c\n",

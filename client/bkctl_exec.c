@@ -480,7 +480,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
 	bk_exec_request rq = { 0 };
-	bk_process_request prq = { .lease_ms = LEASE_MS };
+	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
+	bk_process_request prq = { .lease_ms = LEASE_MS, .lossless = true };
 	bool want_stdin = false, collect = false;
 	int opt, help = 0;
 

@@ -103,7 +103,7 @@ static int parse_signal(const char *s, int *sig)
 
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE };
+	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS };
 	static const struct option longopts[] = {
 		{ "expose", required_argument, NULL, OPT_EXPOSE },
 		{ "tag", required_argument, NULL, OPT_TAG },
@@ -111,6 +111,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		{ "stdin", no_argument, NULL, 'i' },
 		{ "max-runtime", required_argument, NULL, OPT_MAX_RUNTIME },
 		{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
+		{ "lossless", no_argument, NULL, OPT_LOSSLESS },
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "shell", required_argument, NULL, 's' },
@@ -161,6 +162,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				fprintf(stderr, "%s: --ring-size %s: expected bytes, e.g. 64K, 16M\n", ctl->prog, optarg);
 				return BKCTL_EXIT_USAGE;
 			}
+			break;
+		case OPT_LOSSLESS:
+			rq.lossless = true;
 			break;
 		case 'w':
 			rq.cwd = optarg;

@@ -93,6 +93,7 @@ int bk_process_start(bk_client *c, const bk_process_request *rq, bk_process_star
 	}
 	req.tag = (char *)(rq->tag ? rq->tag : "");
 	req.lease_ms = rq->lease_ms;
+	req.lossless = rq->lossless;
 	code = process_call(c, "ProcessStart", &req.base, &boxkite__v1__process_start_response__descriptor, &resp, 0,
 			    st);
 	if (code != BK_OK)
@@ -104,24 +105,29 @@ int bk_process_start(bk_client *c, const bk_process_request *rq, bk_process_star
 	return BK_OK;
 }
 
-/* One stream of a read's answer into *out, its data taken over from the decoded message. The
- * answer must be about the offset asked: data from it, or from later with what was lost between. */
-static int chunk_take(Boxkite__V1__StreamChunk *pb, const char *name, uint64_t asked, bk_stream_chunk *out,
-		      bk_status *st)
+/* One stream of a read's answer into *out, its bytes the next `length` of the answer's data (at
+ * *at, moved on past them). The answer must be about the offset asked: bytes from it, or from
+ * later with what was lost between. */
+static int chunk_from(const Boxkite__V1__StreamChunk *pb, const char *name, uint64_t asked, const bk_answer_data *a,
+		      size_t *at, bk_stream_chunk *out, bk_status *st)
 {
 	if (!pb)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: the answer has no %s", name);
-	if (pb->offset < asked || pb->offset - asked != pb->lost || pb->offset + pb->data.len > pb->end)
+	if (pb->length > a->len - *at)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %s says %u bytes, the answer carries %zu",
+				     name, pb->length, a->len - *at);
+	if (pb->offset < asked || pb->offset - asked != pb->lost || pb->offset + pb->length > pb->end)
 		return bk_status_set(st, BK_DATA_LOSS, 0, true,
 				     "ProcessRead: %s from offset %llu (lost %llu, end %llu) does not answer offset %llu",
 				     name, (unsigned long long)pb->offset, (unsigned long long)pb->lost,
 				     (unsigned long long)pb->end, (unsigned long long)asked);
-	out->data = pb->data.len ? TAKE_PTR(pb->data.data) : NULL;
-	out->len = pb->data.len;
+	out->data = pb->length ? (uint8_t *)a->data + *at : NULL;
+	out->len = pb->length;
 	out->offset = pb->offset;
 	out->lost = pb->lost;
 	out->end = pb->end;
 	out->eof = pb->eof;
+	*at += pb->length;
 	return BK_OK;
 }
 
@@ -130,6 +136,10 @@ int bk_process_read(bk_client *c, const char *id, uint64_t stdout_offset, uint64
 {
 	Boxkite__V1__ProcessReadRequest req = BOXKITE__V1__PROCESS_READ_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__ProcessReadResponse *resp = NULL;
+	bk_answer_data *a;
+	bk_request call;
+	size_t at = 0;
+	bool verified;
 	int code;
 
 	memset(out, 0, sizeof(*out));
@@ -138,26 +148,35 @@ int bk_process_read(bk_client *c, const char *id, uint64_t stdout_offset, uint64
 	req.stderr_offset = stderr_offset;
 	req.max_bytes = max_bytes;
 	req.wait_ms = long_poll_ms(wait_ms);
-	code = process_call(c, "ProcessRead", &req.base, &boxkite__v1__process_read_response__descriptor, &resp,
-			    (int)req.wait_ms + bk_client_timeout(c), st);
+	/* The output stays in the answer it arrived in, and the chunks point into it. */
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	out->answer = a;
+	code = bk_request_init(c, &call, "ProcessRead", &req.base, 0, NULL, st);
+	if (code == BK_OK)
+		code = bk_request_call(c, &call, NULL, &boxkite__v1__process_read_response__descriptor,
+				       (ProtobufCMessage **)&resp, (int)req.wait_ms + bk_client_timeout(c), &verified, a,
+				       st);
+	if (code == BK_OK && (code = chunk_from(resp->stdout, "stdout", stdout_offset, a, &at, &out->out, st)) == BK_OK &&
+	    (code = chunk_from(resp->stderr, "stderr", stderr_offset, a, &at, &out->err, st)) == BK_OK &&
+	    (code = status_from_pb(resp->status, "ProcessRead", &out->status, st)) == BK_OK && at != a->len)
+		code = bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %zu bytes of the answer's data belong to no stream",
+				     a->len - at);
 	if (code != BK_OK)
-		return code;
-	if ((code = chunk_take(resp->stdout, "stdout", stdout_offset, &out->out, st)) != BK_OK ||
-	    (code = chunk_take(resp->stderr, "stderr", stderr_offset, &out->err, st)) != BK_OK ||
-	    (code = status_from_pb(resp->status, "ProcessRead", &out->status, st)) != BK_OK) {
 		bk_process_output_free(out);
-		return code;
-	}
-	return BK_OK;
+	return code;
 }
 
 void bk_process_output_free(bk_process_output *out)
 {
 	if (!out)
 		return;
-	free(out->out.data);
-	free(out->err.data);
+	bk_answer_data_free(out->answer);
+	free(out->answer);
+	out->answer = NULL;
 	out->out.data = out->err.data = NULL;
+	out->out.len = out->err.len = 0;
 }
 
 int bk_process_write(bk_client *c, const char *id, const void *data, size_t len, bool close, uint64_t *written,

@@ -332,6 +332,10 @@ typedef struct bk_process_request {
 				    that the sidecar reaches this port; 0: a fresh namespace */
 	uint32_t max_runtime_ms; /* 0: none, or the server's --process-runtime-max; killed past it */
 	uint64_t ring_size;      /* bytes kept per stream; 0: the server's default (1 MiB) */
+	bool lossless;           /* output waits for its readers instead of being dropped: a stream
+				    whose ring holds ring_size bytes nobody read blocks the process
+				    writing it (for a client that streams everything; give a lease
+				    too, so that a reader that went away does not stall it for ever) */
 } bk_process_request;
 
 typedef struct bk_process_status {
@@ -353,8 +357,8 @@ typedef struct bk_process_started {
 BK_EXPORT int bk_process_start(bk_client *client, const bk_process_request *rq, bk_process_started *out,
 			       bk_status *st);
 
-/* What a read found in one stream. data (len bytes, NOT NUL-terminated, NULL when len is 0) is
- * freed by bk_process_output_free(). */
+/* What a read found in one stream. data (len bytes, NOT NUL-terminated, NULL when len is 0)
+ * points into the answer as it arrived (no copy), which bk_process_output_free() frees. */
 typedef struct bk_stream_chunk {
 	uint8_t *data;
 	size_t len;
@@ -369,6 +373,7 @@ typedef struct bk_process_output {
 	bk_stream_chunk out;     /* stdout (or the terminal) */
 	bk_stream_chunk err;     /* stderr */
 	bk_process_status status;
+	void *answer;            /* the library's: the answer both chunks' data are in */
 } bk_process_output;
 
 /* Read both streams from absolute offsets, up to max_bytes each (0: 1 MiB; at most 4 MiB). When
@@ -379,7 +384,8 @@ typedef struct bk_process_output {
 BK_EXPORT int bk_process_read(bk_client *client, const char *id, uint64_t stdout_offset, uint64_t stderr_offset,
 			      uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st);
 
-/* Free both chunks' data and set it to NULL. out may be NULL; freeing twice is harmless. */
+/* Free the answer both chunks' data are in and set them to NULL. out may be NULL; freeing twice
+ * is harmless. */
 BK_EXPORT void bk_process_output_free(bk_process_output *out);
 
 /* Write len bytes to the process's stdin, then close it when `close`. The data goes in requests

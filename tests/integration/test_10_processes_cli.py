@@ -197,6 +197,13 @@ class StartPsLogs(unittest.TestCase):
         self.assertEqual(set(r.stdout), {"a"})
         self.assertLessEqual(len(r.stdout), 64 << 10)
 
+    def test_lossless_waits_for_logs_f_instead_of_dropping(self):
+        pid = start("--lossless", "--ring-size", "64K", "--shell", "head -c 1048576 /dev/zero | tr '\\0' b")
+        r = D.bkctl("logs", "-f", pid, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("lost", r.stderr)
+        self.assertEqual((len(r.stdout), set(r.stdout)), (1 << 20, {"b"}))
+
     def test_logs_follow_prints_as_produced_until_the_end(self):
         gate = f"gate-logs-{os.getpid()}"
         pid = start("--shell", f"echo first; while [ ! -e /tmp/{gate} ]; do sleep 0.1; done; echo second")
@@ -368,6 +375,14 @@ class StreamingExec(unittest.TestCase):
         self.assertEqual((p.returncode, out), (0, b"2\n3\n"), err)
         left = [v for v in ps().values() if v["argv"][-1:] == ["for i in 1 2 3; do echo $i; sleep 1; done"]]
         self.assertEqual(left, [], "bkctl exec left its record behind")
+
+    def test_output_beyond_the_ring_arrives_whole(self):
+        # 8 MiB through a 1 MiB ring: bkctl exec's process is lossless, so nothing is dropped.
+        r = D.bkctl("exec", "--shell", "head -c 8388608 /dev/urandom | tee /tmp/out-%d | sha256sum >&2; "
+                    "cat /tmp/out-%d" % (os.getpid(), os.getpid()), text=False, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout), 8 << 20)
+        self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), r.stderr.split()[0].decode())
 
     def test_stdin_beyond_8_mib_is_streamed_whole(self):
         data = os.urandom(12 << 20)

@@ -55,8 +55,14 @@ def start(*args, daemon=None):
 
 
 def wait_ended(pid, daemon=None):
-    r = (daemon or D).bkctl("-o", "json", "wait", "--timeout", "60", pid, timeout=90)
+    """Its status once it ended and its output is whole: an ended process's last bytes may
+    reach its rings after the end (a stream is whole at eof), and logs -f returns only then."""
+    d = daemon or D
+    r = d.bkctl("-o", "json", "wait", "--timeout", "60", pid, timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
+    for stream in ((), ("--stderr",)):
+        f = d.bkctl("logs", "-f", *stream, pid, timeout=90)
+        assert f.returncode == 0, f.stderr
     return json.loads(r.stdout)["status"]
 
 

@@ -324,8 +324,9 @@ static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
 			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
 }
 
-/* Where the stream not shown ends now, so that reads skip what it already holds. */
-static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bk_status *st)
+/* Where the stream not shown ends now, so that reads skip what it already holds, and whether
+ * the process still runs. */
+static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, bk_status *st)
 {
 	bk_process_info *procs;
 	size_t n;
@@ -334,9 +335,13 @@ static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bk
 	if (code != BK_OK)
 		return code;
 	*end = 0;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(procs[i].id, id) == 0)
+	*running = false;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(procs[i].id, id) == 0) {
 			*end = stream == BK_STREAM_STDERR ? procs[i].stdout_end : procs[i].stderr_end;
+			*running = procs[i].status.running;
+		}
+	}
 	bk_process_list_free(procs, n);
 	return BK_OK;
 }
@@ -397,7 +402,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
 	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
 	uint64_t from = 0, other = 0;
-	bool follow = false;
+	bool follow = false, running;
 	const char *id;
 	char *end;
 	bk_status st;
@@ -435,8 +440,10 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = other_end(c, id, l.stream, &other, &st);
-	if (code == BK_OK && follow) {
+	code = other_end(c, id, l.stream, &other, &running, &st);
+	/* An ended process's last bytes may reach its rings just after its end: following it returns
+	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
+	if (code == BK_OK && (follow || (!running && !ctl->json))) {
 		uint64_t so = l.stream == BK_STREAM_STDOUT ? from : other;
 		uint64_t se = l.stream == BK_STREAM_STDERR ? from : other;
 		code = bk_process_follow(c, id, &so, &se, &h, NULL, &st);

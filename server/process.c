@@ -1298,6 +1298,20 @@ static unsigned drop_all(bk_processes *ps, int status, const char *why)
 	return killed;
 }
 
+bool bk_processes_exposing(bk_server *srv, unsigned port)
+{
+	bk_processes *ps = srv->processes;
+	bool found = false;
+
+	if (!ps || !port)
+		return false;
+	pthread_mutex_lock(&ps->lock);
+	for (struct proc *p = ps->procs; p && !found; p = p->next)
+		found = p->expose_port == port && proc_running(p);
+	pthread_mutex_unlock(&ps->lock);
+	return found;
+}
+
 unsigned bk_processes_reset(bk_server *srv)
 {
 	bk_processes *ps = srv->processes;

@@ -60,6 +60,9 @@ int bkctl_parse_seconds(const char *s, uint32_t *ms);
  * saying what was expected. */
 int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n);
 
+/* The size of the terminal on our stdin (client/bkctl_exec.c): 0, or -errno. */
+int bkctl_terminal_size(uint32_t *rows, uint32_t *cols);
+
 /* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
 int bkctl_parse_size(const char *s, uint64_t *bytes);
 

@@ -133,8 +133,7 @@ static int terminal_make_raw(void)
 	return 0;
 }
 
-/* The size of the terminal on our stdin: 0, or -errno. */
-static int terminal_size(uint32_t *rows, uint32_t *cols)
+int bkctl_terminal_size(uint32_t *rows, uint32_t *cols)
 {
 	struct winsize ws;
 
@@ -199,7 +198,7 @@ static void on_signal(stream_exec *s, int sig, int *interrupts)
 		send_signal(s, SIGTERM, TERM_KILL_AFTER_MS);
 		break;
 	case SIGWINCH:
-		if (s->tty && terminal_size(&rows, &cols) == 0 && rows && cols)
+		if (s->tty && bkctl_terminal_size(&rows, &cols) == 0 && rows && cols)
 			(void)bk_process_resize(s->c, s->id, rows, cols, NULL);
 		break;
 	default:
@@ -560,7 +559,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	prq.n_env = rq.n_env;
 	prq.stdin_open = want_stdin;
 	prq.max_runtime_ms = rq.timeout_ms;
-	if (prq.tty && terminal_size(&prq.rows, &prq.cols) < 0)
+	if (prq.tty && bkctl_terminal_size(&prq.rows, &prq.cols) < 0)
 		prq.rows = prq.cols = 0; /* 24x80 */
 	return exec_streamed(ctl, &prq);
 usage:

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,14 +189,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
-	if (rq.tty) {
-		/* The size of the terminal bkctl runs on, if it does; else the server's 24x80. */
-		struct winsize ws;
-		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
-			rq.rows = ws.ws_row;
-			rq.cols = ws.ws_col;
-		}
-	}
+	/* The size of the terminal bkctl runs on, if it does; else the server's 24x80. */
+	if (rq.tty && bkctl_terminal_size(&rq.rows, &rq.cols) < 0)
+		rq.rows = rq.cols = 0;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;

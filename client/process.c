@@ -7,8 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/crypto.h>
-
 #include "call.h"
 #include "cleanup.h"
 

@@ -38,8 +38,10 @@ LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
 
 PROTO_V1   := proto/boxkite/v1/boxkite.proto
 PROTO_EXEC := proto/boxkite/executor/order.proto
+PROTO_STORE := proto/boxkite/store/snapshot.proto
 GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
+GEN_STORE  := gen/boxkite/store/snapshot.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
@@ -51,7 +53,7 @@ FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay
               server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
-              server/http.c
+              server/http.c server/sync.c server/store.c server/store_file.c $(GEN_STORE)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
@@ -92,8 +94,8 @@ help:
 define gen_into
 	rm -rf $(1)/boxkite $(1)/python
 	mkdir -p $(1)/python
-	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC)
-	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC)
+	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
+	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
 endef
 
 gen:

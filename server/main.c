@@ -16,6 +16,8 @@
 #include "privdrop.h"
 #include "privsep.h"
 #include "server.h"
+#include "store.h"
+#include "sync.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
  * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that
@@ -35,6 +37,20 @@ static int state_dir_make(const char *dir, bk_error **err)
 				    "the state directory %s is not a directory of boxkited's own user", dir);
 	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
 		return bk_error_errno(err, errno, "chmod 0700 %s", dir);
+	return 0;
+}
+
+/* How long --restore-from waits for the file worker (pod mode: for the sandbox container). */
+#define RESTORE_WAIT_MS (120 * 1000)
+
+/* file:// stores made and given to the front's user while we are root. */
+static int sync_stores_prepare(const bk_config *cfg, bk_error **err)
+{
+	for (size_t i = 0; i < cfg->nsync_store; i++) {
+		int ret = bk_store_prepare(cfg->sync_store[i], cfg->front_uid, err);
+		if (ret < 0)
+			return ret;
+	}
 	return 0;
 }
 
@@ -165,6 +181,7 @@ int main(int argc, char **argv)
 	 * keys read as root, and then, before any thread, the front keeps only what listening and
 	 * becoming --front-uid need (privdrop.c). */
 	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
+	    (ret = sync_stores_prepare(&cfg, &err)) < 0 ||
 	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
 	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -185,6 +202,7 @@ int main(int argc, char **argv)
 	}
 	srv.files_link = files;
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
+	    (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -194,6 +212,11 @@ int main(int argc, char **argv)
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	/* A session moving between pods: its workspace back before the first request. */
+	if (cfg.restore_from && (ret = bk_sync_restore(&srv, cfg.restore_from, RESTORE_WAIT_MS, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
@@ -214,6 +237,7 @@ out:
 	bk_link_close(files);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
+	bk_sync_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */

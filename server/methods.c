@@ -11,6 +11,7 @@
 #include "exec.h"
 #include "files.h"
 #include "handlers.h"
+#include "sync.h"
 
 _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's zstd frame fits the data limit");
 
@@ -40,9 +41,10 @@ static const bk_method method_rows[] = {
 	{ "ProcessSignal",      true,  NULL,                 1 * KiB, 0 },
 	{ "ProcessWait",        true,  NULL,                 1 * KiB, 0 },
 	{ "ProcessList",        true,  NULL,                 1 * KiB, 0 },
-	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
-	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
-	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },
+	{ "SyncPush",           true,  bk_handle_sync_push,  16 * KiB, 0 },
+	{ "SyncPull",           true,  bk_handle_sync_pull,  16 * KiB, 0 },
+	{ "SyncList",           true,  bk_handle_sync_list,  1 * KiB, 0 },
+	{ "SyncStatus",         true,  bk_handle_sync_status, 1 * KiB, 0 },
 	{ "Reset",              true,  NULL,                 1 * KiB, 0 },
 };
 

@@ -74,6 +74,7 @@ struct bk_server {
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
 	struct bk_execs *execs;
 	struct bk_files *files;
+	struct bk_sync *sync;    /* server/sync.h */
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */

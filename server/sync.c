@@ -812,7 +812,8 @@ static int path_of(struct job *j, const ProtobufCBinaryData *rel, char *out, siz
 	return 0;
 }
 
-static int fw_remove(struct job *j, const char *path)
+/* Remove path (recursively); mirror's removals are counted, replacements are not. */
+static int fw_remove(struct job *j, const char *path, bool count)
 {
 	Boxkite__Executor__Remove op = BOXKITE__EXECUTOR__REMOVE__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
@@ -824,7 +825,8 @@ static int fw_remove(struct job *j, const char *path)
 	order.remove = &op;
 	if (order_call(j, &order, &reply, NULL, "remove", path) < 0)
 		return -EIO;
-	j->pull.removed += reply->done->count;
+	if (count)
+		j->pull.removed += reply->done->count;
 	bk_reply_free(reply);
 	return 0;
 }
@@ -848,7 +850,7 @@ static int order_replacing(struct job *j, bk_order *order, const char *what, con
 		if (tries || !in_the_way(j->err))
 			return -EIO;
 		bk_error_free(TAKE_PTR(j->err));
-		if (fw_remove(j, path) < 0)
+		if (fw_remove(j, path, false) < 0)
 			return -EIO;
 	}
 }
@@ -871,7 +873,7 @@ static int pull_dir(struct job *j, const Boxkite__Store__Entry *e, const char *p
 			j->pull.directories++;
 			return 0;
 		}
-		if (fw_remove(j, path) < 0)
+		if (fw_remove(j, path, false) < 0)
 			return -EIO;
 	} else if (j->err->errnum != ENOENT) {
 		return -EIO;
@@ -894,7 +896,9 @@ static int pull_dir(struct job *j, const Boxkite__Store__Entry *e, const char *p
 static int pull_symlink(struct job *j, const Boxkite__Store__Entry *e, const char *path)
 {
 	Boxkite__Executor__Symlink op = BOXKITE__EXECUTOR__SYMLINK__INIT;
+	Boxkite__Executor__Stat st = BOXKITE__EXECUTOR__STAT__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_reply *reply = NULL;
 	char target[4096];
 
 	snprintf(target, sizeof(target), "%.*s", (int)e->symlink_target.len, (const char *)e->symlink_target.data);
@@ -904,6 +908,22 @@ static int pull_symlink(struct job *j, const Boxkite__Store__Entry *e, const cha
 		j->pull.skipped++;
 		return 0;
 	}
+	/* The same link there already: kept. */
+	st.path = (char *)path;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
+	order.stat = &st;
+	if (order_call(j, &order, &reply, NULL, "stat", path) == 0) {
+		bool same = reply->done->info && reply->done->info->type == BOXKITE__V1__FILE_TYPE__FILE_TYPE_SYMLINK &&
+			    strcmp(reply->done->info->symlink_target, target) == 0;
+		bk_reply_free(reply);
+		if (same) {
+			j->pull.symlinks++;
+			return 0;
+		}
+	} else {
+		bk_error_free(TAKE_PTR(j->err));
+	}
+	order = (bk_order)BOXKITE__EXECUTOR__ORDER__INIT;
 	op.path = (char *)path;
 	op.target = target;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK;
@@ -959,7 +979,7 @@ static int pull_file(struct job *j, const Boxkite__Store__Entry *e, const char *
 		if (tries || !in_the_way(j->err))
 			return bk_error_prefix(&j->err, ret, "commit %.300s", path);
 		bk_error_free(TAKE_PTR(j->err));
-		if (fw_remove(j, path) < 0)
+		if (fw_remove(j, path, false) < 0)
 			return -EIO;
 	}
 	bk_reply_free(reply);
@@ -1004,7 +1024,7 @@ static int mirror_dir(struct job *j, Boxkite__Store__Entry **sorted, size_t n, c
 		key.path = (ProtobufCBinaryData){ .len = strlen(rel), .data = (uint8_t *)rel };
 		hit = bsearch(&kp, sorted, n, sizeof(*sorted), rel_cmp);
 		if (!hit)
-			ret = fw_remove(j, path);
+			ret = fw_remove(j, path, true);
 		else if (v[i].type == BOXKITE__V1__FILE_TYPE__FILE_TYPE_DIRECTORY)
 			ret = mirror_dir(j, sorted, n, path, rel);
 	}

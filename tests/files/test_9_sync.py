@@ -533,6 +533,63 @@ class SyncSuite:
             self.assertEqual(os.listdir(ws2), [])
             self.assertIn("no snapshot there yet", d.log())
 
+    # --- bkctl sync ----------------------------------------------------------------------------
+
+    def bkctl(self, *args, stderr=None):
+        import subprocess
+        bkctl = os.environ.get("BOXKITE_BKCTL", os.path.join(os.environ.get("BOXKITE_BUILD", ""), "bkctl"))
+        if not os.access(bkctl, os.X_OK):
+            self.skipTest("SKIP: %s is not built" % bkctl)
+        r = subprocess.run([bkctl, "--url", "tcp://127.0.0.1:%d" % self.daemon.port, "--key-file",
+                            self.daemon.key_file] + list(args), stdout=subprocess.PIPE,
+                           stderr=stderr or subprocess.PIPE, timeout=300)
+        err = r.stderr.decode(errors="replace") if r.stderr else ""
+        self.assertNotIn("Sanitizer", err)
+        self.assertEqual(r.returncode, 0, "bkctl %s: %s" % (" ".join(args), err))
+        return r.stdout.decode()
+
+    def test_bkctl_sync_push_pull_ls(self):
+        import json
+        self.sample_tree()
+        before = tree_of(self.ws)
+        pushed = json.loads(self.bkctl("-o", "json", "sync", "push", "--to", self.store.url + "/cli", "--id", "one"))
+        self.assertEqual((pushed["snapshot"], pushed["files"], pushed["blobs_uploaded"]), ("one", 8, 10))
+        self.put("extra", b"not in the snapshot")
+        listed = json.loads(self.bkctl("-o", "json", "sync", "ls", "--from", self.store.url + "/cli"))
+        self.assertEqual([(s["snapshot"], s["files"], s["path"]) for s in listed], [("one", 8, "/workspace")])
+        pulled = json.loads(self.bkctl("-o", "json", "sync", "pull", "--from", self.store.url + "/cli", "--mirror"))
+        self.assertEqual((pulled["snapshot"], pulled["removed"]), ("one", 1))
+        self.assertEqual(tree_of(self.ws), before)
+        text = self.bkctl("sync", "ls", "--from", self.store.url + "/cli")
+        self.assertRegex(text, r"^one  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +8 files ")
+        self.assertIn("pushed ", self.bkctl("sync", "push", "-x", "deep"))
+
+    def test_bkctl_sync_shows_progress_on_a_terminal(self):
+        rnd = random.Random(5)
+        for i in range(48):
+            self.put("p/%02d.bin" % i, rnd.randbytes(BLOCK))
+        master, slave = os.openpty()
+        self.addCleanup(os.close, master)
+        chunks = []
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read_pty(master), b"")))
+        reader.start()
+        try:
+            out = self.bkctl("sync", "push", stderr=slave)
+        finally:
+            os.close(slave)
+            reader.join(10)
+        shown = b"".join(chunks).decode(errors="replace")
+        self.assertIn("pushed ", out)
+        self.assertRegex(shown, r"push \[[#-]{20}\] +\d+%  .* files")
+        self.assertTrue(shown.endswith("\r\x1b[K"), "the progress line is not cleared: %r" % shown[-80:])
+
+
+def _read_pty(fd):
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO once the other end is closed
+        return b""
+
 
 @unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")
 class FileStoreSyncTest(SyncSuite, FilesTestCase):

@@ -31,7 +31,7 @@ CFLAGS   += -std=gnu11 $(OPT) $(HARDEN) -MMD -MP
 LDFLAGS  += -Wl,-z,relro,-z,now $(filter -fsanitize=%,$(OPT))
 LDLIBS_CRYPTO := -lcrypto
 LDLIBS_PB     := -lprotobuf-c
-LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lpthread
+LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lcurl -lpthread
 LDLIBS_EXEC   := -lprotobuf-c -lcrypto -lcap -lseccomp -lpthread
 LDLIBS_SERVER := $(sort $(LDLIBS_FRONT) $(LDLIBS_EXEC))
 LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
@@ -53,7 +53,7 @@ FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay
               server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
-              server/http.c server/sync.c server/store.c server/store_file.c $(GEN_STORE)
+              server/http.c server/sync.c server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c

@@ -64,8 +64,12 @@ static const struct option_def option_defs[] = {
 	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
 	{ "upload-idle", OPT_SECONDS, FIELD(upload_idle_ms), "SECONDS", "drop an upload untouched this long (default 900)" },
 	{ "workspace-quota", OPT_SIZE, FIELD(workspace_quota), "BYTES", "refuse uploads that would fill /workspace past BYTES" },
-	{ "sync-store", OPT_STORE, FIELD(sync_store), "URL", "a store snapshots may be pushed to and pulled from (file:///DIR); repeatable, the first is the default" },
+	{ "sync-store", OPT_STORE, FIELD(sync_store), "URL", "a store snapshots may be pushed to and pulled from (file:///DIR, s3://BUCKET/PREFIX); repeatable, the first is the default" },
 	{ "restore-from", OPT_STRING, FIELD(restore_from), "URL", "pull the latest snapshot under URL (a --sync-store or under one) into /workspace before serving" },
+	{ "s3-endpoint", OPT_STRING, FIELD(s3_endpoint), "URL", "s3:// stores: the S3 endpoint, http(s)://HOST[:PORT] (default https://s3.REGION.amazonaws.com)" },
+	{ "s3-region", OPT_STRING, FIELD(s3_region), "REGION", "s3:// stores: the region requests are signed for (default us-east-1)" },
+	{ "s3-path-style", OPT_FLAG, FIELD(s3_path_style), "", "s3:// stores: ENDPOINT/BUCKET/KEY addressing instead of BUCKET.ENDPOINT/KEY" },
+	{ "s3-credentials", OPT_STRING, FIELD(s3_credentials), "PATH", "s3:// stores: a file 'ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]' (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)" },
 	{ "sync-on-reset", OPT_STRING, FIELD(sync_on_reset), "URL", "push a final snapshot of /workspace to URL before a reset wipes it" },
 };
 
@@ -114,6 +118,9 @@ void bk_config_free(bk_config *cfg)
 		free(cfg->sync_store[i]);
 	free(cfg->restore_from);
 	free(cfg->sync_on_reset);
+	free(cfg->s3_endpoint);
+	free(cfg->s3_region);
+	free(cfg->s3_credentials);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -164,9 +171,9 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		if (cfg->nsync_store == BK_SYNC_STORES_MAX)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--sync-store: at most %d URLs",
 					    BK_SYNC_STORES_MAX);
-		if (strncmp(value, "file:///", 8))
+		if (strncmp(value, "file:///", 8) && strncmp(value, "s3://", 5))
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
-					    "--sync-store %s: a store is file:///DIR", value);
+					    "--sync-store %s: a store is file:///DIR or s3://BUCKET[/PREFIX]", value);
 		if (!(cfg->sync_store[cfg->nsync_store] = strdup(value)))
 			return bk_error_errno(err, ENOMEM, "--sync-store");
 		cfg->nsync_store++;

@@ -63,6 +63,10 @@ typedef struct bk_config {
 	size_t nsync_store;
 	char *restore_from;       /* pull the latest snapshot under this URL before serving */
 	char *sync_on_reset;      /* push a final snapshot here before a reset wipes the workspace */
+	char *s3_endpoint;        /* s3:// stores: scheme://host[:port]; NULL: AWS's for the region */
+	char *s3_region;
+	bool s3_path_style;       /* endpoint/bucket/key rather than bucket.endpoint/key */
+	char *s3_credentials;     /* a file "ACCESS_KEY_ID SECRET [TOKEN]"; NULL: the AWS_* environment */
 } bk_config;
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or

@@ -43,15 +43,17 @@ static int state_dir_make(const char *dir, bk_error **err)
 /* How long --restore-from waits for the file worker (pod mode: for the sandbox container). */
 #define RESTORE_WAIT_MS (120 * 1000)
 
-/* file:// stores made and given to the front's user while we are root. */
+/* file:// stores made and given to the front's user, and S3's credentials read, while we are
+ * root and before the executor starts (it gets an empty environment anyway). */
 static int sync_stores_prepare(const bk_config *cfg, bk_error **err)
 {
-	for (size_t i = 0; i < cfg->nsync_store; i++) {
-		int ret = bk_store_prepare(cfg->sync_store[i], cfg->front_uid, err);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	int ret = bk_store_s3_setup(cfg->s3_endpoint, cfg->s3_region, cfg->s3_path_style, cfg->s3_credentials, err);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < cfg->nsync_store && ret == 0; i++)
+		ret = bk_store_prepare(cfg->sync_store[i], cfg->front_uid, err);
+	return ret;
 }
 
 /* Give the executor its configuration — all of it, from our flags: it reads no file and no

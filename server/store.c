@@ -9,12 +9,15 @@
 #include "mkdir.h"
 
 #define FILE_SCHEME "file://"
+#define S3_SCHEME "s3://"
 
 int bk_store_open(const char *url, bk_store **out, bk_error **err)
 {
 	if (strncmp(url, FILE_SCHEME, strlen(FILE_SCHEME)) == 0)
 		return bk_store_file_open(url, url + strlen(FILE_SCHEME), out, err);
-	return bk_error_set(err, BK_INVALID_ARGUMENT, 0, "store URL '%.200s': not file:///DIR", url);
+	if (strncmp(url, S3_SCHEME, strlen(S3_SCHEME)) == 0)
+		return bk_store_s3_open(url, url + strlen(S3_SCHEME), out, err);
+	return bk_error_set(err, BK_INVALID_ARGUMENT, 0, "store URL '%.200s': not file:///DIR nor s3://BUCKET/PREFIX", url);
 }
 
 void bk_store_free(bk_store *s)

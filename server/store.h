@@ -5,6 +5,7 @@
 #ifndef BK_STORE_H
 #define BK_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,5 +52,12 @@ static inline void bk_store_freep(bk_store **s)
 
 /* file:// (store_file.c) */
 int bk_store_file_open(const char *url, const char *dir, bk_store **out, bk_error **err);
+
+/* s3:// (store_s3.c). Set up once at start-up, as root and before any thread: where S3 is and
+ * the credentials (from the credentials file, else the AWS_* environment variables, which are
+ * then removed from the environment). */
+int bk_store_s3_setup(const char *endpoint, const char *region, bool path_style, const char *credentials,
+		      bk_error **err);
+int bk_store_s3_open(const char *url, const char *rest, bk_store **out, bk_error **err);
 
 #endif

@@ -17,6 +17,9 @@
 #                      boxkited, ipc and tcp, beside the same run's one-core SHA-256 rate (the
 #                      targets' base), raw nng and a local write, with each side's CPU per GiB;
 #                      1,000 x 4 KiB with bkctl cp -r beside a local cp -r.
+#   sync               bench/sync.sh: a 1 GiB source-like workspace pushed to a file:// store
+#                      (full, then after changing 1 % of the files) and pulled into an empty
+#                      one, beside tar -c | zstd -1 of the same tree in the same run.
 # Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
@@ -42,3 +45,4 @@ bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench
 	bench/health-rtt.sh $(B) $(BENCH_ARGS)
 	bench/exec.sh $(B)
 	bench/files.sh $(B)
+	bench/sync.sh $(B)

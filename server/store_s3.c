@@ -14,6 +14,7 @@
 #include "store.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -47,6 +48,7 @@ static struct {
 struct s3_store {
 	char bucket[64];
 	char prefix[1024];    /* "" or "a/b/" */
+	pthread_mutex_t lock; /* curl: a push's uploaders share the store */
 	CURL *curl;
 	bk_store base;        /* last: its url[] follows */
 };
@@ -236,8 +238,8 @@ enum method { HEAD, GET, PUT };
 
 /* One request, retried while transient: 0 with *http its status (2xx, 404), or the error (403 and
  * the others). body: what a GET answers (may be NULL); data: what a PUT sends. */
-static int request(struct s3_store *st, enum method m, const char *key, const char *query, const uint8_t *data,
-		   size_t len, struct body *body, long *http, bk_error **err)
+static int request_locked(struct s3_store *st, enum method m, const char *key, const char *query, const uint8_t *data,
+			  size_t len, struct body *body, long *http, bk_error **err)
 {
 	char url[16384], sigv4[128];
 	struct curl_slist *headers = NULL;
@@ -325,6 +327,18 @@ static int request(struct s3_store *st, enum method m, const char *key, const ch
 	}
 	return bk_error_set(err, *http == 429 || *http >= 500 ? BK_UNAVAILABLE : BK_INTERNAL, EIO,
 			    "%s: HTTP %ld%s", st->base.url, *http, *http >= 500 ? " (after retries)" : "");
+}
+
+/* One request at a time on the store's handle. */
+static int request(struct s3_store *st, enum method m, const char *key, const char *query, const uint8_t *data,
+		   size_t len, struct body *body, long *http, bk_error **err)
+{
+	int ret;
+
+	pthread_mutex_lock(&st->lock);
+	ret = request_locked(st, m, key, query, data, len, body, http, err);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
 }
 
 /* --- the store --------------------------------------------------------------------------------- */
@@ -446,6 +460,7 @@ static void s3_free(bk_store *s)
 	struct s3_store *st = of(s);
 
 	curl_easy_cleanup(st->curl);
+	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
 
@@ -479,6 +494,7 @@ int bk_store_s3_open(const char *url, const char *rest, bk_store **out, bk_error
 		strcat(st->prefix, "/");
 	st->base.ops = &s3_ops;
 	memcpy(st->base.url, url, len + 1);
+	pthread_mutex_init(&st->lock, NULL);
 	if (!(st->curl = curl_easy_init())) {
 		free(st);
 		return bk_error_set(err, BK_INTERNAL, 0, "curl_easy_init failed");

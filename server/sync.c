@@ -24,12 +24,17 @@
 #include "log.h"
 #include "sbpath.h"
 #include "store.h"
+#include "workers.h"
 
 #define MANIFEST_VERSION 1
 #define ID_MAX 128
 #define LIST_PAGE 1000
 #define BLOB_KEY_MAX (sizeof("blobs/xx/") + 2 * BK_HASH_LEN)
 #define ZSTD_LEVEL 1
+/* Blocks compressed and uploaded at once, beside the thread that reads and hashes: the push is a
+ * pipeline of one reader and UPLOADERS compressors (a buffer each, and one being read). */
+#define UPLOADERS 2
+#define BUFS (UPLOADERS + 1)
 #define STORE_ID_KEY "store-id"
 #define STORE_ID_LEN 32
 
@@ -147,6 +152,7 @@ struct bk_sync {
 	bool thread_live;     /* thread below has not been joined */
 	pthread_t thread;
 	struct seen *seen;
+	bk_workers *uploaders; /* compress and put a push's blobs */
 };
 
 enum op { PUSH, PULL };
@@ -165,9 +171,16 @@ struct job {
 	bool defaults;         /* push: the default excludes too */
 	bk_store *store;
 	struct seen *seen;     /* the store's, in bk_sync (only this job uses it while it runs) */
-	uint8_t *buf, *zbuf;   /* a block, and its zstd bound */
-	ZSTD_CCtx *cctx;
+	uint8_t *buf;          /* pull: a block */
 	ZSTD_DCtx *dctx;
+	/* push: the blocks being uploaded (upload_work), under ulock */
+	pthread_mutex_t ulock;
+	pthread_cond_t ucond;  /* a buffer came free, or the uploads ended */
+	uint8_t *bufs[BUFS];
+	bool busy[BUFS];
+	unsigned inflight;
+	struct hashset pending; /* blobs submitted, not yet put */
+	bk_error *upload_err;  /* the first upload's failure */
 	/* results */
 	Boxkite__V1__SyncPushResponse push;
 	Boxkite__V1__SyncPullResponse pull;
@@ -312,39 +325,140 @@ static void blob_key(const bk_hash h, char out[BLOB_KEY_MAX])
 	snprintf(out, BLOB_KEY_MAX, "blobs/%.2s/%s", hex, hex);
 }
 
-/* Whether the store has blob h: the seen set, else the store (and then the set). 1, 0, -errno. */
+/* Whether the store has blob h (or it is on its way there): the seen set, else the store (and
+ * then the set). 1, 0, -errno. */
 static int blob_present(struct job *j, const bk_hash h)
 {
 	char key[BLOB_KEY_MAX];
+	bool known;
 	int ret;
 
-	if (hashset_has(&j->seen->blobs, h))
+	pthread_mutex_lock(&j->ulock);
+	known = hashset_has(&j->seen->blobs, h) || hashset_has(&j->pending, h);
+	pthread_mutex_unlock(&j->ulock);
+	if (known)
 		return 1;
 	blob_key(h, key);
 	ret = j->store->ops->has(j->store, key, &j->err);
+	pthread_mutex_lock(&j->ulock);
 	if (ret == 1 && hashset_add(&j->seen->blobs, h) < 0)
-		return bk_error_errno(&j->err, ENOMEM, "blob set");
+		ret = bk_error_errno(&j->err, ENOMEM, "blob set");
+	pthread_mutex_unlock(&j->ulock);
 	return ret;
 }
 
-static int blob_put(struct job *j, const bk_hash h, const uint8_t *p, size_t n)
+/* A free block buffer (waiting for an upload to end), or -EIO once an upload failed. */
+static int buf_take(struct job *j)
 {
+	int i = -1;
+
+	pthread_mutex_lock(&j->ulock);
+	while (!j->upload_err && i < 0) {
+		for (int k = 0; k < BUFS && i < 0; k++)
+			if (!j->busy[k])
+				i = k;
+		if (i < 0)
+			pthread_cond_wait(&j->ucond, &j->ulock);
+	}
+	if (i >= 0 && !j->upload_err)
+		j->busy[i] = true;
+	else
+		i = -EIO;
+	pthread_mutex_unlock(&j->ulock);
+	return i;
+}
+
+static void buf_give(struct job *j, int i)
+{
+	pthread_mutex_lock(&j->ulock);
+	j->busy[i] = false;
+	pthread_cond_broadcast(&j->ucond);
+	pthread_mutex_unlock(&j->ulock);
+}
+
+struct upload {
+	struct job *j;
+	bk_hash h;
+	int buf;
+	size_t len;
+};
+
+/* On an uploader: compress a block into the worker's scratch and put it. */
+static void upload_work(void *arg, void *scratch)
+{
+	struct upload *u = arg;
+	struct job *j = u->j;
 	char key[BLOB_KEY_MAX];
-	size_t z = ZSTD_compressCCtx(j->cctx, j->zbuf, ZSTD_compressBound(BK_BLOCK_SIZE), p, n, ZSTD_LEVEL);
+	bk_error *err = NULL;
+	size_t z = ZSTD_compress(scratch, ZSTD_COMPRESSBOUND(BK_BLOCK_SIZE), j->bufs[u->buf], u->len, ZSTD_LEVEL);
+
+	blob_key(u->h, key);
+	if (ZSTD_isError(z))
+		bk_error_set(&err, BK_INTERNAL, 0, "zstd: %s", ZSTD_getErrorName(z));
+	else
+		j->store->ops->put(j->store, key, scratch, z, &err);
+	pthread_mutex_lock(&j->ulock);
+	if (!err && hashset_add(&j->seen->blobs, u->h) < 0)
+		bk_error_errno(&err, ENOMEM, "blob set");
+	if (!err) {
+		j->push.blobs_uploaded++;
+		j->push.bytes_uploaded += z;
+	} else if (!j->upload_err) {
+		j->upload_err = TAKE_PTR(err);
+	}
+	j->busy[u->buf] = false;
+	j->inflight--;
+	pthread_cond_broadcast(&j->ucond);
+	pthread_mutex_unlock(&j->ulock);
+	bk_error_free(err);
+	if (!ZSTD_isError(z))
+		progress_add(j, 0, 0, 1);
+	free(u);
+}
+
+/* Hand block h (in buffer buf, len bytes) to an uploader, which gives the buffer back. */
+static int blob_submit(struct job *j, const bk_hash h, int buf, size_t len)
+{
+	struct upload *u = malloc(sizeof(*u));
 	int ret;
 
-	if (ZSTD_isError(z))
-		return bk_error_set(&j->err, BK_INTERNAL, 0, "zstd: %s", ZSTD_getErrorName(z));
-	blob_key(h, key);
-	ret = j->store->ops->put(j->store, key, j->zbuf, z, &j->err);
-	if (ret < 0)
-		return ret;
-	if (hashset_add(&j->seen->blobs, h) < 0)
-		return bk_error_errno(&j->err, ENOMEM, "blob set");
-	j->push.blobs_uploaded++;
-	j->push.bytes_uploaded += z;
-	progress_add(j, 0, 0, 1);
+	if (!u) {
+		buf_give(j, buf);
+		return bk_error_errno(&j->err, ENOMEM, "upload");
+	}
+	*u = (struct upload){ .j = j, .buf = buf, .len = len };
+	memcpy(u->h, h, BK_HASH_LEN);
+	pthread_mutex_lock(&j->ulock);
+	ret = hashset_add(&j->pending, h);
+	if (ret >= 0)
+		j->inflight++;
+	pthread_mutex_unlock(&j->ulock);
+	if (ret < 0 || bk_workers_submit(sync_of(j->srv)->uploaders, upload_work, u) < 0) {
+		pthread_mutex_lock(&j->ulock);
+		j->inflight -= ret >= 0;
+		pthread_mutex_unlock(&j->ulock);
+		free(u);
+		buf_give(j, buf);
+		return bk_error_set(&j->err, ret < 0 ? BK_RESOURCE_EXHAUSTED : BK_UNAVAILABLE, 0,
+				    ret < 0 ? "out of memory for the blob set" : "boxkited is shutting down");
+	}
 	return 0;
+}
+
+/* Wait for every upload to end: 0, or the first one's failure. */
+static int uploads_wait(struct job *j)
+{
+	pthread_mutex_lock(&j->ulock);
+	while (j->inflight)
+		pthread_cond_wait(&j->ucond, &j->ulock);
+	pthread_mutex_unlock(&j->ulock);
+	if (!j->upload_err)
+		return 0;
+	if (j->err)
+		bk_error_free(TAKE_PTR(j->upload_err));
+	else
+		j->err = TAKE_PTR(j->upload_err);
+	return -EIO;
 }
 
 /* Blob h, checked, into j->buf: exactly n plain bytes whose SHA-256 is h. DATA_LOSS otherwise. */
@@ -464,25 +578,38 @@ static int file_try(struct job *j, int fd, const char *path, bk_hash *blocks, ui
 		size_t len = k + 1 < n ? BK_BLOCK_SIZE : (size_t)(v.size - k * BK_BLOCK_SIZE);
 		uint8_t sum[BK_HASH_LEN];
 		ssize_t got;
+		int b;
 
 		if (known && (ret = blob_present(j, blocks[k])) != 0) {
 			if (ret < 0)
 				return ret;
 			continue;
 		}
-		got = bk_pread_full(fd, j->buf, len, k * BK_BLOCK_SIZE);
-		if (got < 0)
-			return bk_error_errno(&j->err, (int)-got, "read %.300s", path);
+		if ((b = buf_take(j)) < 0)
+			return b;
+		got = bk_pread_full(fd, j->bufs[b], len, k * BK_BLOCK_SIZE);
 		*read_any = true;
-		if ((size_t)got != len)
-			return -EAGAIN;
-		if (EVP_Digest(j->buf, len, sum, NULL, EVP_sha256(), NULL) != 1)
-			return bk_error_set(&j->err, BK_INTERNAL, 0, "SHA-256 failed in libcrypto");
-		if (known && memcmp(sum, blocks[k], BK_HASH_LEN) != 0)
-			return -EAGAIN; /* the index's version, but other bytes: it is changing now */
-		memcpy(blocks[k], sum, BK_HASH_LEN);
-		if ((ret = blob_present(j, sum)) < 0 || (ret == 0 && (ret = blob_put(j, sum, j->buf, len)) < 0))
+		if (got < 0)
+			ret = bk_error_errno(&j->err, (int)-got, "read %.300s", path);
+		else if ((size_t)got != len)
+			ret = -EAGAIN;
+		else if (EVP_Digest(j->bufs[b], len, sum, NULL, EVP_sha256(), NULL) != 1)
+			ret = bk_error_set(&j->err, BK_INTERNAL, 0, "SHA-256 failed in libcrypto");
+		else if (known && memcmp(sum, blocks[k], BK_HASH_LEN) != 0)
+			ret = -EAGAIN; /* the index's version, but other bytes: it is changing now */
+		else
+			ret = blob_present(j, sum);
+		if (ret == 0) {
+			/* The uploader gives the buffer back. */
+			memcpy(blocks[k], sum, BK_HASH_LEN);
+			if ((ret = blob_submit(j, sum, b, len)) < 0)
+				return ret;
+			continue;
+		}
+		buf_give(j, b);
+		if (ret < 0)
 			return ret;
+		memcpy(blocks[k], sum, BK_HASH_LEN); /* in the store already */
 	}
 	if (fstat(fd, &after) < 0)
 		return bk_error_errno(&j->err, errno, "fstat %.300s", path);
@@ -712,8 +839,12 @@ static int run_push(struct job *j)
 		return ret < 0 ? ret
 			       : bk_error_set(&j->err, BK_ALREADY_EXISTS, EEXIST, "snapshot %s is already in %s", j->snapshot,
 					      j->url);
-	if ((ret = store_epoch(j)) < 0 || (ret = push_dir(j, j->root, "", j->defaults)) < 0)
+	if ((ret = store_epoch(j)) < 0)
 		return ret;
+	ret = push_dir(j, j->root, "", j->defaults);
+	/* Whatever happened, no upload may outlive the job. */
+	if (uploads_wait(j) < 0 || ret < 0)
+		return -EIO;
 	j->push.blobs = j->distinct.n;
 	return manifest_write(j);
 }
@@ -1119,10 +1250,14 @@ static void job_free(struct job *j)
 	free(j->entries);
 	hashset_fini(&j->distinct);
 	bk_store_free(j->store);
-	ZSTD_freeCCtx(j->cctx);
 	ZSTD_freeDCtx(j->dctx);
 	free(j->buf);
-	free(j->zbuf);
+	for (int i = 0; i < BUFS; i++)
+		free(j->bufs[i]);
+	hashset_fini(&j->pending);
+	bk_error_free(j->upload_err);
+	pthread_cond_destroy(&j->ucond);
+	pthread_mutex_destroy(&j->ulock);
 	for (size_t i = 0; i < j->nexclude; i++)
 		free(j->exclude[i]);
 	free(j->exclude);
@@ -1142,6 +1277,8 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 		bk_error_errno(err, ENOMEM, "sync");
 		return NULL;
 	}
+	pthread_mutex_init(&j->ulock, NULL);
+	pthread_cond_init(&j->ucond, NULL);
 	j->srv = srv;
 	j->call = call;
 	j->op = op;
@@ -1164,7 +1301,7 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 		bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "'%.200s': too long for a sync's tree", path);
 		goto fail;
 	}
-	snprintf(j->tree.path, sizeof(j->tree.path), "%s", j->root);
+	memcpy(j->tree.path, j->root, strlen(j->root) + 1);
 	if (snapshot[0] && !id_valid(snapshot)) {
 		bk_error_set(err, BK_INVALID_ARGUMENT, 0, "snapshot id '%.200s': 1-%d of A-Z a-z 0-9 . _ -, not first '.'",
 			     snapshot, ID_MAX);
@@ -1176,10 +1313,11 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 		if ((j->exclude[j->nexclude] = strdup(exclude[i])))
 			j->nexclude++;
 	j->buf = malloc(BK_BLOCK_SIZE);
-	j->zbuf = malloc(ZSTD_compressBound(BK_BLOCK_SIZE));
-	j->cctx = ZSTD_createCCtx();
 	j->dctx = ZSTD_createDCtx();
-	if (!j->exclude || j->nexclude != nexclude || !j->buf || !j->zbuf || !j->cctx || !j->dctx) {
+	bool bufs_ok = true;
+	for (int i = 0; op == PUSH && i < BUFS; i++)
+		bufs_ok = (j->bufs[i] = malloc(BK_BLOCK_SIZE)) && bufs_ok;
+	if (!j->exclude || j->nexclude != nexclude || !j->buf || !j->dctx || !bufs_ok) {
 		bk_error_errno(err, ENOMEM, "sync");
 		goto fail;
 	}
@@ -1502,6 +1640,12 @@ int bk_sync_start(bk_server *srv, bk_error **err)
 		return bk_error_errno(err, ENOMEM, "sync");
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->idle, NULL);
+	if (bk_workers_start(&s->uploaders, UPLOADERS, ZSTD_COMPRESSBOUND(BK_BLOCK_SIZE), err) < 0) {
+		pthread_cond_destroy(&s->idle);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return -ENOMEM;
+	}
 	srv->sync = s;
 	return 0;
 }
@@ -1514,6 +1658,7 @@ void bk_sync_stop(bk_server *srv)
 		return;
 	if (s->thread_live)
 		pthread_join(s->thread, NULL);
+	bk_workers_stop(s->uploaders);
 	while (s->seen) {
 		struct seen *next = s->seen->next;
 		hashset_fini(&s->seen->blobs);

@@ -52,7 +52,8 @@ DAEMON_SRC := common/channel.c common/log.c
 FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
               server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
+              server/privdrop.c server/privsep.c server/command.c server/exec.c server/process.c server/files.c \
+              server/workers.c server/metrics.c \
               server/http.c server/sync.c server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \

@@ -51,6 +51,12 @@ typedef struct bk_config {
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
 
+	/* Background processes */
+	unsigned processes_max;   /* records kept, running or ended */
+	size_t process_ring, process_ring_max; /* bytes kept per stream: default, most */
+	size_t process_ring_budget; /* ring bytes of all processes together */
+	int64_t process_runtime_max_ms; /* 0: none */
+
 	/* Files */
 	bk_roots roots;           /* where file operations and cwd may point */
 	size_t file_max;          /* largest file an upload may write */

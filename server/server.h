@@ -54,6 +54,7 @@ struct bk_call {
 	struct timespec started;
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
+	bool (*park)(bk_call *call); /* the transport's bk_call_park(); NULL: it cannot */
 	void *transport;
 };
 
@@ -73,6 +74,7 @@ struct bk_server {
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
 	struct bk_execs *execs;
+	struct bk_processes *processes;
 	struct bk_files *files;
 	struct bk_sync *sync;    /* server/sync.h */
 	atomic_bool stopping;    /* shutting down: new calls are refused */
@@ -97,6 +99,12 @@ void bk_server_fini(bk_server *srv);
 /* Run one received message through the pipeline: envelope, auth, replay, decode, handler.
  * The call ends through call->done exactly once, possibly on another thread. */
 void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg);
+
+/* The handler will end the call later, after a wait of its own (a long-poll): the transport
+ * serves other requests meanwhile, so that waiting calls never hold the admission limit
+ * (--contexts). false when it cannot (BK_PARKED_MAX calls wait already): answer now instead. */
+#define BK_PARKED_MAX 1024
+bool bk_call_park(bk_call *call);
 
 /* End a call with a response message (status OK). */
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response);

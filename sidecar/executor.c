@@ -157,6 +157,8 @@ static const char *check_spawn(const bk_roots *roots, const bk_order *o)
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
+	if (s->tty ? s->rows == 0 || s->rows > 65535 || s->cols == 0 || s->cols > 65535 : s->rows || s->cols)
+		return "a terminal's size is 1-65535 rows and columns, and only a terminal has one";
 	return bk_order_check_path(roots, s->cwd);
 }
 
@@ -222,8 +224,20 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
 		},
 		.ns = &ex->sandbox.ns,
-		.netns = bk_netns_pool_take(&ex->netns),
+		/* A process that exposes a port: the sandbox's own network namespace, the one
+		 * exception (DESIGN.md §5); every other command a fresh one. */
+		.netns = s->sandbox_net ? fcntl(ex->sandbox.ns.net, F_DUPFD_CLOEXEC, 3) : bk_netns_pool_take(&ex->netns),
+		.tty = s->tty,
+		.rows = (unsigned short)s->rows,
+		.cols = (unsigned short)s->cols,
 	};
+	if (s->sandbox_net && rq.netns < 0) {
+		ret = reply_error(ex, id, errno, "setns(net)", "cannot open the sandbox's network namespace");
+		cgroups_restage(ex);
+		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+		free(e);
+		return ret;
+	}
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
 	/* The child holds the namespace now (or it was never entered): ours goes. */
 	bk_close(rq.netns);

@@ -1575,7 +1575,7 @@ const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor =
   (ProtobufCMessageInit) boxkite__executor__pong__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[4] =
+static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[8] =
 {
   {
     "exec_id",
@@ -1625,17 +1625,69 @@ static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "tty",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, tty),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rows",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, rows),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cols",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, cols),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_net",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, sandbox_net),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__spawn__field_indices_by_name[] = {
   1,   /* field[1] = argv */
+  6,   /* field[6] = cols */
   3,   /* field[3] = cwd */
   2,   /* field[2] = env */
   0,   /* field[0] = exec_id */
+  5,   /* field[5] = rows */
+  7,   /* field[7] = sandbox_net */
+  4,   /* field[4] = tty */
 };
 static const ProtobufCIntRange boxkite__executor__spawn__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
 {
@@ -1645,7 +1697,7 @@ const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
   "Boxkite__Executor__Spawn",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Spawn),
-  4,
+  8,
   boxkite__executor__spawn__field_descriptors,
   boxkite__executor__spawn__field_indices_by_name,
   1,  boxkite__executor__spawn__number_ranges,
@@ -3084,7 +3136,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[27] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[28] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3113,11 +3165,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
   { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
+  { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 27}
+{0, 0},{0, 28}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[27] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[28] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3146,6 +3199,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SETRESUID", 12 },
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
+  { "STEP_TERMINAL", 27 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3154,9 +3208,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  27,
+  28,
   boxkite__executor__step__enum_values_by_number,
-  27,
+  28,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -92,7 +92,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * setsid: no controlling terminal
    */
-  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26
+  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26,
+  /*
+   * a Spawn with a terminal: opening it, making it the controlling one
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 
@@ -228,10 +232,22 @@ struct  Boxkite__Executor__Spawn
    * absolute path inside the sandbox
    */
   char *cwd;
+  /*
+   * A terminal instead of pipes: the three descriptors replied are the terminal's master twice
+   * (stdin, stdout) and the read end of a pipe already at EOF (stderr: a terminal has one stream).
+   */
+  protobuf_c_boolean tty;
+  uint32_t rows;
+  uint32_t cols;
+  /*
+   * The sandbox's network namespace (the pod's; in local mode the sandbox's own) instead of a
+   * fresh one: the one exception, for a process that exposes a port.
+   */
+  protobuf_c_boolean sandbox_net;
 };
 #define BOXKITE__EXECUTOR__SPAWN__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__spawn__descriptor) \
-    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string }
+    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 struct  Boxkite__Executor__Spawned
@@ -244,7 +260,8 @@ struct  Boxkite__Executor__Spawned
 
 
 /*
- * Signal an exec's whole process tree (SIGKILL: its PID namespace goes with its init).
+ * Signal an exec's whole process tree: SIGKILL kills its init, and its PID namespace goes with it;
+ * any other signal its init forwards to every process of the namespace.
  */
 struct  Boxkite__Executor__Kill
 {

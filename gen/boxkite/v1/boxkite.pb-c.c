@@ -1312,6 +1312,51 @@ void   boxkite__v1__file_symlink_response__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__v1__terminal_size__init
+                     (Boxkite__V1__TerminalSize         *message)
+{
+  static const Boxkite__V1__TerminalSize init_value = BOXKITE__V1__TERMINAL_SIZE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__terminal_size__get_packed_size
+                     (const Boxkite__V1__TerminalSize *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__terminal_size__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__terminal_size__pack
+                     (const Boxkite__V1__TerminalSize *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__terminal_size__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__terminal_size__pack_to_buffer
+                     (const Boxkite__V1__TerminalSize *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__terminal_size__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__TerminalSize *
+       boxkite__v1__terminal_size__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__TerminalSize *)
+     protobuf_c_message_unpack (&boxkite__v1__terminal_size__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__terminal_size__free_unpacked
+                     (Boxkite__V1__TerminalSize *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__terminal_size__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__v1__process_start_request__init
                      (Boxkite__V1__ProcessStartRequest         *message)
 {
@@ -1400,6 +1445,96 @@ void   boxkite__v1__process_start_response__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &boxkite__v1__process_start_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__process_status__init
+                     (Boxkite__V1__ProcessStatus         *message)
+{
+  static const Boxkite__V1__ProcessStatus init_value = BOXKITE__V1__PROCESS_STATUS__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__process_status__get_packed_size
+                     (const Boxkite__V1__ProcessStatus *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_status__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__process_status__pack
+                     (const Boxkite__V1__ProcessStatus *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_status__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__process_status__pack_to_buffer
+                     (const Boxkite__V1__ProcessStatus *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_status__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__ProcessStatus *
+       boxkite__v1__process_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__ProcessStatus *)
+     protobuf_c_message_unpack (&boxkite__v1__process_status__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__process_status__free_unpacked
+                     (Boxkite__V1__ProcessStatus *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__process_status__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__stream_chunk__init
+                     (Boxkite__V1__StreamChunk         *message)
+{
+  static const Boxkite__V1__StreamChunk init_value = BOXKITE__V1__STREAM_CHUNK__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__stream_chunk__get_packed_size
+                     (const Boxkite__V1__StreamChunk *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__stream_chunk__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__stream_chunk__pack
+                     (const Boxkite__V1__StreamChunk *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__stream_chunk__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__stream_chunk__pack_to_buffer
+                     (const Boxkite__V1__StreamChunk *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__stream_chunk__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__StreamChunk *
+       boxkite__v1__stream_chunk__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__StreamChunk *)
+     protobuf_c_message_unpack (&boxkite__v1__stream_chunk__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__stream_chunk__free_unpacked
+                     (Boxkite__V1__StreamChunk *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__stream_chunk__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   boxkite__v1__process_read_request__init
@@ -1850,6 +1985,186 @@ void   boxkite__v1__process_wait_response__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &boxkite__v1__process_wait_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__process_resize_request__init
+                     (Boxkite__V1__ProcessResizeRequest         *message)
+{
+  static const Boxkite__V1__ProcessResizeRequest init_value = BOXKITE__V1__PROCESS_RESIZE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__process_resize_request__get_packed_size
+                     (const Boxkite__V1__ProcessResizeRequest *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__process_resize_request__pack
+                     (const Boxkite__V1__ProcessResizeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__process_resize_request__pack_to_buffer
+                     (const Boxkite__V1__ProcessResizeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__ProcessResizeRequest *
+       boxkite__v1__process_resize_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__ProcessResizeRequest *)
+     protobuf_c_message_unpack (&boxkite__v1__process_resize_request__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__process_resize_request__free_unpacked
+                     (Boxkite__V1__ProcessResizeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__process_resize_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__process_resize_response__init
+                     (Boxkite__V1__ProcessResizeResponse         *message)
+{
+  static const Boxkite__V1__ProcessResizeResponse init_value = BOXKITE__V1__PROCESS_RESIZE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__process_resize_response__get_packed_size
+                     (const Boxkite__V1__ProcessResizeResponse *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__process_resize_response__pack
+                     (const Boxkite__V1__ProcessResizeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__process_resize_response__pack_to_buffer
+                     (const Boxkite__V1__ProcessResizeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_resize_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__ProcessResizeResponse *
+       boxkite__v1__process_resize_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__ProcessResizeResponse *)
+     protobuf_c_message_unpack (&boxkite__v1__process_resize_response__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__process_resize_response__free_unpacked
+                     (Boxkite__V1__ProcessResizeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__process_resize_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__process_remove_request__init
+                     (Boxkite__V1__ProcessRemoveRequest         *message)
+{
+  static const Boxkite__V1__ProcessRemoveRequest init_value = BOXKITE__V1__PROCESS_REMOVE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__process_remove_request__get_packed_size
+                     (const Boxkite__V1__ProcessRemoveRequest *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__process_remove_request__pack
+                     (const Boxkite__V1__ProcessRemoveRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__process_remove_request__pack_to_buffer
+                     (const Boxkite__V1__ProcessRemoveRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__ProcessRemoveRequest *
+       boxkite__v1__process_remove_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__ProcessRemoveRequest *)
+     protobuf_c_message_unpack (&boxkite__v1__process_remove_request__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__process_remove_request__free_unpacked
+                     (Boxkite__V1__ProcessRemoveRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__process_remove_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__process_remove_response__init
+                     (Boxkite__V1__ProcessRemoveResponse         *message)
+{
+  static const Boxkite__V1__ProcessRemoveResponse init_value = BOXKITE__V1__PROCESS_REMOVE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__process_remove_response__get_packed_size
+                     (const Boxkite__V1__ProcessRemoveResponse *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__process_remove_response__pack
+                     (const Boxkite__V1__ProcessRemoveResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__process_remove_response__pack_to_buffer
+                     (const Boxkite__V1__ProcessRemoveResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__process_remove_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__ProcessRemoveResponse *
+       boxkite__v1__process_remove_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__ProcessRemoveResponse *)
+     protobuf_c_message_unpack (&boxkite__v1__process_remove_response__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__process_remove_response__free_unpacked
+                     (Boxkite__V1__ProcessRemoveResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__process_remove_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   boxkite__v1__process_info__init
@@ -4474,7 +4789,58 @@ const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor 
   (ProtobufCMessageInit) boxkite__v1__file_symlink_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[7] =
+static const ProtobufCFieldDescriptor boxkite__v1__terminal_size__field_descriptors[2] =
+{
+  {
+    "rows",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__TerminalSize, rows),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cols",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__TerminalSize, cols),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__terminal_size__field_indices_by_name[] = {
+  1,   /* field[1] = cols */
+  0,   /* field[0] = rows */
+};
+static const ProtobufCIntRange boxkite__v1__terminal_size__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__terminal_size__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.TerminalSize",
+  "TerminalSize",
+  "Boxkite__V1__TerminalSize",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__TerminalSize),
+  2,
+  boxkite__v1__terminal_size__field_descriptors,
+  boxkite__v1__terminal_size__field_indices_by_name,
+  1,  boxkite__v1__terminal_size__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__terminal_size__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[13] =
 {
   {
     "argv",
@@ -4560,20 +4926,98 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "stdin_open",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, stdin_open),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tty",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, tty),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, size),
+    &boxkite__v1__terminal_size__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tag",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, tag),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_ms",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, lease_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lossless",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, lossless),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_request__field_indices_by_name[] = {
   0,   /* field[0] = argv */
   2,   /* field[2] = cwd */
   3,   /* field[3] = env */
   4,   /* field[4] = expose_port */
+  11,   /* field[11] = lease_ms */
+  12,   /* field[12] = lossless */
   5,   /* field[5] = max_runtime_ms */
   6,   /* field[6] = ring_size */
   1,   /* field[1] = shell */
+  9,   /* field[9] = size */
+  7,   /* field[7] = stdin_open */
+  10,   /* field[10] = tag */
+  8,   /* field[8] = tty */
 };
 static const ProtobufCIntRange boxkite__v1__process_start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor =
 {
@@ -4583,14 +5027,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor 
   "Boxkite__V1__ProcessStartRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartRequest),
-  7,
+  13,
   boxkite__v1__process_start_request__field_descriptors,
   boxkite__v1__process_start_request__field_indices_by_name,
   1,  boxkite__v1__process_start_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_start_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[2] =
 {
   {
     "process_id",
@@ -4604,14 +5048,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "isolation_profile",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartResponse, isolation_profile),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_response__field_indices_by_name[] = {
+  1,   /* field[1] = isolation_profile */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_start_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor =
 {
@@ -4621,11 +5078,217 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor
   "Boxkite__V1__ProcessStartResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartResponse),
-  1,
+  2,
   boxkite__v1__process_start_response__field_descriptors,
   boxkite__v1__process_start_response__field_indices_by_name,
   1,  boxkite__v1__process_start_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_start_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__process_status__field_descriptors[7] =
+{
+  {
+    "running",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, running),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exit_code",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, exit_code),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signal",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, signal),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "runtime_exceeded",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, runtime_exceeded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_expired",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, lease_expired),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "oom_killed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, oom_killed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "duration_us",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStatus, duration_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__process_status__field_indices_by_name[] = {
+  6,   /* field[6] = duration_us */
+  1,   /* field[1] = exit_code */
+  4,   /* field[4] = lease_expired */
+  5,   /* field[5] = oom_killed */
+  0,   /* field[0] = running */
+  3,   /* field[3] = runtime_exceeded */
+  2,   /* field[2] = signal */
+};
+static const ProtobufCIntRange boxkite__v1__process_status__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.ProcessStatus",
+  "ProcessStatus",
+  "Boxkite__V1__ProcessStatus",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__ProcessStatus),
+  7,
+  boxkite__v1__process_status__field_descriptors,
+  boxkite__v1__process_status__field_indices_by_name,
+  1,  boxkite__v1__process_status__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__process_status__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descriptors[5] =
+{
+  {
+    "data",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__StreamChunk, data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "offset",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__StreamChunk, offset),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lost",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__StreamChunk, lost),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__StreamChunk, end),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "eof",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__StreamChunk, eof),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__stream_chunk__field_indices_by_name[] = {
+  0,   /* field[0] = data */
+  3,   /* field[3] = end */
+  4,   /* field[4] = eof */
+  2,   /* field[2] = lost */
+  1,   /* field[1] = offset */
+};
+static const ProtobufCIntRange boxkite__v1__stream_chunk__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.StreamChunk",
+  "StreamChunk",
+  "Boxkite__V1__StreamChunk",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__StreamChunk),
+  5,
+  boxkite__v1__stream_chunk__field_descriptors,
+  boxkite__v1__stream_chunk__field_indices_by_name,
+  1,  boxkite__v1__stream_chunk__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__stream_chunk__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[5] =
@@ -4667,20 +5330,8 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "wait_ms",
-    4,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadRequest, wait_ms),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
     "max_bytes",
-    5,
+    4,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
@@ -4690,13 +5341,25 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "wait_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadRequest, wait_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_read_request__field_indices_by_name[] = {
-  4,   /* field[4] = max_bytes */
+  3,   /* field[3] = max_bytes */
   0,   /* field[0] = process_id */
   2,   /* field[2] = stderr_offset */
   1,   /* field[1] = stdout_offset */
-  3,   /* field[3] = wait_ms */
+  4,   /* field[4] = wait_ms */
 };
 static const ProtobufCIntRange boxkite__v1__process_read_request__number_ranges[1 + 1] =
 {
@@ -4718,16 +5381,16 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__process_read_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[9] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[3] =
 {
   {
     "stdout",
     1,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
+    PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
     offsetof(Boxkite__V1__ProcessReadResponse, stdout),
-    NULL,
+    &boxkite__v1__stream_chunk__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -4736,114 +5399,36 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_
     "stderr",
     2,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
+    PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
     offsetof(Boxkite__V1__ProcessReadResponse, stderr),
-    NULL,
+    &boxkite__v1__stream_chunk__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "stdout_offset",
+    "status",
     3,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
+    PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, stdout_offset),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "stderr_offset",
-    4,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, stderr_offset),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "stdout_lost",
-    5,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, stdout_lost),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "stderr_lost",
-    6,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT64,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, stderr_lost),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "exited",
-    7,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BOOL,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, exited),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "exit_code",
-    8,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, exit_code),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "signal",
-    9,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessReadResponse, signal),
-    NULL,
+    offsetof(Boxkite__V1__ProcessReadResponse, status),
+    &boxkite__v1__process_status__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
 };
 static const unsigned boxkite__v1__process_read_response__field_indices_by_name[] = {
-  7,   /* field[7] = exit_code */
-  6,   /* field[6] = exited */
-  8,   /* field[8] = signal */
+  2,   /* field[2] = status */
   1,   /* field[1] = stderr */
-  5,   /* field[5] = stderr_lost */
-  3,   /* field[3] = stderr_offset */
   0,   /* field[0] = stdout */
-  4,   /* field[4] = stdout_lost */
-  2,   /* field[2] = stdout_offset */
 };
 static const ProtobufCIntRange boxkite__v1__process_read_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor =
 {
@@ -4853,14 +5438,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor 
   "Boxkite__V1__ProcessReadResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadResponse),
-  9,
+  3,
   boxkite__v1__process_read_response__field_descriptors,
   boxkite__v1__process_read_response__field_indices_by_name,
   1,  boxkite__v1__process_read_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -4886,15 +5471,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "close",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWriteRequest, close),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_write_request__field_indices_by_name[] = {
+  2,   /* field[2] = close */
   1,   /* field[1] = data */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_write_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor =
 {
@@ -4904,7 +5502,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor 
   "Boxkite__V1__ProcessWriteRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWriteRequest),
-  2,
+  3,
   boxkite__v1__process_write_request__field_descriptors,
   boxkite__v1__process_write_request__field_indices_by_name,
   1,  boxkite__v1__process_write_request__number_ranges,
@@ -5005,7 +5603,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_response__desc
   (ProtobufCMessageInit) boxkite__v1__process_close_stdin_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -5031,15 +5629,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "kill_after_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessSignalRequest, kill_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_signal_request__field_indices_by_name[] = {
+  2,   /* field[2] = kill_after_ms */
   0,   /* field[0] = process_id */
   1,   /* field[1] = signal */
 };
 static const ProtobufCIntRange boxkite__v1__process_signal_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor =
 {
@@ -5049,7 +5660,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor
   "Boxkite__V1__ProcessSignalRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessSignalRequest),
-  2,
+  3,
   boxkite__v1__process_signal_request__field_descriptors,
   boxkite__v1__process_signal_request__field_indices_by_name,
   1,  boxkite__v1__process_signal_request__number_ranges,
@@ -5089,12 +5700,12 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "timeout_ms",
+    "wait_ms",
     2,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessWaitRequest, timeout_ms),
+    offsetof(Boxkite__V1__ProcessWaitRequest, wait_ms),
     NULL,
     NULL,
     0,             /* flags */
@@ -5103,7 +5714,7 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_d
 };
 static const unsigned boxkite__v1__process_wait_request__field_indices_by_name[] = {
   0,   /* field[0] = process_id */
-  1,   /* field[1] = timeout_ms */
+  1,   /* field[1] = wait_ms */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_request__number_ranges[1 + 1] =
 {
@@ -5125,54 +5736,28 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__process_wait_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[1] =
 {
   {
-    "exited",
+    "status",
     1,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BOOL,
+    PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessWaitResponse, exited),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "exit_code",
-    2,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessWaitResponse, exit_code),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "signal",
-    3,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessWaitResponse, signal),
-    NULL,
+    offsetof(Boxkite__V1__ProcessWaitResponse, status),
+    &boxkite__v1__process_status__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
 };
 static const unsigned boxkite__v1__process_wait_response__field_indices_by_name[] = {
-  1,   /* field[1] = exit_code */
-  0,   /* field[0] = exited */
-  2,   /* field[2] = signal */
+  0,   /* field[0] = status */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 1 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor =
 {
@@ -5182,14 +5767,139 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor 
   "Boxkite__V1__ProcessWaitResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWaitResponse),
-  3,
+  1,
   boxkite__v1__process_wait_response__field_descriptors,
   boxkite__v1__process_wait_response__field_indices_by_name,
   1,  boxkite__v1__process_wait_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_wait_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_info__field_descriptors[7] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field_descriptors[2] =
+{
+  {
+    "process_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessResizeRequest, process_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessResizeRequest, size),
+    &boxkite__v1__terminal_size__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__process_resize_request__field_indices_by_name[] = {
+  0,   /* field[0] = process_id */
+  1,   /* field[1] = size */
+};
+static const ProtobufCIntRange boxkite__v1__process_resize_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.ProcessResizeRequest",
+  "ProcessResizeRequest",
+  "Boxkite__V1__ProcessResizeRequest",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__ProcessResizeRequest),
+  2,
+  boxkite__v1__process_resize_request__field_descriptors,
+  boxkite__v1__process_resize_request__field_indices_by_name,
+  1,  boxkite__v1__process_resize_request__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__process_resize_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__v1__process_resize_response__field_descriptors NULL
+#define boxkite__v1__process_resize_response__field_indices_by_name NULL
+#define boxkite__v1__process_resize_response__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__v1__process_resize_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.ProcessResizeResponse",
+  "ProcessResizeResponse",
+  "Boxkite__V1__ProcessResizeResponse",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__ProcessResizeResponse),
+  0,
+  boxkite__v1__process_resize_response__field_descriptors,
+  boxkite__v1__process_resize_response__field_indices_by_name,
+  0,  boxkite__v1__process_resize_response__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__process_resize_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field_descriptors[1] =
+{
+  {
+    "process_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessRemoveRequest, process_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__process_remove_request__field_indices_by_name[] = {
+  0,   /* field[0] = process_id */
+};
+static const ProtobufCIntRange boxkite__v1__process_remove_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.ProcessRemoveRequest",
+  "ProcessRemoveRequest",
+  "Boxkite__V1__ProcessRemoveRequest",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__ProcessRemoveRequest),
+  1,
+  boxkite__v1__process_remove_request__field_descriptors,
+  boxkite__v1__process_remove_request__field_indices_by_name,
+  1,  boxkite__v1__process_remove_request__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__process_remove_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__v1__process_remove_response__field_descriptors NULL
+#define boxkite__v1__process_remove_response__field_indices_by_name NULL
+#define boxkite__v1__process_remove_response__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__v1__process_remove_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.ProcessRemoveResponse",
+  "ProcessRemoveResponse",
+  "Boxkite__V1__ProcessRemoveResponse",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__ProcessRemoveResponse),
+  0,
+  boxkite__v1__process_remove_response__field_descriptors,
+  boxkite__v1__process_remove_response__field_indices_by_name,
+  0,  boxkite__v1__process_remove_response__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__process_remove_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__process_info__field_descriptors[9] =
 {
   {
     "process_id",
@@ -5216,44 +5926,32 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_info__field_descripto
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "running",
+    "tag",
     3,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BOOL,
+    PROTOBUF_C_TYPE_STRING,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessInfo, running),
+    offsetof(Boxkite__V1__ProcessInfo, tag),
     NULL,
-    NULL,
+    &protobuf_c_empty_string,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "exit_code",
+    "status",
     4,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
+    PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessInfo, exit_code),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "signal",
-    5,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT32,
-    0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessInfo, signal),
-    NULL,
+    offsetof(Boxkite__V1__ProcessInfo, status),
+    &boxkite__v1__process_status__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
     "expose_port",
-    6,
+    5,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
@@ -5265,11 +5963,47 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_info__field_descripto
   },
   {
     "started_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessInfo, started_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tty",
     7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessInfo, tty),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stdout_end",
+    8,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT64,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__ProcessInfo, started_ms),
+    offsetof(Boxkite__V1__ProcessInfo, stdout_end),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stderr_end",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessInfo, stderr_end),
     NULL,
     NULL,
     0,             /* flags */
@@ -5278,17 +6012,19 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_info__field_descripto
 };
 static const unsigned boxkite__v1__process_info__field_indices_by_name[] = {
   1,   /* field[1] = argv */
-  3,   /* field[3] = exit_code */
-  5,   /* field[5] = expose_port */
+  4,   /* field[4] = expose_port */
   0,   /* field[0] = process_id */
-  2,   /* field[2] = running */
-  4,   /* field[4] = signal */
-  6,   /* field[6] = started_ms */
+  5,   /* field[5] = started_ms */
+  3,   /* field[3] = status */
+  8,   /* field[8] = stderr_end */
+  7,   /* field[7] = stdout_end */
+  2,   /* field[2] = tag */
+  6,   /* field[6] = tty */
 };
 static const ProtobufCIntRange boxkite__v1__process_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_info__descriptor =
 {
@@ -5298,7 +6034,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_info__descriptor =
   "Boxkite__V1__ProcessInfo",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessInfo),
-  7,
+  9,
   boxkite__v1__process_info__field_descriptors,
   boxkite__v1__process_info__field_indices_by_name,
   1,  boxkite__v1__process_info__number_ranges,
@@ -6190,9 +6926,42 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_status_response__descriptor =
   (ProtobufCMessageInit) boxkite__v1__sync_status_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-#define boxkite__v1__reset_request__field_descriptors NULL
-#define boxkite__v1__reset_request__field_indices_by_name NULL
-#define boxkite__v1__reset_request__number_ranges NULL
+static const ProtobufCFieldDescriptor boxkite__v1__reset_request__field_descriptors[2] =
+{
+  {
+    "new_key_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ResetRequest, new_key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "new_key_secret",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ResetRequest, new_key_secret),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__reset_request__field_indices_by_name[] = {
+  0,   /* field[0] = new_key_id */
+  1,   /* field[1] = new_key_secret */
+};
+static const ProtobufCIntRange boxkite__v1__reset_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
 const ProtobufCMessageDescriptor boxkite__v1__reset_request__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
@@ -6201,10 +6970,10 @@ const ProtobufCMessageDescriptor boxkite__v1__reset_request__descriptor =
   "Boxkite__V1__ResetRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ResetRequest),
-  0,
+  2,
   boxkite__v1__reset_request__field_descriptors,
   boxkite__v1__reset_request__field_indices_by_name,
-  0,  boxkite__v1__reset_request__number_ranges,
+  1,  boxkite__v1__reset_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__reset_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -6401,7 +7170,7 @@ const ProtobufCEnumDescriptor boxkite__v1__compression__descriptor =
   boxkite__v1__compression__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[25] =
+static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[27] =
 {
   { "Health", &boxkite__v1__health_request__descriptor, &boxkite__v1__health_response__descriptor },
   { "Exec", &boxkite__v1__exec_request__descriptor, &boxkite__v1__exec_response__descriptor },
@@ -6423,6 +7192,8 @@ static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[
   { "ProcessSignal", &boxkite__v1__process_signal_request__descriptor, &boxkite__v1__process_signal_response__descriptor },
   { "ProcessWait", &boxkite__v1__process_wait_request__descriptor, &boxkite__v1__process_wait_response__descriptor },
   { "ProcessList", &boxkite__v1__process_list_request__descriptor, &boxkite__v1__process_list_response__descriptor },
+  { "ProcessResize", &boxkite__v1__process_resize_request__descriptor, &boxkite__v1__process_resize_response__descriptor },
+  { "ProcessRemove", &boxkite__v1__process_remove_request__descriptor, &boxkite__v1__process_remove_response__descriptor },
   { "SyncPush", &boxkite__v1__sync_push_request__descriptor, &boxkite__v1__sync_push_response__descriptor },
   { "SyncPull", &boxkite__v1__sync_pull_request__descriptor, &boxkite__v1__sync_pull_response__descriptor },
   { "SyncList", &boxkite__v1__sync_list_request__descriptor, &boxkite__v1__sync_list_response__descriptor },
@@ -6446,15 +7217,17 @@ const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
   16,        /* ProcessCloseStdin */
   19,        /* ProcessList */
   14,        /* ProcessRead */
+  21,        /* ProcessRemove */
+  20,        /* ProcessResize */
   17,        /* ProcessSignal */
   13,        /* ProcessStart */
   18,        /* ProcessWait */
   15,        /* ProcessWrite */
-  24,        /* Reset */
-  22,        /* SyncList */
-  21,        /* SyncPull */
-  20,        /* SyncPush */
-  23         /* SyncStatus */
+  26,        /* Reset */
+  24,        /* SyncList */
+  23,        /* SyncPull */
+  22,        /* SyncPush */
+  25         /* SyncStatus */
 };
 const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
 {
@@ -6463,7 +7236,7 @@ const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
   "Sandbox",
   "Boxkite__V1__Sandbox",
   "boxkite.v1",
-  25,
+  27,
   boxkite__v1__sandbox__method_descriptors,
   boxkite__v1__sandbox__method_indices_by_name
 };
@@ -6627,13 +7400,29 @@ void boxkite__v1__sandbox__process_list(ProtobufCService *service,
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
   service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void boxkite__v1__sandbox__process_resize(ProtobufCService *service,
+                                          const Boxkite__V1__ProcessResizeRequest *input,
+                                          Boxkite__V1__ProcessResizeResponse_Closure closure,
+                                          void *closure_data)
+{
+  assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void boxkite__v1__sandbox__process_remove(ProtobufCService *service,
+                                          const Boxkite__V1__ProcessRemoveRequest *input,
+                                          Boxkite__V1__ProcessRemoveResponse_Closure closure,
+                                          void *closure_data)
+{
+  assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void boxkite__v1__sandbox__sync_push(ProtobufCService *service,
                                      const Boxkite__V1__SyncPushRequest *input,
                                      Boxkite__V1__SyncPushResponse_Closure closure,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_pull(ProtobufCService *service,
                                      const Boxkite__V1__SyncPullRequest *input,
@@ -6641,7 +7430,7 @@ void boxkite__v1__sandbox__sync_pull(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 23, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
                                      const Boxkite__V1__SyncListRequest *input,
@@ -6649,7 +7438,7 @@ void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 24, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__sync_status(ProtobufCService *service,
                                        const Boxkite__V1__SyncStatusRequest *input,
@@ -6657,7 +7446,7 @@ void boxkite__v1__sandbox__sync_status(ProtobufCService *service,
                                        void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 23, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 25, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  const Boxkite__V1__ResetRequest *input,
@@ -6665,7 +7454,7 @@ void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 24, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 26, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
                                  Boxkite__V1__Sandbox_ServiceDestroy destroy)

@@ -44,8 +44,11 @@ typedef struct Boxkite__V1__FileMoveRequest Boxkite__V1__FileMoveRequest;
 typedef struct Boxkite__V1__FileMoveResponse Boxkite__V1__FileMoveResponse;
 typedef struct Boxkite__V1__FileSymlinkRequest Boxkite__V1__FileSymlinkRequest;
 typedef struct Boxkite__V1__FileSymlinkResponse Boxkite__V1__FileSymlinkResponse;
+typedef struct Boxkite__V1__TerminalSize Boxkite__V1__TerminalSize;
 typedef struct Boxkite__V1__ProcessStartRequest Boxkite__V1__ProcessStartRequest;
 typedef struct Boxkite__V1__ProcessStartResponse Boxkite__V1__ProcessStartResponse;
+typedef struct Boxkite__V1__ProcessStatus Boxkite__V1__ProcessStatus;
+typedef struct Boxkite__V1__StreamChunk Boxkite__V1__StreamChunk;
 typedef struct Boxkite__V1__ProcessReadRequest Boxkite__V1__ProcessReadRequest;
 typedef struct Boxkite__V1__ProcessReadResponse Boxkite__V1__ProcessReadResponse;
 typedef struct Boxkite__V1__ProcessWriteRequest Boxkite__V1__ProcessWriteRequest;
@@ -56,6 +59,10 @@ typedef struct Boxkite__V1__ProcessSignalRequest Boxkite__V1__ProcessSignalReque
 typedef struct Boxkite__V1__ProcessSignalResponse Boxkite__V1__ProcessSignalResponse;
 typedef struct Boxkite__V1__ProcessWaitRequest Boxkite__V1__ProcessWaitRequest;
 typedef struct Boxkite__V1__ProcessWaitResponse Boxkite__V1__ProcessWaitResponse;
+typedef struct Boxkite__V1__ProcessResizeRequest Boxkite__V1__ProcessResizeRequest;
+typedef struct Boxkite__V1__ProcessResizeResponse Boxkite__V1__ProcessResizeResponse;
+typedef struct Boxkite__V1__ProcessRemoveRequest Boxkite__V1__ProcessRemoveRequest;
+typedef struct Boxkite__V1__ProcessRemoveResponse Boxkite__V1__ProcessRemoveResponse;
 typedef struct Boxkite__V1__ProcessInfo Boxkite__V1__ProcessInfo;
 typedef struct Boxkite__V1__ProcessListRequest Boxkite__V1__ProcessListRequest;
 typedef struct Boxkite__V1__ProcessListResponse Boxkite__V1__ProcessListResponse;
@@ -707,9 +714,23 @@ struct  Boxkite__V1__FileSymlinkResponse
      }
 
 
+struct  Boxkite__V1__TerminalSize
+{
+  ProtobufCMessage base;
+  uint32_t rows;
+  uint32_t cols;
+};
+#define BOXKITE__V1__TERMINAL_SIZE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__terminal_size__descriptor) \
+    , 0, 0 }
+
+
 struct  Boxkite__V1__ProcessStartRequest
 {
   ProtobufCMessage base;
+  /*
+   * exactly one of argv and shell, as for Exec
+   */
   size_t n_argv;
   char **argv;
   char *shell;
@@ -717,25 +738,129 @@ struct  Boxkite__V1__ProcessStartRequest
   size_t n_env;
   Boxkite__V1__EnvVar **env;
   /*
-   * stay in the pod's network namespace and serve this port
+   * 1-65535: run in the sandbox's network namespace (the pod's), not a
    */
   uint32_t expose_port;
+  /*
+   * fresh one, so that the sidecar can reach this port; 0: a fresh one
+   */
+  /*
+   * 0: the server's default; killed (SIGKILL, whole tree) past it
+   */
   uint32_t max_runtime_ms;
+  /*
+   * bytes kept per stream; 0: the server's default
+   */
   uint64_t ring_size;
+  /*
+   * stdin stays open for ProcessWrite; else it is at EOF from the start
+   */
+  protobuf_c_boolean stdin_open;
+  /*
+   * a terminal (PTY) instead of pipes for stdin, stdout and stderr
+   */
+  protobuf_c_boolean tty;
+  /*
+   * the terminal's size (tty only; 0: 24x80)
+   */
+  Boxkite__V1__TerminalSize *size;
+  /*
+   * the caller's label, shown by ProcessList (at most 256 bytes)
+   */
+  char *tag;
+  /*
+   * 0: none. Else the process is killed (whole tree) when no Read,
+   */
+  uint32_t lease_ms;
+  /*
+   * Wait, Write or Signal for it arrives for this long: a client that
+   * went away leaves nothing running
+   */
+  /*
+   * output waits for its readers instead of being dropped: once a
+   */
+  protobuf_c_boolean lossless;
 };
 #define BOXKITE__V1__PROCESS_START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_request__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0 }
+    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessStartResponse
 {
   ProtobufCMessage base;
   char *process_id;
+  char *isolation_profile;
 };
 #define BOXKITE__V1__PROCESS_START_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_response__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * How a process ended, or that it has not.
+ */
+struct  Boxkite__V1__ProcessStatus
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean running;
+  /*
+   * valid when !running and signal == 0
+   */
+  int32_t exit_code;
+  /*
+   * the signal that ended it
+   */
+  int32_t signal;
+  /*
+   * killed at max_runtime_ms
+   */
+  protobuf_c_boolean runtime_exceeded;
+  /*
+   * killed because its lease ran out
+   */
+  protobuf_c_boolean lease_expired;
+  protobuf_c_boolean oom_killed;
+  /*
+   * so far, or in all
+   */
+  uint64_t duration_us;
+};
+#define BOXKITE__V1__PROCESS_STATUS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_status__descriptor) \
+    , 0, 0, 0, 0, 0, 0, 0 }
+
+
+/*
+ * What a read found in one stream.
+ */
+struct  Boxkite__V1__StreamChunk
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData data;
+  /*
+   * absolute offset of data's first byte
+   */
+  uint64_t offset;
+  /*
+   * bytes between the offset asked for and `offset` that the ring
+   */
+  uint64_t lost;
+  /*
+   * dropped before they were read (0 when nothing was lost)
+   */
+  /*
+   * bytes the stream has produced so far
+   */
+  uint64_t end;
+  /*
+   * the stream is closed and data reaches its end
+   */
+  protobuf_c_boolean eof;
+};
+#define BOXKITE__V1__STREAM_CHUNK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__stream_chunk__descriptor) \
+    , {0,NULL}, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadRequest
@@ -745,10 +870,13 @@ struct  Boxkite__V1__ProcessReadRequest
   uint64_t stdout_offset;
   uint64_t stderr_offset;
   /*
-   * long-poll for new bytes or exit
+   * per stream; 0: 1 MiB; at most 4 MiB
+   */
+  uint32_t max_bytes;
+  /*
+   * long-poll: when neither stream has bytes past its offset and the
    */
   uint32_t wait_ms;
-  uint32_t max_bytes;
 };
 #define BOXKITE__V1__PROCESS_READ_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_read_request__descriptor) \
@@ -758,36 +886,31 @@ struct  Boxkite__V1__ProcessReadRequest
 struct  Boxkite__V1__ProcessReadResponse
 {
   ProtobufCMessage base;
-  ProtobufCBinaryData stdout;
-  ProtobufCBinaryData stderr;
-  /*
-   * absolute offset of the first byte returned
-   */
-  uint64_t stdout_offset;
-  uint64_t stderr_offset;
-  /*
-   * bytes that fell out of the ring before being read
-   */
-  uint64_t stdout_lost;
-  uint64_t stderr_lost;
-  protobuf_c_boolean exited;
-  int32_t exit_code;
-  int32_t signal;
+  Boxkite__V1__StreamChunk *stdout;
+  Boxkite__V1__StreamChunk *stderr;
+  Boxkite__V1__ProcessStatus *status;
 };
 #define BOXKITE__V1__PROCESS_READ_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_read_response__descriptor) \
-    , {0,NULL}, {0,NULL}, 0, 0, 0, 0, 0, 0, 0 }
+    , NULL, NULL, NULL }
 
 
 struct  Boxkite__V1__ProcessWriteRequest
 {
   ProtobufCMessage base;
   char *process_id;
+  /*
+   * at most 1 MiB; answered once all of it is in the pipe (or PTY)
+   */
   ProtobufCBinaryData data;
+  /*
+   * then close stdin
+   */
+  protobuf_c_boolean close;
 };
 #define BOXKITE__V1__PROCESS_WRITE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_write_request__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL} }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
 
 
 struct  Boxkite__V1__ProcessWriteResponse
@@ -823,11 +946,18 @@ struct  Boxkite__V1__ProcessSignalRequest
 {
   ProtobufCMessage base;
   char *process_id;
+  /*
+   * any signal 1-64, to every process of the tree
+   */
   int32_t signal;
+  /*
+   * 0: no more. Else SIGKILL the tree if it still runs this much later
+   */
+  uint32_t kill_after_ms;
 };
 #define BOXKITE__V1__PROCESS_SIGNAL_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_signal_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessSignalResponse
@@ -843,7 +973,10 @@ struct  Boxkite__V1__ProcessWaitRequest
 {
   ProtobufCMessage base;
   char *process_id;
-  uint32_t timeout_ms;
+  /*
+   * long-poll for the end, up to this long
+   */
+  uint32_t wait_ms;
 };
 #define BOXKITE__V1__PROCESS_WAIT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_wait_request__descriptor) \
@@ -853,30 +986,84 @@ struct  Boxkite__V1__ProcessWaitRequest
 struct  Boxkite__V1__ProcessWaitResponse
 {
   ProtobufCMessage base;
-  protobuf_c_boolean exited;
-  int32_t exit_code;
-  int32_t signal;
+  Boxkite__V1__ProcessStatus *status;
 };
 #define BOXKITE__V1__PROCESS_WAIT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_wait_response__descriptor) \
-    , 0, 0, 0 }
+    , NULL }
+
+
+struct  Boxkite__V1__ProcessResizeRequest
+{
+  ProtobufCMessage base;
+  char *process_id;
+  Boxkite__V1__TerminalSize *size;
+};
+#define BOXKITE__V1__PROCESS_RESIZE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_resize_request__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL }
+
+
+struct  Boxkite__V1__ProcessResizeResponse
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__V1__PROCESS_RESIZE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_resize_response__descriptor) \
+     }
+
+
+struct  Boxkite__V1__ProcessRemoveRequest
+{
+  ProtobufCMessage base;
+  /*
+   * an ended process: its record and rings go
+   */
+  char *process_id;
+};
+#define BOXKITE__V1__PROCESS_REMOVE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_remove_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Boxkite__V1__ProcessRemoveResponse
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__V1__PROCESS_REMOVE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_remove_response__descriptor) \
+     }
 
 
 struct  Boxkite__V1__ProcessInfo
 {
   ProtobufCMessage base;
   char *process_id;
+  /*
+   * for a shell string: /bin/sh -c STRING
+   */
   size_t n_argv;
   char **argv;
-  protobuf_c_boolean running;
-  int32_t exit_code;
-  int32_t signal;
+  char *tag;
+  Boxkite__V1__ProcessStatus *status;
+  /*
+   * the port it was started to expose: it shares the sandbox's network
+   */
   uint32_t expose_port;
-  uint64_t started_ms;
+  /*
+   * namespace (the one exception to a fresh one per command)
+   */
+  /*
+   * wall clock
+   */
+  int64_t started_ms;
+  protobuf_c_boolean tty;
+  uint64_t stdout_end;
+  uint64_t stderr_end;
 };
 #define BOXKITE__V1__PROCESS_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_info__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessListRequest
@@ -1117,10 +1304,19 @@ struct  Boxkite__V1__SyncStatusResponse
 struct  Boxkite__V1__ResetRequest
 {
   ProtobufCMessage base;
+  /*
+   * A key for the next tenant: once the reset succeeded, it is the only key accepted (the key file
+   * is no longer read) and the answer is MAC'd with it. Empty: the keys stay as they are.
+   */
+  char *new_key_id;
+  /*
+   * 32 bytes
+   */
+  ProtobufCBinaryData new_key_secret;
 };
 #define BOXKITE__V1__RESET_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__reset_request__descriptor) \
-     }
+    , (char *)protobuf_c_empty_string, {0,NULL} }
 
 
 struct  Boxkite__V1__ResetResponse
@@ -1685,6 +1881,25 @@ Boxkite__V1__FileSymlinkResponse *
 void   boxkite__v1__file_symlink_response__free_unpacked
                      (Boxkite__V1__FileSymlinkResponse *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__V1__TerminalSize methods */
+void   boxkite__v1__terminal_size__init
+                     (Boxkite__V1__TerminalSize         *message);
+size_t boxkite__v1__terminal_size__get_packed_size
+                     (const Boxkite__V1__TerminalSize   *message);
+size_t boxkite__v1__terminal_size__pack
+                     (const Boxkite__V1__TerminalSize   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__terminal_size__pack_to_buffer
+                     (const Boxkite__V1__TerminalSize   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__TerminalSize *
+       boxkite__v1__terminal_size__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__terminal_size__free_unpacked
+                     (Boxkite__V1__TerminalSize *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__V1__ProcessStartRequest methods */
 void   boxkite__v1__process_start_request__init
                      (Boxkite__V1__ProcessStartRequest         *message);
@@ -1722,6 +1937,44 @@ Boxkite__V1__ProcessStartResponse *
                       const uint8_t       *data);
 void   boxkite__v1__process_start_response__free_unpacked
                      (Boxkite__V1__ProcessStartResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__ProcessStatus methods */
+void   boxkite__v1__process_status__init
+                     (Boxkite__V1__ProcessStatus         *message);
+size_t boxkite__v1__process_status__get_packed_size
+                     (const Boxkite__V1__ProcessStatus   *message);
+size_t boxkite__v1__process_status__pack
+                     (const Boxkite__V1__ProcessStatus   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__process_status__pack_to_buffer
+                     (const Boxkite__V1__ProcessStatus   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__ProcessStatus *
+       boxkite__v1__process_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__process_status__free_unpacked
+                     (Boxkite__V1__ProcessStatus *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__StreamChunk methods */
+void   boxkite__v1__stream_chunk__init
+                     (Boxkite__V1__StreamChunk         *message);
+size_t boxkite__v1__stream_chunk__get_packed_size
+                     (const Boxkite__V1__StreamChunk   *message);
+size_t boxkite__v1__stream_chunk__pack
+                     (const Boxkite__V1__StreamChunk   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__stream_chunk__pack_to_buffer
+                     (const Boxkite__V1__StreamChunk   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__StreamChunk *
+       boxkite__v1__stream_chunk__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__stream_chunk__free_unpacked
+                     (Boxkite__V1__StreamChunk *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__V1__ProcessReadRequest methods */
 void   boxkite__v1__process_read_request__init
@@ -1912,6 +2165,82 @@ Boxkite__V1__ProcessWaitResponse *
                       const uint8_t       *data);
 void   boxkite__v1__process_wait_response__free_unpacked
                      (Boxkite__V1__ProcessWaitResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__ProcessResizeRequest methods */
+void   boxkite__v1__process_resize_request__init
+                     (Boxkite__V1__ProcessResizeRequest         *message);
+size_t boxkite__v1__process_resize_request__get_packed_size
+                     (const Boxkite__V1__ProcessResizeRequest   *message);
+size_t boxkite__v1__process_resize_request__pack
+                     (const Boxkite__V1__ProcessResizeRequest   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__process_resize_request__pack_to_buffer
+                     (const Boxkite__V1__ProcessResizeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__ProcessResizeRequest *
+       boxkite__v1__process_resize_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__process_resize_request__free_unpacked
+                     (Boxkite__V1__ProcessResizeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__ProcessResizeResponse methods */
+void   boxkite__v1__process_resize_response__init
+                     (Boxkite__V1__ProcessResizeResponse         *message);
+size_t boxkite__v1__process_resize_response__get_packed_size
+                     (const Boxkite__V1__ProcessResizeResponse   *message);
+size_t boxkite__v1__process_resize_response__pack
+                     (const Boxkite__V1__ProcessResizeResponse   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__process_resize_response__pack_to_buffer
+                     (const Boxkite__V1__ProcessResizeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__ProcessResizeResponse *
+       boxkite__v1__process_resize_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__process_resize_response__free_unpacked
+                     (Boxkite__V1__ProcessResizeResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__ProcessRemoveRequest methods */
+void   boxkite__v1__process_remove_request__init
+                     (Boxkite__V1__ProcessRemoveRequest         *message);
+size_t boxkite__v1__process_remove_request__get_packed_size
+                     (const Boxkite__V1__ProcessRemoveRequest   *message);
+size_t boxkite__v1__process_remove_request__pack
+                     (const Boxkite__V1__ProcessRemoveRequest   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__process_remove_request__pack_to_buffer
+                     (const Boxkite__V1__ProcessRemoveRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__ProcessRemoveRequest *
+       boxkite__v1__process_remove_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__process_remove_request__free_unpacked
+                     (Boxkite__V1__ProcessRemoveRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__ProcessRemoveResponse methods */
+void   boxkite__v1__process_remove_response__init
+                     (Boxkite__V1__ProcessRemoveResponse         *message);
+size_t boxkite__v1__process_remove_response__get_packed_size
+                     (const Boxkite__V1__ProcessRemoveResponse   *message);
+size_t boxkite__v1__process_remove_response__pack
+                     (const Boxkite__V1__ProcessRemoveResponse   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__process_remove_response__pack_to_buffer
+                     (const Boxkite__V1__ProcessRemoveResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__ProcessRemoveResponse *
+       boxkite__v1__process_remove_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__process_remove_response__free_unpacked
+                     (Boxkite__V1__ProcessRemoveResponse *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__V1__ProcessInfo methods */
 void   boxkite__v1__process_info__init
@@ -2268,11 +2597,20 @@ typedef void (*Boxkite__V1__FileSymlinkRequest_Closure)
 typedef void (*Boxkite__V1__FileSymlinkResponse_Closure)
                  (const Boxkite__V1__FileSymlinkResponse *message,
                   void *closure_data);
+typedef void (*Boxkite__V1__TerminalSize_Closure)
+                 (const Boxkite__V1__TerminalSize *message,
+                  void *closure_data);
 typedef void (*Boxkite__V1__ProcessStartRequest_Closure)
                  (const Boxkite__V1__ProcessStartRequest *message,
                   void *closure_data);
 typedef void (*Boxkite__V1__ProcessStartResponse_Closure)
                  (const Boxkite__V1__ProcessStartResponse *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__ProcessStatus_Closure)
+                 (const Boxkite__V1__ProcessStatus *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__StreamChunk_Closure)
+                 (const Boxkite__V1__StreamChunk *message,
                   void *closure_data);
 typedef void (*Boxkite__V1__ProcessReadRequest_Closure)
                  (const Boxkite__V1__ProcessReadRequest *message,
@@ -2303,6 +2641,18 @@ typedef void (*Boxkite__V1__ProcessWaitRequest_Closure)
                   void *closure_data);
 typedef void (*Boxkite__V1__ProcessWaitResponse_Closure)
                  (const Boxkite__V1__ProcessWaitResponse *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__ProcessResizeRequest_Closure)
+                 (const Boxkite__V1__ProcessResizeRequest *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__ProcessResizeResponse_Closure)
+                 (const Boxkite__V1__ProcessResizeResponse *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__ProcessRemoveRequest_Closure)
+                 (const Boxkite__V1__ProcessRemoveRequest *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__ProcessRemoveResponse_Closure)
+                 (const Boxkite__V1__ProcessRemoveResponse *message,
                   void *closure_data);
 typedef void (*Boxkite__V1__ProcessInfo_Closure)
                  (const Boxkite__V1__ProcessInfo *message,
@@ -2433,6 +2783,14 @@ struct Boxkite__V1__Sandbox_Service
                        const Boxkite__V1__ProcessListRequest *input,
                        Boxkite__V1__ProcessListResponse_Closure closure,
                        void *closure_data);
+  void (*process_resize)(Boxkite__V1__Sandbox_Service *service,
+                         const Boxkite__V1__ProcessResizeRequest *input,
+                         Boxkite__V1__ProcessResizeResponse_Closure closure,
+                         void *closure_data);
+  void (*process_remove)(Boxkite__V1__Sandbox_Service *service,
+                         const Boxkite__V1__ProcessRemoveRequest *input,
+                         Boxkite__V1__ProcessRemoveResponse_Closure closure,
+                         void *closure_data);
   void (*sync_push)(Boxkite__V1__Sandbox_Service *service,
                     const Boxkite__V1__SyncPushRequest *input,
                     Boxkite__V1__SyncPushResponse_Closure closure,
@@ -2481,6 +2839,8 @@ void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
       function_prefix__ ## process_signal,\
       function_prefix__ ## process_wait,\
       function_prefix__ ## process_list,\
+      function_prefix__ ## process_resize,\
+      function_prefix__ ## process_remove,\
       function_prefix__ ## sync_push,\
       function_prefix__ ## sync_pull,\
       function_prefix__ ## sync_list,\
@@ -2566,6 +2926,14 @@ void boxkite__v1__sandbox__process_list(ProtobufCService *service,
                                         const Boxkite__V1__ProcessListRequest *input,
                                         Boxkite__V1__ProcessListResponse_Closure closure,
                                         void *closure_data);
+void boxkite__v1__sandbox__process_resize(ProtobufCService *service,
+                                          const Boxkite__V1__ProcessResizeRequest *input,
+                                          Boxkite__V1__ProcessResizeResponse_Closure closure,
+                                          void *closure_data);
+void boxkite__v1__sandbox__process_remove(ProtobufCService *service,
+                                          const Boxkite__V1__ProcessRemoveRequest *input,
+                                          Boxkite__V1__ProcessRemoveResponse_Closure closure,
+                                          void *closure_data);
 void boxkite__v1__sandbox__sync_push(ProtobufCService *service,
                                      const Boxkite__V1__SyncPushRequest *input,
                                      Boxkite__V1__SyncPushResponse_Closure closure,
@@ -2622,8 +2990,11 @@ extern const ProtobufCMessageDescriptor boxkite__v1__file_move_request__descript
 extern const ProtobufCMessageDescriptor boxkite__v1__file_move_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__terminal_size__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor;
@@ -2634,6 +3005,10 @@ extern const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__des
 extern const ProtobufCMessageDescriptor boxkite__v1__process_signal_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__process_resize_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__process_remove_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_info__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_list_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor;

@@ -616,15 +616,18 @@ def _read_pty(fd):
 S3_BUCKET = "boxkite-test"
 S3_KEY, S3_SECRET = "S3RVER", "S3RVER"  # the one key pair s3rver knows
 S3RVER = os.path.join(HERE, "s3", "node_modules", "s3rver", "bin", "s3rver.js")
+sys.path.insert(0, os.path.join(HERE, "s3"))
+import sigv4_proxy  # noqa: E402
 
 
 class S3Store(FileStore):
     """s3rver (npm, pinned in tests/files/s3/package-lock.json, installed by make deps) on a free
-    loopback port: a real S3-speaking server (it refuses an unknown access key and a request
-    without the payload's x-amz-content-sha256, but 3.7.1 does not check V4 signatures: a wrong
-    secret goes unnoticed there, and signing is only proved against real S3), its objects kept on
-    disk under self.dir as KEY._S3rver_object, where the tests count and read them; writes and
-    deletions go through its S3 API (curl --aws-sigv4), as a user of the store would make them."""
+    loopback port: a real S3-speaking server, its objects kept on disk under self.dir as
+    KEY._S3rver_object, where the tests count them; reads, writes and deletions of the tests go
+    through its S3 API (curl --aws-sigv4), as a user of the store would make them. s3rver 3.7.1
+    refuses an unknown access key but does not check V4 signatures, so boxkited talks to it
+    through tests/files/s3/sigv4_proxy.py, which does (signature, payload hash) and can answer
+    503 to first tries."""
 
     SUFFIX = "._S3rver_object"
 
@@ -658,7 +661,9 @@ class S3Store(FileStore):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("s3rver did not start; its log: %s" % open(self.log.name).read())
                 time.sleep(0.1)
-        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.proxy = sigv4_proxy.Proxy(self.port, S3_KEY, S3_SECRET)
+        self.endpoint = "http://127.0.0.1:%d" % self.proxy.start()
+        self.direct = "http://127.0.0.1:%d" % self.port
         self.url = "s3://%s/t" % S3_BUCKET
         self.top = os.path.join(self.dir, "data", S3_BUCKET, "t")
 
@@ -673,6 +678,7 @@ class S3Store(FileStore):
         self.log.close()
 
     def close(self):
+        self.proxy.stop()
         self._stop_server()
         undone(self._undo_proc)
         super().close()
@@ -705,7 +711,7 @@ class S3Store(FileStore):
         return [n for n in self._objects(os.path.join(prefix, "snapshots"))]
 
     def _key_url(self, key):
-        return "%s/%s/t/%s" % (self.endpoint, S3_BUCKET, key)
+        return "%s/%s/t/%s" % (self.direct, S3_BUCKET, key)
 
     def _curl(self, *args, data=None):
         payload = hashlib.sha256(data or b"").hexdigest()
@@ -765,7 +771,7 @@ class S3StoreSyncTest(SyncSuite, FilesTestCase):
     def test_wrong_credentials_are_a_clear_403(self):
         bad = tempfile.NamedTemporaryFile(prefix="boxkite-s3-creds-", delete=False)
         self.addCleanup(os.unlink, bad.name)
-        bad.write(b"NOT-A-KNOWN-KEY not-the-secret\n")
+        bad.write(b"%s not-the-secret\n" % S3_KEY.encode())
         bad.close()
         d = Daemon(list(self.store.args()) + ["--s3-credentials", bad.name])
         d.__enter__()
@@ -774,6 +780,30 @@ class S3StoreSyncTest(SyncSuite, FilesTestCase):
         e = self.assertStatus("PERMISSION_DENIED", f.call, "SyncPush")
         self.assertIn("403", e.message)
         self.assertNotIn("not-the-secret", d.log() + e.message)
+
+    def test_every_request_is_signed_and_its_body_with_it(self):
+        self.sample_tree()
+        before = self.store.proxy.verified
+        refused = len(self.store.proxy.refused)
+        self.push()
+        self.wipe()
+        self.pull()
+        self.assertGreater(self.store.proxy.verified - before, 20)
+        self.assertEqual(self.store.proxy.refused[refused:], [])
+
+    def test_transient_errors_are_retried(self):
+        self.put("a.bin", random.Random(6).randbytes(2 * BLOCK + 5))
+        self.put("b.txt", b"b")
+        self.store.proxy.fail_first = {"/blobs/"}
+        self.addCleanup(setattr, self.store.proxy, "fail_first", set())
+        r = self.push()
+        # Every blob's first HEAD and PUT was answered 503; each was tried again.
+        self.assertEqual(r.blobs_uploaded, 4)
+        self.assertGreaterEqual(len([p for p in self.store.proxy.failed_once if "/blobs/" in p]), 4)
+        self.wipe()
+        self.pull()
+        with open(self.host("a.bin"), "rb") as f:
+            self.assertEqual(f.read(), random.Random(6).randbytes(2 * BLOCK + 5))
 
     def test_a_missing_bucket_is_a_clear_404(self):
         d = self.new_daemon(["--sync-store", "s3://no-such-bucket/x"])

@@ -1187,9 +1187,15 @@ static int latest_id(struct job *j)
 		}
 		boxkite__store__manifest__free_unpacked(m, NULL);
 	}
-	for (size_t i = 0; i < n; i++)
+	size_t ids = 0;
+	for (size_t i = 0; i < n; i++) {
+		ids += id_valid(names[i]);
 		free(names[i]);
+	}
 	free(names);
+	if (ret == 0 && !j->snapshot[0] && ids)
+		return bk_error_set(&j->err, BK_DATA_LOSS, 0, "%s holds %zu snapshots and none of them is readable", j->url,
+				    ids);
 	if (ret == 0 && !j->snapshot[0])
 		return bk_error_set(&j->err, BK_NOT_FOUND, ENOENT, "no snapshot in %s", j->url);
 	return ret;
@@ -1472,24 +1478,19 @@ void bk_handle_sync_pull(bk_call *call, const ProtobufCMessage *request)
 	job_spawn(call, j);
 }
 
-void bk_handle_sync_list(bk_call *call, const ProtobufCMessage *request)
+/* On an uploader's thread: a listing reads the store, which no nng callback may wait for. */
+static void list_work(void *arg, void *scratch)
 {
-	const Boxkite__V1__SyncListRequest *rq = (const Boxkite__V1__SyncListRequest *)request;
+	struct job *j = arg;
+	bk_call *call = j->call;
 	Boxkite__V1__SyncListResponse resp = BOXKITE__V1__SYNC_LIST_RESPONSE__INIT;
 	_cleanup_free_ Boxkite__V1__SnapshotInfo *infos = NULL;
 	_cleanup_free_ Boxkite__V1__SnapshotInfo **ptrs = NULL;
 	Boxkite__Store__Manifest **ms = NULL;
-	bk_error *err = NULL;
 	char **names = NULL;
 	size_t n = 0, k = 0;
-	struct job *j;
 
-	if (!sync_ok(call))
-		return;
-	/* Read on the calling thread: a listing reads manifests, no more. */
-	j = job_new(call->srv, call, PULL, rq->url, "", "", NULL, 0, &err);
-	if (!j)
-		return bk_call_fail(call, err);
+	(void)scratch;
 	if (j->store->ops->list(j->store, "snapshots", &names, &n, &j->err) < 0) {
 		bk_call_fail(call, TAKE_PTR(j->err));
 		job_free(j);
@@ -1536,6 +1537,23 @@ void bk_handle_sync_list(bk_call *call, const ProtobufCMessage *request)
 	job_free(j);
 }
 
+void bk_handle_sync_list(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__SyncListRequest *rq = (const Boxkite__V1__SyncListRequest *)request;
+	bk_error *err = NULL;
+	struct job *j;
+
+	if (!sync_ok(call))
+		return;
+	j = job_new(call->srv, call, PULL, rq->url, "", "", NULL, 0, &err);
+	if (!j)
+		return bk_call_fail(call, err);
+	if (bk_workers_submit(sync_of(call->srv)->uploaders, list_work, j) < 0) {
+		job_free(j);
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+	}
+}
+
 void bk_handle_sync_status(bk_call *call, const ProtobufCMessage *request)
 {
 	Boxkite__V1__SyncStatusResponse resp = BOXKITE__V1__SYNC_STATUS_RESPONSE__INIT;
@@ -1564,15 +1582,13 @@ void bk_handle_sync_status(bk_call *call, const ProtobufCMessage *request)
 
 /* --- hooks ------------------------------------------------------------------------------------- */
 
-/* A job run on the caller's thread, after any running one. */
+/* A job run on the caller's thread, after any running one (the caller frees it). */
 static int job_run_here(struct job *j, bk_error **err)
 {
 	int ret;
 
-	if (job_begin(sync_of(j->srv), j, true) < 0) {
-		job_free(j);
+	if (job_begin(sync_of(j->srv), j, true) < 0)
 		return bk_error_errno(err, ENOMEM, "sync");
-	}
 	ret = job_run(j);
 	if (ret < 0)
 		*err = TAKE_PTR(j->err);
@@ -1596,8 +1612,10 @@ int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error *
 			job_free(j);
 			return 0;
 		}
+		/* Not found, and no snapshot was picked: the store has none yet. */
+		bool none = e->status == BK_NOT_FOUND && !j->snapshot[0];
 		job_free(j);
-		if (e->status == BK_NOT_FOUND && e->errnum == ENOENT && strstr(e->msg, "no snapshot")) {
+		if (none) {
 			bk_log(BK_LOG_INFO, "--restore-from %s: no snapshot there yet: starting empty", url);
 			bk_error_free(e);
 			return 0;

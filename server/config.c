@@ -29,6 +29,8 @@ static const struct option_def option_defs[] = {
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
 	{ "key-env", OPT_STRING, FIELD(key_env), "NAME", "read the keys from environment variable NAME instead (a Kubernetes secretKeyRef); never reloaded" },
 	{ "http-listen", OPT_STRING, FIELD(http_listen), "URL", "serve /livez, /readyz and /metrics on URL (http://HOST:PORT)" },
+	{ "preview-listen", OPT_STRING, FIELD(preview_listen), "URL", "relay previews (/preview/PORT/TOKEN/...) to exposed ports on URL (http://HOST:PORT)" },
+	{ "preview-ttl-max", OPT_SECONDS, FIELD(preview_ttl_max_ms), "SECONDS", "the longest a preview token may be good for (default 86400)" },
 	{ "tls-cert", OPT_STRING, FIELD(tls_cert), "PATH", "tls+tcp:// listeners: the certificate (PEM) clients pin" },
 	{ "tls-key", OPT_STRING, FIELD(tls_key), "PATH", "tls+tcp:// listeners: its private key (PEM)" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
@@ -94,6 +96,7 @@ static void config_defaults(bk_config *cfg)
 	cfg->exec_output_max = 64u << 20;
 	cfg->exec_output_budget = 256u << 20;
 	cfg->processes_max = 64;
+	cfg->preview_ttl_max_ms = 86400 * 1000;
 	cfg->process_ring = 1u << 20;
 	cfg->process_ring_max = 64u << 20;
 	cfg->process_ring_budget = 512u << 20;

@@ -18,6 +18,7 @@
 #include "mkdir.h"
 #include "privdrop.h"
 #include "privsep.h"
+#include "proxy.h"
 #include "server.h"
 #include "store.h"
 #include "sync.h"
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
+	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
@@ -238,6 +240,7 @@ out:
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
 	bk_http_stop(&srv);
+	bk_proxy_stop(&srv);
 	bk_link_close(link);
 	bk_link_close(files);
 	bk_privsep_reap(executor);

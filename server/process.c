@@ -59,7 +59,11 @@ struct waiter {
 	uint64_t off[2];
 	uint32_t max_bytes;
 	int64_t deadline_ms;
-	/* the answer: failed (fail_status) or the response below */
+	/* the answer: failed (fail_status), a read's (made with its data: answer), or the response
+	 * below */
+	bk_answer *answer;
+	uint8_t *data;
+	size_t data_len;
 	int fail_status;
 	char fail_msg[192];
 	Boxkite__V1__ProcessStatus status;
@@ -152,26 +156,24 @@ static void ring_room(struct ring *r, size_t n)
 	r->alloc = want;
 }
 
-static void ring_put(struct ring *r, const uint8_t *data, size_t n)
+/* Where up to `want` bytes read next can go, straight into the ring (*at), and how many fit
+ * there in one piece; 0 when the ring has no buffer at all (the bytes are lost). */
+static size_t ring_space(struct ring *r, size_t want, uint8_t **at)
 {
-	size_t at, first;
+	size_t pos;
 
-	ring_room(r, n);
-	if (r->cap == 0) {
-		r->end += n;
-		r->start = r->end;
-		return;
-	}
-	if (n > r->cap) {
-		/* Only the last cap bytes can be kept. */
-		r->end += n - r->cap;
-		data += n - r->cap;
-		n = r->cap;
-	}
-	at = (size_t)(r->end % r->cap);
-	first = n < r->cap - at ? n : r->cap - at;
-	memcpy(r->buf + at, data, first);
-	memcpy(r->buf, data + first, n - first);
+	ring_room(r, want);
+	if (r->cap == 0)
+		return 0;
+	pos = (size_t)(r->end % r->cap);
+	*at = r->buf + pos;
+	/* growing: up to what is allocated; wrapping: up to the buffer's end */
+	return (r->alloc < r->cap ? r->alloc : r->cap) - pos;
+}
+
+/* n bytes were written where ring_space() said (or lost, without a buffer). */
+static void ring_commit(struct ring *r, size_t n)
+{
 	r->end += n;
 	if (r->end - r->start > r->cap)
 		r->start = r->end - r->cap;
@@ -283,38 +285,53 @@ static void post_fail(bk_processes *ps, struct waiter *w, int status, const char
 	post(ps, w);
 }
 
-/* What the read asked for, from where each ring is now. Its data is copied: the ring moves on. */
+/* What the read asked for, from where each ring is now: its bytes copied from the rings straight
+ * into the answer's data field (the rings move on once the lock is let go), hashed and signed
+ * outside the lock (send_answers). */
 static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 {
+	size_t n[2], at = 0;
+
 	w->read = (Boxkite__V1__ProcessReadResponse)BOXKITE__V1__PROCESS_READ_RESPONSE__INIT;
 	for (int i = 0; i < 2; i++) {
 		const struct ring *r = &p->out[i];
 		Boxkite__V1__StreamChunk *c = &w->chunk[i];
 		uint64_t off = w->off[i];
-		size_t n;
 
 		*c = (Boxkite__V1__StreamChunk)BOXKITE__V1__STREAM_CHUNK__INIT;
 		if (off < r->start) {
 			c->lost = r->start - off;
 			off = r->start;
 		}
-		n = r->end - off < w->max_bytes ? (size_t)(r->end - off) : w->max_bytes;
-		if (n) {
-			c->data.data = malloc(n);
-			if (c->data.data)
-				ring_get(r, off, c->data.data, n);
-			else
-				n = 0; /* the caller asks again from the same offset */
-		}
-		c->data.len = n;
+		n[i] = r->end - off < w->max_bytes ? (size_t)(r->end - off) : w->max_bytes;
 		c->offset = off;
 		c->end = r->end;
-		c->eof = r->eof && off + n == r->end;
 	}
 	fill_status(p, &w->status);
 	w->read.stdout = &w->chunk[0];
 	w->read.stderr = &w->chunk[1];
 	w->read.status = &w->status;
+	for (int attempt = 0; attempt < 2 && !w->answer; attempt++) {
+		/* Without memory for the bytes: none this time, the caller asks again from the same
+		 * offsets; without memory for an answer at all: the call fails. */
+		if (attempt)
+			n[0] = n[1] = 0;
+		for (int i = 0; i < 2; i++) {
+			w->chunk[i].length = (uint32_t)n[i];
+			w->chunk[i].eof = p->out[i].eof && w->chunk[i].offset + n[i] == p->out[i].end;
+		}
+		w->answer = bk_call_answer(w->call, &w->read.base, n[0] + n[1], &w->data);
+	}
+	if (!w->answer) {
+		post_fail(ps, w, BK_RESOURCE_EXHAUSTED, "out of memory for the answer");
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (n[i])
+			ring_get(&p->out[i], w->chunk[i].offset, w->data + at, n[i]);
+		at += n[i];
+	}
+	w->data_len = at;
 	post(ps, w);
 }
 
@@ -343,16 +360,22 @@ static void send_answers(bk_processes *ps)
 	pthread_mutex_unlock(&ps->lock);
 	while (todo) {
 		struct waiter *next = todo->next;
-		if (todo->fail_status)
+		bk_digest digest;
+		if (todo->fail_status) {
 			bk_call_failf(todo->call, todo->fail_status, 0, "%s", todo->fail_msg);
-		else if (todo->kind == CALL_READ)
-			bk_call_reply(todo->call, &todo->read.base);
-		else if (todo->kind == CALL_WAIT)
+		} else if (todo->kind == CALL_READ) {
+			/* The one hash of these bytes on this side: the answer's MAC covers it. */
+			if (bk_digest_of(todo->data, todo->data_len, &digest) < 0) {
+				bk_call_answer_drop(todo->answer);
+				bk_call_failf(todo->call, BK_INTERNAL, 0, "SHA-256 failed in libcrypto");
+			} else {
+				bk_call_reply_data(todo->call, todo->answer, &digest);
+			}
+		} else if (todo->kind == CALL_WAIT) {
 			bk_call_reply(todo->call, &todo->wait.base);
-		else
+		} else {
 			bk_call_reply(todo->call, &todo->write.base);
-		for (int i = 0; i < 2; i++)
-			free(todo->chunk[i].data.data);
+		}
 		free(todo);
 		todo = next;
 	}
@@ -526,9 +549,13 @@ static void output_read(bk_processes *ps, struct proc *p, struct ring *r, bool l
 			if (r->cap - unread < room)
 				room = r->cap - unread;
 		}
-		ssize_t n = read(r->fd, ps->scratch, room);
+		uint8_t *at = ps->scratch;
+		size_t fits = ring_space(r, room, &at);
+		if (fits)
+			room = fits < room ? fits : room;
+		ssize_t n = read(r->fd, at, room);
 		if (n > 0) {
-			ring_put(r, ps->scratch, (size_t)n);
+			ring_commit(r, (size_t)n);
 			total += (size_t)n;
 			continue;
 		}
@@ -1269,6 +1296,20 @@ static unsigned drop_all(bk_processes *ps, int status, const char *why)
 	}
 	ps->tail = &ps->procs;
 	return killed;
+}
+
+bool bk_processes_exposing(bk_server *srv, unsigned port)
+{
+	bk_processes *ps = srv->processes;
+	bool found = false;
+
+	if (!ps || !port)
+		return false;
+	pthread_mutex_lock(&ps->lock);
+	for (struct proc *p = ps->procs; p && !found; p = p->next)
+		found = p->expose_port == port && proc_running(p);
+	pthread_mutex_unlock(&ps->lock);
+	return found;
 }
 
 unsigned bk_processes_reset(bk_server *srv)

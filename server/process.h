@@ -32,6 +32,9 @@ void bk_processes_stop(bk_server *srv);
  * gone (answered ABORTED). Returns how many were running. */
 unsigned bk_processes_reset(bk_server *srv);
 
+/* Whether a live process exposes port (the preview relay's check). */
+bool bk_processes_exposing(bk_server *srv, unsigned port);
+
 /* An Exited event whose id has BK_PROCESS_ID_BIT (the executor link's thread). */
 void bk_processes_exited(bk_server *srv, const Boxkite__Executor__Exited *exited);
 

@@ -81,6 +81,7 @@ struct bk_server {
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
 	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
+	struct bk_proxy *proxy; /* the preview listener (server/proxy.c); NULL: none */
 	bk_metrics metrics;
 };
 

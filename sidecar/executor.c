@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
@@ -61,6 +63,7 @@ struct executor {
 	const Boxkite__Executor__Configure *cfg;
 	bk_roots roots;       /* cfg's */
 	int epfd;
+	int self_net;         /* our own network namespace, to come back to after a Connect */
 	uint32_t armed;     /* the events the channel is registered for */
 	bk_seccomp seccomp;
 	bk_spawner spawner;
@@ -503,6 +506,45 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 	return bk_answer_opened(&ex->ch, o->id, fd);
 }
 
+/* --- CONNECT: the preview relay's way into the sandbox's network namespace ------------------ */
+
+static const char *check_connect(const bk_roots *roots, const bk_order *o)
+{
+	(void)roots;
+	return o->connect->port < 1 || o->connect->port > 65535 ? "a port is 1-65535" : NULL;
+}
+
+/* The socket is made in the sandbox's network namespace and stays there whatever the executor
+ * does next; the executor goes back to its own at once (single-threaded: nothing else runs in
+ * between). Loopback connects at once, or is refused at once. */
+static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->connect->port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	_cleanup_close_ int sock = -1;
+	int errnum;
+
+	(void)fds;
+	(void)nfds;
+	if (!ex->sandbox.ready)
+		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
+	if (setns(ex->sandbox.ns.net, CLONE_NEWNET) < 0)
+		return reply_error(ex, o->id, errno, "setns(net)", strerror(errno));
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	errnum = errno;
+	if (setns(ex->self_net, CLONE_NEWNET) < 0) {
+		/* Everything the executor made next would be in the sandbox's namespace. */
+		bk_log(BK_LOG_ERROR, "executor: cannot return to its own network namespace: %s", strerror(errno));
+		abort();
+	}
+	if (sock < 0)
+		return reply_error(ex, o->id, errnum, "socket", strerror(errnum));
+	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0)
+		return reply_error(ex, o->id, errno, "connect", strerror(errno));
+	return bk_answer_opened(&ex->ch, o->id, sock);
+}
+
 /* Configure: what the front configured boxkited with, checked as any order is. */
 static const char *check_configure(const bk_roots *roots, const bk_order *o)
 {
@@ -549,6 +591,7 @@ static const bk_order_row executor_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONNECT, 0, check_connect, order_connect },
 };
 
 const bk_order_table bk_executor_orders = { executor_rows, BK_ARRAY_SIZE(executor_rows) };
@@ -593,7 +636,8 @@ static int executor_setup(struct executor *ex)
 	int ret;
 
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ex->epfd < 0)
+	ex->self_net = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ex->epfd < 0 || ex->self_net < 0)
 		return -1;
 	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
 	 * Then the executor narrows itself, before it makes anything else, so that every process it
@@ -651,6 +695,7 @@ static void executor_teardown(struct executor *ex)
 	bk_cgroups_fini(&ex->cgroups);
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
+	ex->self_net = bk_close(ex->self_net);
 	bk_seccomp_free(&ex->seccomp);
 	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
@@ -719,7 +764,7 @@ static int receive_configure(struct executor *ex)
 
 int bk_executor_main(int sock)
 {
-	struct executor ex = { .epfd = -1 };
+	struct executor ex = { .epfd = -1, .self_net = -1 };
 	sigset_t none;
 	int status = 0;
 

@@ -46,6 +46,18 @@ def host_sleeps(marker):
     return found
 
 
+class Chunk:
+    """A StreamChunk with its bytes."""
+
+    def __init__(self, chunk, data):
+        self.data, self.offset, self.lost, self.end, self.eof = data, chunk.offset, chunk.lost, chunk.end, chunk.eof
+
+
+class Read:
+    def __init__(self, stdout, stderr, status):
+        self.stdout, self.stderr, self.status = stdout, stderr, status
+
+
 class Base(unittest.TestCase):
     ARGS = ()
 
@@ -76,9 +88,15 @@ class Base(unittest.TestCase):
         return self.call("ProcessStart", pb.ProcessStartRequest(**kw), pb.ProcessStartResponse).process_id
 
     def read(self, pid, out=0, err=0, wait_ms=0, max_bytes=0, client=None):
-        return self.call("ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=out, stderr_offset=err,
-                                                             wait_ms=wait_ms, max_bytes=max_bytes),
-                         pb.ProcessReadResponse, client)
+        """ProcessRead, its two streams' bytes taken from the answer's data field."""
+        reply = (client or self.client).call(
+            "ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=out, stderr_offset=err,
+                                                 wait_ms=wait_ms, max_bytes=max_bytes), pb.ProcessReadResponse)
+        self.assertTrue(reply.verified)
+        m = reply.message
+        self.assertEqual(len(reply.data), m.stdout.length + m.stderr.length)
+        return Read(Chunk(m.stdout, reply.data[:m.stdout.length]), Chunk(m.stderr, reply.data[m.stdout.length:]),
+                    m.status)
 
     def wait(self, pid, wait_ms=GUARD_S * 1000):
         return self.call("ProcessWait", pb.ProcessWaitRequest(process_id=pid, wait_ms=wait_ms),

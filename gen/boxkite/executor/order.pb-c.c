@@ -367,6 +367,51 @@ void   boxkite__executor__killed__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__connect__init
+                     (Boxkite__Executor__Connect         *message)
+{
+  static const Boxkite__Executor__Connect init_value = BOXKITE__EXECUTOR__CONNECT__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__connect__get_packed_size
+                     (const Boxkite__Executor__Connect *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__connect__pack
+                     (const Boxkite__Executor__Connect *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__connect__pack_to_buffer
+                     (const Boxkite__Executor__Connect *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Connect *
+       boxkite__executor__connect__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Connect *)
+     protobuf_c_message_unpack (&boxkite__executor__connect__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__connect__free_unpacked
+                     (Boxkite__Executor__Connect *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__exited__init
                      (Boxkite__Executor__Exited         *message)
 {
@@ -1791,6 +1836,44 @@ const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor =
   (ProtobufCMessageInit) boxkite__executor__killed__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__connect__field_descriptors[1] =
+{
+  {
+    "port",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Connect, port),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__connect__field_indices_by_name[] = {
+  0,   /* field[0] = port */
+};
+static const ProtobufCIntRange boxkite__executor__connect__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Connect",
+  "Connect",
+  "Boxkite__Executor__Connect",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Connect),
+  1,
+  boxkite__executor__connect__field_descriptors,
+  boxkite__executor__connect__field_indices_by_name,
+  1,  boxkite__executor__connect__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__connect__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__exited__field_descriptors[4] =
 {
   {
@@ -2709,7 +2792,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[16] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[17] =
 {
   {
     "id",
@@ -2903,10 +2986,23 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "connect",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, connect),
+    &boxkite__executor__connect__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
   14,   /* field[14] = configure */
+  16,   /* field[16] = connect */
   7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
@@ -2925,7 +3021,7 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -2935,7 +3031,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  16,
+  17,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   1,  boxkite__executor__order__number_ranges,

@@ -23,6 +23,7 @@ typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
 typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
+typedef struct Boxkite__Executor__Connect Boxkite__Executor__Connect;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
 typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
 typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
@@ -281,6 +282,21 @@ struct  Boxkite__Executor__Killed
 #define BOXKITE__EXECUTOR__KILLED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__killed__descriptor) \
      }
+
+
+/*
+ * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
+ * the sandbox's own), for the preview relay (server/proxy.c): where a process that exposes a port
+ * listens. Replies Opened with the connected socket.
+ */
+struct  Boxkite__Executor__Connect
+{
+  ProtobufCMessage base;
+  uint32_t port;
+};
+#define BOXKITE__EXECUTOR__CONNECT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__connect__descriptor) \
+    , 0 }
 
 
 /*
@@ -547,7 +563,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_USAGE = 13,
   BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14,
   BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE = 15,
-  BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16
+  BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16,
+  BOXKITE__EXECUTOR__ORDER__KIND_CONNECT = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -572,6 +589,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__OpenKeyFile *open_key_file;
     Boxkite__Executor__Configure *configure;
     Boxkite__Executor__Symlink *symlink;
+    Boxkite__Executor__Connect *connect;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -780,6 +798,25 @@ Boxkite__Executor__Killed *
                       const uint8_t       *data);
 void   boxkite__executor__killed__free_unpacked
                      (Boxkite__Executor__Killed *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Connect methods */
+void   boxkite__executor__connect__init
+                     (Boxkite__Executor__Connect         *message);
+size_t boxkite__executor__connect__get_packed_size
+                     (const Boxkite__Executor__Connect   *message);
+size_t boxkite__executor__connect__pack
+                     (const Boxkite__Executor__Connect   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__connect__pack_to_buffer
+                     (const Boxkite__Executor__Connect   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Connect *
+       boxkite__executor__connect__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__connect__free_unpacked
+                     (Boxkite__Executor__Connect *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Exited methods */
 void   boxkite__executor__exited__init
@@ -1168,6 +1205,9 @@ typedef void (*Boxkite__Executor__Kill_Closure)
 typedef void (*Boxkite__Executor__Killed_Closure)
                  (const Boxkite__Executor__Killed *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Connect_Closure)
+                 (const Boxkite__Executor__Connect *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
                   void *closure_data);
@@ -1240,6 +1280,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;

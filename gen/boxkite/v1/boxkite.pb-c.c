@@ -5204,12 +5204,12 @@ const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor =
 static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descriptors[5] =
 {
   {
-    "data",
+    "length",
     1,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
+    PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__StreamChunk, data),
+    offsetof(Boxkite__V1__StreamChunk, length),
     NULL,
     NULL,
     0,             /* flags */
@@ -5265,9 +5265,9 @@ static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descripto
   },
 };
 static const unsigned boxkite__v1__stream_chunk__field_indices_by_name[] = {
-  0,   /* field[0] = data */
   3,   /* field[3] = end */
   4,   /* field[4] = eof */
+  0,   /* field[0] = length */
   2,   /* field[2] = lost */
   1,   /* field[1] = offset */
 };

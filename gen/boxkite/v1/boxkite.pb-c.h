@@ -832,14 +832,19 @@ struct  Boxkite__V1__ProcessStatus
 
 
 /*
- * What a read found in one stream.
+ * What a read found in one stream. Its bytes travel in the answer Envelope's data field (as a
+ * download's do: hashed once, never copied into the body): stdout's `length` bytes first, then
+ * stderr's.
  */
 struct  Boxkite__V1__StreamChunk
 {
   ProtobufCMessage base;
-  ProtobufCBinaryData data;
   /*
-   * absolute offset of data's first byte
+   * bytes of this stream in the answer's data field
+   */
+  uint32_t length;
+  /*
+   * absolute offset of its first byte
    */
   uint64_t offset;
   /*
@@ -854,13 +859,13 @@ struct  Boxkite__V1__StreamChunk
    */
   uint64_t end;
   /*
-   * the stream is closed and data reaches its end
+   * the stream is closed and these bytes reach its end
    */
   protobuf_c_boolean eof;
 };
 #define BOXKITE__V1__STREAM_CHUNK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__stream_chunk__descriptor) \
-    , {0,NULL}, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadRequest

@@ -83,6 +83,7 @@ int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/bkctl_files.c; tested by
  * tests/unit/test_bkctl_files.c). */

@@ -54,6 +54,16 @@ void bk_answer_data_free(bk_answer_data *a);
 int bk_request_call(bk_client *c, bk_request *rq, const bk_digest *data, const ProtobufCMessageDescriptor *resp_desc,
 		    ProtobufCMessage **resp, int timeout_ms, bool *verified, bk_answer_data *answer, bk_status *st);
 
+/* Free a decoded response (any message type) when it goes out of scope. */
+static inline void bk_response_freep(void *p)
+{
+	ProtobufCMessage *m = *(ProtobufCMessage **)p;
+
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+}
+#define _cleanup_response_ _cleanup_(bk_response_freep)
+
 /* The client's default per-call timeout in ms. */
 int bk_client_timeout(const bk_client *c);
 

@@ -25,16 +25,6 @@ _Static_assert(BK_CONTENT_BLOCK == BK_BLOCK_SIZE, "the public header's block is 
 BK_DEFINE_PTR_CLEANUP(md_ctx_freep, EVP_MD_CTX, EVP_MD_CTX_free)
 BK_DEFINE_PTR_CLEANUP(zstd_dctx_freep, ZSTD_DCtx, ZSTD_freeDCtx)
 
-/* Free a decoded response (any message type) when it goes out of scope. */
-static void response_freep(void *p)
-{
-	ProtobufCMessage *m = *(ProtobufCMessage **)p;
-
-	if (m)
-		protobuf_c_message_free_unpacked(m, NULL);
-}
-#define _cleanup_response_ _cleanup_(response_freep)
-
 /* Every file rpc: the client's default timeout, the decoded answer in *resp. */
 static int file_call(bk_client *c, const char *method, const ProtobufCMessage *req,
 		     const ProtobufCMessageDescriptor *desc, void *resp, bk_status *st)

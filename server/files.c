@@ -1327,6 +1327,11 @@ int bk_files_start(bk_server *srv, bk_error **err)
 	return 0;
 }
 
+bk_fileindex *bk_files_index(bk_server *srv)
+{
+	return srv->files->index;
+}
+
 void bk_files_stop(bk_server *srv)
 {
 	bk_files *f = srv->files;

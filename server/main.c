@@ -15,6 +15,7 @@
 #include "mkdir.h"
 #include "privdrop.h"
 #include "privsep.h"
+#include "reset.h"
 #include "server.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
@@ -212,6 +213,8 @@ out:
 	bk_http_stop(&srv);
 	bk_link_close(link);
 	bk_link_close(files);
+	/* A reset running fails on the closed links and answers: before its modules stop. */
+	bk_reset_stop(&srv);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_files_stop(&srv);

@@ -11,6 +11,7 @@
 #include "exec.h"
 #include "files.h"
 #include "handlers.h"
+#include "reset.h"
 
 _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's zstd frame fits the data limit");
 
@@ -45,7 +46,7 @@ static const bk_method method_rows[] = {
 	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },
-	{ "Reset",              true,  NULL,                 1 * KiB, 0 },
+	{ "Reset",              true,  bk_handle_reset,      1 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)

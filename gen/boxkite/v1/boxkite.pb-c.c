@@ -2906,7 +2906,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[6] =
 {
   {
     "version",
@@ -2968,10 +2968,23 @@ static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "not_ready_reason",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__HealthResponse, not_ready_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
   3,   /* field[3] = auth_configured */
   1,   /* field[1] = mode */
+  5,   /* field[5] = not_ready_reason */
   2,   /* field[2] = sandbox_ready */
   4,   /* field[4] = uptime_ms */
   0,   /* field[0] = version */
@@ -2979,7 +2992,7 @@ static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__health_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
 {
@@ -2989,7 +3002,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
   "Boxkite__V1__HealthResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__HealthResponse),
-  5,
+  6,
   boxkite__v1__health_response__field_descriptors,
   boxkite__v1__health_response__field_indices_by_name,
   1,  boxkite__v1__health_response__number_ranges,

@@ -242,10 +242,14 @@ struct  Boxkite__V1__HealthResponse
    */
   protobuf_c_boolean auth_configured;
   uint64_t uptime_ms;
+  /*
+   * why sandbox_ready is false, when boxkited knows (a failed Reset)
+   */
+  char *not_ready_reason;
 };
 #define BOXKITE__V1__HEALTH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__health_response__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__EnvVar

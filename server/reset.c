@@ -1,0 +1,325 @@
+/* Reset, in the order a reviewer checks it against docs/PROTOCOL.md ("Reset"):
+ *
+ *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
+ *   Spawn until the end) → wait until no other call is in flight → forget uploads and the file
+ *   index → wipe and verify (the file worker, as the sandbox user) → forget kept answers →
+ *   install the new key (persisted first) → release the hold → answer (MAC'd with the new key)
+ *
+ * It runs on a thread of its own: it waits on the executor and the file worker (bk_link_call),
+ * which a handler on an nng callback must not. Any failure once it started leaves the gate shut
+ * for good (BK_RESET_FAILED): a sandbox that may hold the last tenant's processes or files is not
+ * served to the next one. */
+#include "reset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "fullio.h"
+#include "files.h"
+#include "handlers.h"
+#include "link.h"
+#include "log.h"
+
+/* The key a Reset installed, in the state directory's tenant/ (the front's own, 0700). */
+#define TENANT_DIR "tenant"
+#define TENANT_KEY "key"
+#define TENANT_KEY_NEW "key.new"
+/* How long a reset waits for the calls in flight when it began (their execs killed) to end. */
+#define QUIESCE_MS 30000
+
+struct bk_reset {
+	int dir_fd;            /* the state directory's tenant/ (O_PATH), -1: no state directory */
+	pthread_t thread;
+	bool joinable;
+	bk_call *call;         /* the Reset running, and its request */
+	const Boxkite__V1__ResetRequest *rq;
+	char why[1024];        /* what failed, once BK_RESET_FAILED */
+};
+
+/* --- the tenant key on disk ------------------------------------------------------------------ */
+
+int bk_reset_init(bk_server *srv, bk_error **err)
+{
+	struct bk_reset *r = calloc(1, sizeof(*r));
+	_cleanup_close_ int state = -1;
+	_cleanup_free_ char *path = NULL;
+	bk_keyring *ring = NULL;
+	struct stat st;
+	int ret;
+
+	if (!r)
+		return bk_error_errno(err, ENOMEM, "reset");
+	r->dir_fd = -1;
+	srv->reset = r;
+	if (!srv->cfg.state_dir)
+		return 0;
+	/* The front writes the key here once it is --front-uid: the directory is that user's, and
+	 * reached through this descriptor (the state directory above it is root's, 0700). */
+	if ((state = open(srv->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return bk_error_errno(err, errno, "cannot open the state directory %s", srv->cfg.state_dir);
+	if (mkdirat(state, TENANT_DIR, 0700) < 0 && errno != EEXIST)
+		return bk_error_errno(err, errno, "cannot make %s/" TENANT_DIR, srv->cfg.state_dir);
+	r->dir_fd = openat(state, TENANT_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (r->dir_fd < 0 || fstat(r->dir_fd, &st) < 0)
+		return bk_error_errno(err, errno, "cannot open %s/" TENANT_DIR, srv->cfg.state_dir);
+	if (geteuid() == 0 && st.st_uid != srv->cfg.front_uid &&
+	    fchownat(r->dir_fd, "", srv->cfg.front_uid, srv->cfg.front_uid, AT_EMPTY_PATH) < 0)
+		return bk_error_errno(err, errno, "cannot give %s/" TENANT_DIR " to the front's user", srv->cfg.state_dir);
+	if ((st.st_mode & 07777) != 0700 && fchmodat(state, TENANT_DIR, 0700, 0) < 0)
+		return bk_error_errno(err, errno, "chmod 0700 %s/" TENANT_DIR, srv->cfg.state_dir);
+	if (faccessat(r->dir_fd, TENANT_KEY, F_OK, 0) < 0)
+		return 0;
+	/* A Reset installed the next tenant's key: it wins over --key-file and --key-env, which
+	 * held the last tenant's. */
+	if (asprintf(&path, "%s/" TENANT_DIR "/" TENANT_KEY, srv->cfg.state_dir) < 0)
+		return bk_error_errno(err, ENOMEM, "reset");
+	if ((ret = bk_keyring_load(path, &ring, err)) < 0)
+		return bk_error_prefix(err, ret, "the key a Reset installed");
+	if ((ret = bk_keystore_pin(srv->keystore, ring, err)) < 0)
+		return ret;
+	bk_log(BK_LOG_INFO, "keys: %s, installed by a Reset, is the only key (the key file is not read)", path);
+	return 0;
+}
+
+/* Written whole beside it, then renamed over it: a crash leaves the old file or the new one. */
+static int tenant_key_save(struct bk_reset *r, const char *text, size_t len, bk_error **err)
+{
+	_cleanup_close_ int fd = -1, dir = -1;
+	int ret;
+
+	if (unlinkat(r->dir_fd, TENANT_KEY_NEW, 0) < 0 && errno != ENOENT)
+		return bk_error_errno(err, errno, "tenant key: unlink " TENANT_KEY_NEW);
+	fd = openat(r->dir_fd, TENANT_KEY_NEW, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return bk_error_errno(err, errno, "tenant key: create");
+	if ((ret = bk_write_full(fd, (const uint8_t *)text, len)) < 0 || (ret = fsync(fd) < 0 ? -errno : 0) < 0)
+		return bk_error_errno(err, -ret, "tenant key: write");
+	if (renameat(r->dir_fd, TENANT_KEY_NEW, r->dir_fd, TENANT_KEY) < 0)
+		return bk_error_errno(err, errno, "tenant key: rename");
+	if ((dir = openat(r->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dir) < 0)
+		return bk_error_errno(err, errno, "tenant key: sync the directory");
+	return 0;
+}
+
+/* Persist, then install, the new key, and answer this call with it. */
+static int rotate_key(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequest *rq, bk_error **err)
+{
+	char text[BK_KEY_TEXT_MAX];
+	bk_keyring *ring = NULL;
+	int len, ret;
+
+	len = bk_key_text(rq->new_key_id, rq->new_key_secret.data, rq->new_key_secret.len, text, sizeof(text), err);
+	if (len < 0)
+		return len;
+	ret = tenant_key_save(srv->reset, text, (size_t)len, err);
+	if (ret == 0)
+		ret = bk_keyring_parse(text, (size_t)len, "the new key", &ring, err);
+	OPENSSL_cleanse(text, sizeof(text));
+	if (ret < 0 || (ret = bk_keystore_pin(srv->keystore, ring, err)) < 0)
+		return ret;
+	bk_keyring_ref_put(call->keys);
+	call->keys = bk_keystore_get(srv->keystore);
+	call->key = bk_keyring_find(bk_keyring_ref_ring(call->keys), rq->new_key_id);
+	return 0;
+}
+
+/* --- the steps ------------------------------------------------------------------------------- */
+
+/* KillAll: SIGKILL every exec's init, answered once each is reaped (their Exited events, which
+ * answer their calls, came before). hold: Spawn refused from then on. */
+static int kill_all(bk_server *srv, bool hold, uint64_t *killed, bk_error **err)
+{
+	Boxkite__Executor__KillAll ka = BOXKITE__EXECUTOR__KILL_ALL__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_reply *reply = NULL;
+	int ret;
+
+	ka.hold = hold;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL;
+	order.kill_all = &ka;
+	if ((ret = bk_link_call(srv->executor, &order, &reply, NULL, NULL, err)) < 0)
+		return bk_error_prefix(err, ret, "killing every command");
+	*killed = reply->done->count;
+	bk_reply_free(reply);
+	return 0;
+}
+
+/* No call but this one in flight: nothing of the last session can act after the wipe (an
+ * upload's commit, a file order sent late). New ones are refused by the gate. */
+static int quiesce(bk_server *srv, bk_error **err)
+{
+	struct timespec tick = { .tv_nsec = 10 * 1000000L };
+
+	for (int waited = 0; atomic_load(&srv->calls_open) > 1; waited += 10) {
+		if (atomic_load(&srv->stopping))
+			return bk_error_set(err, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		if (waited >= QUIESCE_MS)
+			return bk_error_set(err, BK_DEADLINE_EXCEEDED, 0, "%ld calls still in flight after %d s",
+					    atomic_load(&srv->calls_open) - 1, QUIESCE_MS / 1000);
+		nanosleep(&tick, NULL);
+	}
+	return 0;
+}
+
+static int wipe(bk_server *srv, uint64_t *removed, bk_error **err)
+{
+	Boxkite__Executor__Wipe w = BOXKITE__EXECUTOR__WIPE__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_reply *reply = NULL;
+	bk_error *why = NULL;
+
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_WIPE;
+	order.wipe = &w;
+	if (bk_link_call(srv->files_link, &order, &reply, NULL, NULL, &why) < 0) {
+		int ret = bk_error_set(err, BK_DATA_LOSS, 0, "the sandbox is not verified empty: %s", bk_error_msg(why));
+		bk_error_free(why);
+		return ret;
+	}
+	*removed = reply->done->count;
+	bk_reply_free(reply);
+	return 0;
+}
+
+static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequest *rq,
+		     Boxkite__V1__ResetResponse *resp, bk_error **err)
+{
+	uint64_t none;
+	int ret;
+
+	if ((ret = kill_all(srv, true, &resp->processes_killed, err)) < 0)
+		return ret;
+	/* TODO(issue 10, until the lead's server/process.c is on main): bk_processes_reset(srv) —
+	 * drop every background process's record and rings, and end their long-polls — here, before
+	 * quiesce() waits for those calls. */
+	if ((ret = quiesce(srv, err)) < 0)
+		return ret;
+	bk_files_reset(srv);
+	if ((ret = wipe(srv, &resp->entries_removed, err)) < 0)
+		return ret;
+	bk_replay_drop_answers(srv->replay);
+	if (rq->new_key_id[0] && (ret = rotate_key(srv, call, rq, err)) < 0)
+		return ret;
+	return kill_all(srv, false, &none, err);
+}
+
+static void *reset_main(void *arg)
+{
+	struct bk_reset *r = arg;
+	bk_call *call = r->call;
+	bk_server *srv = call->srv;
+	const Boxkite__V1__ResetRequest *rq = r->rq;
+	Boxkite__V1__ResetResponse resp = BOXKITE__V1__RESET_RESPONSE__INIT;
+	bk_error *err = NULL;
+
+	if (reset_run(srv, call, rq, &resp, &err) < 0) {
+		snprintf(r->why, sizeof(r->why), "a reset failed: %s", bk_error_msg(err));
+		bk_error_prefix(&err, -1, "reset failed (this sidecar now serves only Health: discard it)");
+		atomic_store(&srv->reset_state, BK_RESET_FAILED);
+		bk_log(BK_LOG_ERROR, "%s", bk_error_msg(err));
+		bk_call_fail(call, err);
+		return NULL;
+	}
+	bk_log(BK_LOG_INFO, "reset: %llu commands killed, %llu entries removed%s",
+	       (unsigned long long)resp.processes_killed, (unsigned long long)resp.entries_removed,
+	       rq->new_key_id[0] ? ", the new key installed" : "");
+	atomic_store(&srv->reset_state, BK_RESET_NONE);
+	bk_call_reply(call, &resp.base);
+	return NULL;
+}
+
+/* --- the rpc and the gate -------------------------------------------------------------------- */
+
+void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
+{
+	const Boxkite__V1__ResetRequest *rq = (const Boxkite__V1__ResetRequest *)request;
+	bk_server *srv = call->srv;
+	struct bk_reset *r = srv->reset;
+	int expected = BK_RESET_NONE, rv;
+
+	if (!!rq->new_key_id[0] != !!rq->new_key_secret.len) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "give both new_key_id and new_key_secret, or neither");
+		return;
+	}
+	if (rq->new_key_id[0] && (!bk_key_id_valid(rq->new_key_id) || rq->new_key_secret.len != 32)) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+			      "the new key is an id of 1..%d of [A-Za-z0-9._-] and a secret of 32 bytes", BK_KEY_ID_MAX);
+		return;
+	}
+	if (rq->new_key_id[0] && r->dir_fd < 0) {
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "no state directory to keep the new key in");
+		return;
+	}
+	if (!srv->executor || !srv->files_link) {
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server has no sandbox to reset");
+		return;
+	}
+	if (!atomic_compare_exchange_strong(&srv->reset_state, &expected, BK_RESET_RUNNING)) {
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is already running");
+		return;
+	}
+	/* The last reset's thread answered its call and is ending, if not gone. */
+	if (r->joinable)
+		pthread_join(r->thread, NULL);
+	r->joinable = false;
+	r->call = call;
+	r->rq = rq;
+	rv = pthread_create(&r->thread, NULL, reset_main, r);
+	if (rv) {
+		atomic_store(&srv->reset_state, BK_RESET_NONE);
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "cannot start the reset: %s", strerror(rv));
+		return;
+	}
+	r->joinable = true;
+}
+
+bool bk_reset_refuses(bk_call *call)
+{
+	bk_server *srv = call->srv;
+
+	switch (atomic_load(&srv->reset_state)) {
+	case BK_RESET_RUNNING:
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is running: retry when it is over");
+		return true;
+	case BK_RESET_FAILED:
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
+			      "this sidecar serves only Health: %s; restart or discard it", srv->reset->why);
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *bk_reset_failure(bk_server *srv)
+{
+	return srv->reset && atomic_load(&srv->reset_state) == BK_RESET_FAILED ? srv->reset->why : NULL;
+}
+
+void bk_reset_stop(bk_server *srv)
+{
+	struct bk_reset *r = srv->reset;
+
+	if (r && r->joinable) {
+		pthread_join(r->thread, NULL);
+		r->joinable = false;
+	}
+}
+
+void bk_reset_fini(bk_server *srv)
+{
+	struct bk_reset *r = srv->reset;
+
+	if (!r)
+		return;
+	bk_reset_stop(srv);
+	bk_close(r->dir_fd);
+	free(r);
+	srv->reset = NULL;
+}

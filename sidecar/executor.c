@@ -663,6 +663,14 @@ static int executor_setup(struct executor *ex)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
+	/* A restarted sidecar: what the last executor ran must not run on unwatched. */
+	if (ex->cfg->pod) {
+		ret = bk_sandbox_kill_orphans(&ex->sandbox);
+		if (ret > 0)
+			bk_log(BK_LOG_WARN, "executor: killed %d exec(s) a previous executor left running", ret);
+		else if (ret < 0)
+			bk_log(BK_LOG_ERROR, "executor: cannot look for execs a previous executor left: %s", strerror(-ret));
+	}
 	ex->armed = EPOLLIN;
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));

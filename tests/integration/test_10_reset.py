@@ -329,5 +329,63 @@ class RestartTest(unittest.TestCase):
             self.assertEqual(shell(d, "echo up").stdout, b"up\n")
 
 
+class PodRestartTest(unittest.TestCase):
+    """Pod mode: the execs are in the pod's PID namespace (shareProcessNamespace), where a
+    restarted sidecar's executor finds what its previous instance left."""
+
+    def test_a_restarted_pod_sidecar_kills_the_execs_the_last_one_left(self):
+        bkit.require_tools("unshare", "nsenter", "setpriv")
+        with bkit.scope():
+            pod = bkit.Pod(tag="reset-pod")
+            d = pod.daemon
+            d.start()
+            pod.start_container()
+            bkit.wait_for(lambda: d.health().get("sandbox_ready") is True, GUARD, what="the sandbox container")
+            env = dict(os.environ, BOXKITE_URL=d.url, BOXKITE_KEY_FILE=str(d.key))
+            p = bkit.popen([bkit.BKCTL, "exec", "--timeout", "600", "--", "sh", "-c", "sleep 600 & wait"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            bkit.defer(bkit.stop_process, p, signal.SIGKILL)
+            # An exec init no executor watches, as spawn.c makes them (PID 1 of a PID namespace
+            # nested in the pod's, boxkite-init --exec, the sandbox uid): what the executor's
+            # PR_SET_PDEATHSIG does not reach (a child killed with it in clone's window).
+            status_r, status_w = os.pipe()
+            bkit.defer(os.close, status_r)
+            orphan = bkit.popen(["nsenter", "-t", str(pod.pause), "-p", "--", "unshare", "--pid", "--fork", "--",
+                                 "setpriv", "--reuid", str(SANDBOX), "--regid", str(SANDBOX), "--clear-groups",
+                                 "--", bkit.INIT, "--exec", f"--status-fd={status_w}", "--", "sleep", "600"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(status_w,))
+            os.close(status_w)
+            bkit.defer(bkit.stop_process, orphan, signal.SIGKILL)
+
+            def tenant():
+                mine = [pid for pid in bkit.proc_descendants(d.front_pid()) if bkit.proc_uid(pid) == SANDBOX
+                        and bkit.proc_comm(pid) == "sleep"]
+                left = [pid for pid in bkit.proc_descendants(orphan.pid) if bkit.proc_comm(pid) == "sleep"]
+                return (mine, left) if mine and left else None
+
+            mine, left = bkit.wait_for(tenant, GUARD, what="the exec and the orphan to run")
+            old = [(pid, start_time(pid)) for pid in bkit.proc_descendants(d.front_pid()) + bkit.proc_descendants(orphan.pid)
+                   if bkit.proc_uid(pid) == SANDBOX]
+            os.kill(d.front_pid(), signal.SIGKILL)
+            d.proc.wait(timeout=GUARD)
+            d._logf.close()
+            d._front = None
+            d.start()
+
+            def survivors():
+                return [pid for pid, t in old if bkit.proc_alive(pid) and start_time(pid) == t]
+
+            try:
+                bkit.wait_for(lambda: not survivors(), GUARD, what="what the last sidecar ran to be gone")
+            except AssertionError:
+                self.fail(f"left running: {[(p, bkit.proc_cmdline(p)) for p in survivors()]}\n{d.log_text()}")
+            self.assertIn("killed 1 exec(s) a previous executor left running", d.log_text())
+            # The sandbox container itself is not the executor's to kill, and is served again.
+            self.assertTrue(bkit.proc_alive(pod.init_pid))
+            bkit.wait_for(lambda: d.health().get("sandbox_ready") is True, GUARD, what="the sandbox again")
+            r = d.bkctl("exec", "--", "echo", "up")
+            self.assertEqual((r.returncode, r.stdout), (0, "up\n"), r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

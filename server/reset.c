@@ -261,6 +261,12 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server has no sandbox to reset");
 		return;
 	}
+	/* Without a sandbox (a pod's container not found yet) there is no file worker to wipe it:
+	 * refused before anything happens rather than failed halfway. */
+	if (!atomic_load(&srv->sandbox_ready)) {
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: nothing to reset yet");
+		return;
+	}
 	if (!atomic_compare_exchange_strong(&srv->reset_state, &expected, BK_RESET_RUNNING)) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is already running");
 		return;

@@ -332,7 +332,11 @@ static int kill_all_answer(struct executor *ex)
 	return send_reply(ex, &reply, NULL, 0);
 }
 
-static void kill_all_execs(struct executor *ex);
+static void kill_all_execs(struct executor *ex)
+{
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+}
 
 static int order_kill_all(void *server, const bk_order *o, int *fds, size_t nfds)
 {
@@ -402,12 +406,6 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	if (send_reply(ex, &reply, NULL, 0) < 0)
 		return -1;
 	return kill_all_answer(ex);
-}
-
-static void kill_all_execs(struct executor *ex)
-{
-	for (struct exec_entry *e = ex->execs; e; e = e->next)
-		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
 }
 
 /* --- the file worker ------------------------------------------------------------------------- */

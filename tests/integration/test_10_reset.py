@@ -129,7 +129,8 @@ class ResetTest(unittest.TestCase):
         self.scope = bkit.scope()
         self.scope.__enter__()
         self.addCleanup(self.scope.__exit__, None, None, None)
-        self.d = start_daemon("reset")
+        self.http = f"http://127.0.0.1:{bkit.free_tcp_port()}"
+        self.d = start_daemon("reset", args=["--http-listen", self.http])
 
     def background(self, *argv):
         """bkctl exec ARGV, left running; its Popen."""
@@ -286,6 +287,10 @@ class ResetTest(unittest.TestCase):
             h = c.call("Health", pb.HealthRequest(), pb.HealthResponse).message
         self.assertFalse(h.sandbox_ready)
         self.assertIn("/workspace/stuck", h.not_ready_reason)
+        # The kubelet's readiness probe says so too: no traffic for this pod.
+        status, body = bkit.http_get(self.http + "/readyz")[:2]
+        self.assertEqual(status, 503, body)
+        self.assertIn("a reset failed", str(body))
         for call in (lambda: shell(self.d, "true"), lambda: reset(self.d)):
             with self.assertRaises(bc.CallError) as cm:
                 call()

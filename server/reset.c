@@ -28,15 +28,13 @@
 #include "link.h"
 #include "log.h"
 
-/* The key a Reset installed, in the state directory's tenant/ (the front's own, 0700). */
-#define TENANT_DIR "tenant"
-#define TENANT_KEY "key"
-#define TENANT_KEY_NEW "key.new"
+/* The key a Reset installed, in the state directory. */
+#define TENANT_KEY "tenant-key"
 /* How long a reset waits for the calls in flight when it began (their execs killed) to end. */
 #define QUIESCE_MS 30000
 
 struct bk_reset {
-	int dir_fd;            /* the state directory's tenant/ (O_PATH), -1: no state directory */
+	int key_fd;            /* STATE/tenant-key, opened at start-up as root; -1: no state directory */
 	pthread_t thread;
 	bool joinable;
 	bk_call *call;         /* the Reset running, and its request */
@@ -49,7 +47,6 @@ struct bk_reset {
 int bk_reset_init(bk_server *srv, bk_error **err)
 {
 	struct bk_reset *r = calloc(1, sizeof(*r));
-	_cleanup_close_ int state = -1;
 	_cleanup_free_ char *path = NULL;
 	bk_keyring *ring = NULL;
 	struct stat st;
@@ -57,31 +54,23 @@ int bk_reset_init(bk_server *srv, bk_error **err)
 
 	if (!r)
 		return bk_error_errno(err, ENOMEM, "reset");
-	r->dir_fd = -1;
+	r->key_fd = -1;
 	srv->reset = r;
 	if (!srv->cfg.state_dir)
 		return 0;
-	/* The front writes the key here once it is --front-uid: the directory is that user's, and
-	 * reached through this descriptor (the state directory above it is root's, 0700). */
-	if ((state = open(srv->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return bk_error_errno(err, errno, "cannot open the state directory %s", srv->cfg.state_dir);
-	if (mkdirat(state, TENANT_DIR, 0700) < 0 && errno != EEXIST)
-		return bk_error_errno(err, errno, "cannot make %s/" TENANT_DIR, srv->cfg.state_dir);
-	r->dir_fd = openat(state, TENANT_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (r->dir_fd < 0 || fstat(r->dir_fd, &st) < 0)
-		return bk_error_errno(err, errno, "cannot open %s/" TENANT_DIR, srv->cfg.state_dir);
-	if (geteuid() == 0 && st.st_uid != srv->cfg.front_uid &&
-	    fchownat(r->dir_fd, "", srv->cfg.front_uid, srv->cfg.front_uid, AT_EMPTY_PATH) < 0)
-		return bk_error_errno(err, errno, "cannot give %s/" TENANT_DIR " to the front's user", srv->cfg.state_dir);
-	if ((st.st_mode & 07777) != 0700 && fchmodat(state, TENANT_DIR, 0700, 0) < 0)
-		return bk_error_errno(err, errno, "chmod 0700 %s/" TENANT_DIR, srv->cfg.state_dir);
-	if (faccessat(r->dir_fd, TENANT_KEY, F_OK, 0) < 0)
+	/* Opened now, as root, and kept: the front writes it later as --front-uid, which may not
+	 * enter the state directory (root's, 0700) — and, in a pod, has no CAP_CHOWN to give it a
+	 * directory of its own. Like the replay log's files. */
+	if (asprintf(&path, "%s/" TENANT_KEY, srv->cfg.state_dir) < 0)
+		return bk_error_errno(err, ENOMEM, "reset");
+	r->key_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (r->key_fd < 0 || fstat(r->key_fd, &st) < 0)
+		return bk_error_errno(err, errno, "cannot open %s", path);
+	if (st.st_size == 0)
 		return 0;
 	/* A Reset installed the next tenant's key: it wins over --key-file and --key-env, which
 	 * held the last tenant's. */
-	if (asprintf(&path, "%s/" TENANT_DIR "/" TENANT_KEY, srv->cfg.state_dir) < 0)
-		return bk_error_errno(err, ENOMEM, "reset");
-	if ((ret = bk_keyring_load(path, &ring, err)) < 0)
+	if ((ret = bk_keyring_load_fd(r->key_fd, path, &ring, err)) < 0)
 		return bk_error_prefix(err, ret, "the key a Reset installed");
 	if ((ret = bk_keystore_pin(srv->keystore, ring, err)) < 0)
 		return ret;
@@ -89,23 +78,17 @@ int bk_reset_init(bk_server *srv, bk_error **err)
 	return 0;
 }
 
-/* Written whole beside it, then renamed over it: a crash leaves the old file or the new one. */
+/* Written in place (the front may create nothing in the state directory) and synced before the
+ * key is installed. A crash in the middle leaves a file that does not parse — boxkited then
+ * refuses to start — or a key no one holds: never the last tenant's. */
 static int tenant_key_save(struct bk_reset *r, const char *text, size_t len, bk_error **err)
 {
-	_cleanup_close_ int fd = -1, dir = -1;
-	int ret;
+	int ret = bk_pwrite_full(r->key_fd, (const uint8_t *)text, len, 0);
 
-	if (unlinkat(r->dir_fd, TENANT_KEY_NEW, 0) < 0 && errno != ENOENT)
-		return bk_error_errno(err, errno, "tenant key: unlink " TENANT_KEY_NEW);
-	fd = openat(r->dir_fd, TENANT_KEY_NEW, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return bk_error_errno(err, errno, "tenant key: create");
-	if ((ret = bk_write_full(fd, (const uint8_t *)text, len)) < 0 || (ret = fsync(fd) < 0 ? -errno : 0) < 0)
+	if (ret < 0)
 		return bk_error_errno(err, -ret, "tenant key: write");
-	if (renameat(r->dir_fd, TENANT_KEY_NEW, r->dir_fd, TENANT_KEY) < 0)
-		return bk_error_errno(err, errno, "tenant key: rename");
-	if ((dir = openat(r->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dir) < 0)
-		return bk_error_errno(err, errno, "tenant key: sync the directory");
+	if (ftruncate(r->key_fd, (off_t)len) < 0 || fsync(r->key_fd) < 0)
+		return bk_error_errno(err, errno, "tenant key: write");
 	return 0;
 }
 
@@ -253,7 +236,7 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 			      "the new key is an id of 1..%d of [A-Za-z0-9._-] and a secret of 32 bytes", BK_KEY_ID_MAX);
 		return;
 	}
-	if (rq->new_key_id[0] && r->dir_fd < 0) {
+	if (rq->new_key_id[0] && r->key_fd < 0) {
 		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "no state directory to keep the new key in");
 		return;
 	}
@@ -325,7 +308,7 @@ void bk_reset_fini(bk_server *srv)
 	if (!r)
 		return;
 	bk_reset_stop(srv);
-	bk_close(r->dir_fd);
+	bk_close(r->key_fd);
 	free(r);
 	srv->reset = NULL;
 }

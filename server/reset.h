@@ -15,7 +15,7 @@ enum bk_reset_state {
 	BK_RESET_FAILED,  /* a reset failed: refused FAILED_PRECONDITION until boxkited restarts */
 };
 
-/* At start-up, as root: the state directory's tenant/ (the front's own, mode 0700), and the key a
+/* At start-up, as root: the state directory's tenant-key, opened for later Resets, and the key a
  * past Reset left there, which then is the only key (the key file is not read). */
 int bk_reset_init(bk_server *srv, bk_error **err);
 /* Wait for a reset running to end (the links are closed first, so it ends soon). */

@@ -216,7 +216,7 @@ class ResetTest(unittest.TestCase):
         self.assertEqual(r.envelope.key_id, "tenant-2")
         self.assertEqual(r.message.processes_killed, 3)
         self.assert_empty_everywhere_with(new_key)
-        tenant_key = self.d.dir / "state" / "tenant" / "key"
+        tenant_key = self.d.dir / "state" / "tenant-key"
         st = os.stat(tenant_key)
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
 

@@ -50,8 +50,9 @@ DAEMON_SRC := common/channel.c common/log.c
 FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
               server/dispatch.c \
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/privsep.c server/exec.c server/files.c server/workers.c server/metrics.c \
-              server/http.c server/reset.c
+              server/privdrop.c server/privsep.c server/command.c server/exec.c server/process.c server/files.c \
+              server/workers.c server/metrics.c \
+              server/http.c server/proxy.c server/reset.c
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c

@@ -17,6 +17,10 @@
 #                      boxkited, ipc and tcp, beside the same run's one-core SHA-256 rate (the
 #                      targets' base), raw nng and a local write, with each side's CPU per GiB;
 #                      1,000 x 4 KiB with bkctl cp -r beside a local cp -r.
+#   processes          bench/process_bench.c, driven by bench/process.sh: 1 GiB of `head -c` streamed
+#                      through ProcessRead beside the same command into a pipe; the latency from a
+#                      command's write to a long-polling reader; Health with 100 long-polls waiting
+#                      beside idle Health, same daemon.
 # Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
@@ -38,7 +42,14 @@ $(B)/bench/files_bench: $(call obj,bench/files_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench
+# It calls the rpcs through libboxkite's generic call (client/call.h).
+$(B)/obj/bench/process_bench.o: CPPFLAGS += -Iclient
+$(B)/bench/process_bench: $(call obj,bench/process_bench.c) $(B)/libboxkite.a
+	@mkdir -p $(@D)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
+
+bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench $(B)/bench/process_bench
 	bench/health-rtt.sh $(B) $(BENCH_ARGS)
 	bench/exec.sh $(B)
 	bench/files.sh $(B)
+	bench/process.sh $(B)

@@ -28,6 +28,8 @@ static const struct option_def option_defs[] = {
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
 	{ "key-env", OPT_STRING, FIELD(key_env), "NAME", "read the keys from environment variable NAME instead (a Kubernetes secretKeyRef); never reloaded" },
 	{ "http-listen", OPT_STRING, FIELD(http_listen), "URL", "serve /livez, /readyz and /metrics on URL (http://HOST:PORT)" },
+	{ "preview-listen", OPT_STRING, FIELD(preview_listen), "URL", "relay previews (/preview/PORT/TOKEN/...) to exposed ports on URL (http://HOST:PORT)" },
+	{ "preview-ttl-max", OPT_SECONDS, FIELD(preview_ttl_max_ms), "SECONDS", "the longest a preview token may be good for (default 86400)" },
 	{ "tls-cert", OPT_STRING, FIELD(tls_cert), "PATH", "tls+tcp:// listeners: the certificate (PEM) clients pin" },
 	{ "tls-key", OPT_STRING, FIELD(tls_key), "PATH", "tls+tcp:// listeners: its private key (PEM)" },
 	{ "contexts", OPT_UINT, FIELD(contexts), "N", "requests served at once (default 64)" },
@@ -58,6 +60,11 @@ static const struct option_def option_defs[] = {
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
 	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
+	{ "processes-max", OPT_UINT, FIELD(processes_max), "N", "background processes kept, running or ended and not removed (default 64)" },
+	{ "process-ring", OPT_SIZE, FIELD(process_ring), "BYTES", "default bytes kept per process output stream (default 1M)" },
+	{ "process-ring-max", OPT_SIZE, FIELD(process_ring_max), "BYTES", "largest per-stream ring a process may ask (default 64M)" },
+	{ "process-ring-budget", OPT_SIZE, FIELD(process_ring_budget), "BYTES", "ring bytes for all processes together (default 512M)" },
+	{ "process-runtime-max", OPT_SECONDS, FIELD(process_runtime_max_ms), "SECONDS", "longest a process may run, and the default (default 0: no limit)" },
 	{ "root", OPT_ROOT, FIELD(roots), "PATH[:ro]", "another sandbox path files may be read (and written) under; repeatable" },
 	{ "file-max", OPT_SIZE, FIELD(file_max), "BYTES", "largest file an upload may write (default 16G)" },
 	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
@@ -80,6 +87,11 @@ static void config_defaults(bk_config *cfg)
 	cfg->exec_output = 1u << 20;
 	cfg->exec_output_max = 64u << 20;
 	cfg->exec_output_budget = 256u << 20;
+	cfg->processes_max = 64;
+	cfg->preview_ttl_max_ms = 86400 * 1000;
+	cfg->process_ring = 1u << 20;
+	cfg->process_ring_max = 64u << 20;
+	cfg->process_ring_budget = 512u << 20;
 	cfg->exec_memory = 512u << 20;
 	cfg->exec_pids = 256;
 	cfg->exec_nofile = 1024;
@@ -316,6 +328,10 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    cfg->http_listen);
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
+	if (cfg->process_ring == 0 || cfg->process_ring > cfg->process_ring_max ||
+	    cfg->process_ring_budget < 2 * cfg->process_ring)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--process-ring must be 1 byte to --process-ring-max, and two of it fit in --process-ring-budget");
 	if (cfg->exec_output_budget < 2 * cfg->exec_output)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
 				    "--exec-output-budget is below two streams of --exec-output: no exec would fit");

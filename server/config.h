@@ -18,6 +18,8 @@ typedef struct bk_config {
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
 	char *key_env;            /* or the keys from this environment variable (Kubernetes) */
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
+	char *preview_listen;     /* the preview relay (server/proxy.c); NULL: none */
+	int64_t preview_ttl_max_ms; /* the longest a preview token may still be good for */
 	char *tls_cert, *tls_key; /* PEM files for tls+tcp:// listeners */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
 	size_t max_message;       /* NNG_OPT_RECVMAXSZ; at most (and by default) BK_REQUEST_MAX */
@@ -49,6 +51,12 @@ typedef struct bk_config {
 	unsigned exec_pids;       /* pids cgroup limit per exec */
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
+
+	/* Background processes */
+	unsigned processes_max;   /* records kept, running or ended */
+	size_t process_ring, process_ring_max; /* bytes kept per stream: default, most */
+	size_t process_ring_budget; /* ring bytes of all processes together */
+	int64_t process_runtime_max_ms; /* 0: none */
 
 	/* Files */
 	bk_roots roots;           /* where file operations and cwd may point */

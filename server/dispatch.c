@@ -137,6 +137,11 @@ static void call_end(bk_call *call, int status, int detail, const char *message,
 	call_send(call, &hdr, answer, len, store_answer, true);
 }
 
+bool bk_call_park(bk_call *call)
+{
+	return call->park && call->park(call);
+}
+
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
 {
 	call_end(call, BK_OK, BK_DETAIL_NONE, NULL, response, call->key != NULL);

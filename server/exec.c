@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,30 +11,13 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "envpolicy.h"
+#include "command.h"
 #include "log.h"
-#include "sbpath.h"
 
-#define ARGV_MAX BK_EXEC_ARGV_MAX
-#define ENV_MAX BK_EXEC_ENV_MAX
-#define ORDER_STRINGS_MAX (2 * BK_EXEC_STRINGS_MAX)
 #define OUTPUT_INITIAL (64 * 1024)
 #define DISCARD_SIZE (256 * 1024)
 /* How long an exec's pipes may stay open after its init exited before it is answered. */
 #define EXIT_GRACE_MS 200
-
-/* The environment every command starts from — never boxkited's own (its key file, storage
- * credentials); request variables are added or replace these. */
-static const char *const base_env[] = {
-	"PATH=/usr/local/bin:/usr/bin:/bin",
-	"HOME=" BK_SANDBOX_HOME,
-	"LANG=C.UTF-8",
-	"TERM=dumb",
-	"TMPDIR=/tmp",
-	"USER=sandbox",
-	"LOGNAME=sandbox",
-	"SHELL=/bin/sh",
-};
 
 struct output {
 	int fd;
@@ -114,52 +96,6 @@ static void wake(bk_execs *ex)
 }
 
 /* --- the handler (an nng callback thread) ---------------------------------------------------- */
-
-/* The environment: the base, then the request's variables (any well-formed name, envpolicy.h).
- * Returns the number of entries, or -1 with *bad naming the variable refused. */
-static int build_env(const Boxkite__V1__ExecRequest *rq, char **env, char *storage, size_t size, const char **bad,
-		     const char **why)
-{
-	size_t n = 0, used = 0;
-
-	for (size_t i = 0; i < BK_ARRAY_SIZE(base_env); i++)
-		env[n++] = (char *)base_env[i];
-	for (size_t i = 0; i < rq->n_env; i++) {
-		const char *name = rq->env[i]->name, *value = rq->env[i]->value;
-		size_t nlen = strlen(name), vlen = strlen(value), j;
-
-		*bad = name;
-		if (!bk_env_name_valid(name, nlen)) {
-			*why = "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*, at most 256 bytes)";
-			return -1;
-		}
-		for (j = BK_ARRAY_SIZE(base_env); j < n; j++) {
-			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
-				*why = "set twice in the request";
-				return -1;
-			}
-		}
-		if (used + nlen + vlen + 2 > size) {
-			*why = "the environment is too large";
-			return -1;
-		}
-		char *entry = storage + used;
-		memcpy(entry, name, nlen);
-		entry[nlen] = '=';
-		memcpy(entry + nlen + 1, value, vlen + 1);
-		used += nlen + vlen + 2;
-		/* A request variable replaces a base one of the same name. */
-		for (j = 0; j < BK_ARRAY_SIZE(base_env); j++) {
-			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
-				env[j] = entry;
-				break;
-			}
-		}
-		if (j == BK_ARRAY_SIZE(base_env))
-			env[n++] = entry;
-	}
-	return (int)n;
-}
 
 /* The run's output buffers and their share of the budget, given back. Called with the lock held
  * (or alone, once the I/O thread has stopped). */
@@ -254,43 +190,13 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	const Boxkite__V1__ExecRequest *rq = (const Boxkite__V1__ExecRequest *)request;
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
-	Boxkite__Executor__Spawn spawn = BOXKITE__EXECUTOR__SPAWN__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
-	char *shell_argv[4] = { "/bin/sh", "-c", rq->shell, NULL };
-	char *env[BK_ARRAY_SIZE(base_env) + ENV_MAX];
-	_cleanup_free_ char *env_storage = NULL;
-	char cwd[4096];
-	const char *bad = NULL, *why = NULL;
-	size_t strings = 0;
+	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell, rq->cwd, rq->n_env, rq->env };
+	_cleanup_(bk_command_fini) bk_command cmd = { 0 };
 	struct exec_run *run;
-	int nenv;
 
 	if (!srv->executor || !srv->execs) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not run commands");
-		return;
-	}
-	if ((rq->n_argv > 0) == (rq->shell[0] != '\0')) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "give exactly one of argv or shell");
-		return;
-	}
-	if (rq->n_argv > ARGV_MAX || rq->n_env > ENV_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "at most %d argv entries and %d variables", ARGV_MAX, ENV_MAX);
-		return;
-	}
-	if (rq->n_argv && !rq->argv[0][0]) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv[0] is empty");
-		return;
-	}
-	for (size_t i = 0; i < rq->n_argv; i++)
-		strings += strlen(rq->argv[i]) + 1;
-	strings += strlen(rq->shell) + 1;
-	if (strings > ORDER_STRINGS_MAX / 2) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "argv/shell is %zu bytes; at most %d", strings,
-			      ORDER_STRINGS_MAX / 2);
-		return;
-	}
-	if (bk_sandbox_path(&cfg->roots, rq->cwd[0] ? rq->cwd : BK_WORKSPACE, cwd, sizeof(cwd), NULL, &why) < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, why);
 		return;
 	}
 	if (rq->timeout_ms > cfg->exec_timeout_max_ms) {
@@ -305,25 +211,8 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 			      cfg->exec_output_max);
 		return;
 	}
-	/* Exactly what the request's variables need: "NAME=value\0" each. */
-	size_t env_bytes = 1;
-	for (size_t i = 0; i < rq->n_env; i++)
-		env_bytes += strlen(rq->env[i]->name) + strlen(rq->env[i]->value) + 2;
-	if (env_bytes > ORDER_STRINGS_MAX / 2) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "the environment is %zu bytes; at most %d", env_bytes,
-			      ORDER_STRINGS_MAX / 2);
+	if (bk_command_prepare(call, &crq, &cmd) < 0)
 		return;
-	}
-	env_storage = malloc(env_bytes);
-	if (!env_storage) {
-		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
-		return;
-	}
-	nenv = build_env(rq, env, env_storage, env_bytes, &bad, &why);
-	if (nenv < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
-		return;
-	}
 	run = calloc(1, sizeof(*run));
 	if (!run) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
@@ -332,7 +221,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	clock_gettime(CLOCK_MONOTONIC, &run->started);
 	run->call = call;
 	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
-	run->cwd = rq->cwd[0] ? rq->cwd : BK_WORKSPACE;
+	run->cwd = cmd.cwd_asked;
 	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
 	run->stdin_fd = run->timer_fd = -1;
 	run->stdin_data = rq->stdin.data;
@@ -355,14 +244,9 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		return;
 	}
 
-	spawn.exec_id = run->id;
-	spawn.n_argv = rq->n_argv ? rq->n_argv : 3;
-	spawn.argv = rq->n_argv ? rq->argv : shell_argv;
-	spawn.n_env = (size_t)nenv;
-	spawn.env = env;
-	spawn.cwd = cwd;
+	cmd.spawn.exec_id = run->id;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
-	order.spawn = &spawn;
+	order.spawn = &cmd.spawn;
 	bk_link_send(srv->executor, &order, NULL, 0, 0, spawn_replied, run);
 }
 
@@ -401,19 +285,6 @@ static void run_retire(bk_execs *ex, struct exec_run *run, enum run_outcome outc
 	run->outcome = outcome;
 	run->next = ex->retired;
 	ex->retired = run;
-}
-
-/* Called with the lock held. */
-static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...) BK_PRINTF(4, 5);
-static void run_fail(bk_execs *ex, struct exec_run *run, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(run->fail_msg, sizeof(run->fail_msg), fmt, ap);
-	va_end(ap);
-	run->fail_status = status;
-	run_retire(ex, run, RUN_FAILED);
 }
 
 static void run_answer(bk_execs *ex, struct exec_run *run)
@@ -470,19 +341,13 @@ static void answer_retired(bk_execs *ex)
 	pthread_mutex_unlock(&ex->lock);
 }
 
-/* The spawn failed. A working directory that is not there or may not be entered is the cwd's
- * error; any other step failing is an error of the sandbox, not of the command. (A command that
- * cannot be executed is not a failed step: the exec's init reports it as a shell would, exit 127
- * or 126.) Called with the lock held. */
+/* The spawn failed (bk_command_spawn_failed: how it is told). A command that cannot be executed
+ * is not a failed step: the exec's init reports it as a shell would, exit 127 or 126. Called with
+ * the lock held. */
 static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply)
 {
-	int status = err == EAGAIN || err == EPIPE || err == ENOBUFS ? BK_UNAVAILABLE : bk_status_from_errno(err);
-
-	if (reply && reply->child_step == BOXKITE__EXECUTOR__STEP__STEP_CHDIR)
-		run_fail(ex, run, status, "cwd %s: %s", run->cwd, strerror(err));
-	else
-		run_fail(ex, run, status, "exec failed at %s: %s", reply && reply->step[0] ? reply->step : "executor",
-			 bk_link_why(ex->srv->executor, err, reply));
+	run->fail_status = bk_command_spawn_failed(ex->srv, run->cwd, err, reply, run->fail_msg, sizeof(run->fail_msg));
+	run_retire(ex, run, RUN_FAILED);
 }
 
 /* The run is over (its exit came, and its output ended or the grace after the exit did): retired

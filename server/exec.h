@@ -7,12 +7,6 @@
 #include "link.h"
 #include "server.h"
 
-/* What one Exec may ask: argv entries, variables, and bytes of argv (or shell) and of the
- * environment, each counting a NUL per string — together within one executor packet. */
-#define BK_EXEC_ARGV_MAX 4096
-#define BK_EXEC_ENV_MAX 1024
-#define BK_EXEC_STRINGS_MAX (256 * 1024)
-
 typedef struct bk_execs bk_execs;
 
 int bk_execs_start(bk_server *srv, bk_error **err);

@@ -2,7 +2,11 @@
  * contexts, each an aio state machine (receive → dispatch → send → receive). A context serves one
  * request at a time, so the pool size is the admission limit: request number N+1 waits in nng
  * until a context frees up. Callbacks never block; a handler that takes time ends its call later
- * from another thread, which sends the answer on the call's context. */
+ * from another thread, which sends the answer on the call's context.
+ *
+ * A call that waits for something to happen (a long-poll) is parked: its context stays with it
+ * until it is answered, and a spare one takes its place in receiving, so the pool keeps serving.
+ * Once a parked call's answer is sent its context becomes a spare, for the next to park. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +28,9 @@ struct slot {
 	nng_ctx ctx;
 	nng_aio *aio;
 	enum slot_state state;
+	bool parked;            /* its call waits: once answered, the slot is a spare */
+	struct slot *next;      /* in front.spares, or (for every extra slot) front.extras */
+	struct slot *next_extra;
 	bk_call call;
 };
 
@@ -36,7 +43,22 @@ struct front {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned in_calls; /* calls handed to dispatch and not yet ended */
+	struct slot *spares;  /* extra slots not in use (lock) */
+	struct slot *extras;  /* every extra slot, for the stop (lock) */
+	unsigned nextras;
 };
+
+static bool slot_park(bk_call *call);
+
+/* A parked slot whose call has ended: a spare now. */
+static void slot_retire(struct front *f, struct slot *s)
+{
+	pthread_mutex_lock(&f->lock);
+	s->parked = false;
+	s->next = f->spares;
+	f->spares = s;
+	pthread_mutex_unlock(&f->lock);
+}
 
 static void slot_recv(struct slot *s)
 {
@@ -51,7 +73,10 @@ static void slot_call_done(bk_call *call, nng_msg *answer)
 	struct front *f = s->srv->front;
 
 	if (!answer) {
-		slot_recv(s);
+		if (s->parked)
+			slot_retire(f, s);
+		else
+			slot_recv(s);
 	} else {
 		s->state = SLOT_SEND;
 		nng_aio_set_msg(s->aio, answer);
@@ -86,6 +111,7 @@ static void slot_cb(void *arg)
 		call_begins(s->srv->front);
 		memset(&s->call, 0, sizeof(s->call));
 		s->call.done = slot_call_done;
+		s->call.park = slot_park;
 		s->call.transport = s;
 		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
 		return;
@@ -95,9 +121,53 @@ static void slot_cb(void *arg)
 			nng_msg_free(nng_aio_get_msg(s->aio));
 		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
 			return;
-		slot_recv(s);
+		if (s->parked)
+			slot_retire(s->srv->front, s);
+		else
+			slot_recv(s);
 		return;
 	}
+}
+
+static int slot_open(bk_server *srv, struct front *f, struct slot *s)
+{
+	int rv;
+
+	s->srv = srv;
+	if ((rv = nng_aio_alloc(&s->aio, slot_cb, s)) || (rv = nng_ctx_open(&s->ctx, f->sock)))
+		return rv;
+	return 0;
+}
+
+/* Hand the call's place in receiving to a spare slot (made when there is none, up to
+ * BK_PARKED_MAX). */
+static bool slot_park(bk_call *call)
+{
+	struct slot *s = call->transport, *n;
+	struct front *f = s->srv->front;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->spares;
+	if (n) {
+		f->spares = n->next;
+	} else if (f->nextras < BK_PARKED_MAX && (n = calloc(1, sizeof(*n)))) {
+		if (slot_open(s->srv, f, n)) {
+			if (n->aio)
+				nng_aio_free(n->aio);
+			free(n);
+			n = NULL;
+		} else {
+			n->next_extra = f->extras;
+			f->extras = n;
+			f->nextras++;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!n)
+		return false;
+	s->parked = true;
+	slot_recv(n);
+	return true;
 }
 
 /* Before authentication there is nothing to tell one connection from another: what they can
@@ -179,12 +249,9 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 	f->slots = calloc(f->nslots, sizeof(*f->slots));
 	if (!f->slots)
 		return bk_error_errno(err, ENOMEM, "front");
-	for (unsigned i = 0; i < f->nslots; i++) {
-		struct slot *s = &f->slots[i];
-		s->srv = srv;
-		if ((rv = nng_aio_alloc(&s->aio, slot_cb, s)) || (rv = nng_ctx_open(&s->ctx, f->sock)))
+	for (unsigned i = 0; i < f->nslots; i++)
+		if ((rv = slot_open(srv, f, &f->slots[i])))
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
-	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
 		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls);
 		if (rv)
@@ -218,9 +285,17 @@ void bk_front_stop(bk_server *srv)
 	for (unsigned i = 0; f->slots && i < f->nslots; i++)
 		if (f->slots[i].aio)
 			nng_aio_stop(f->slots[i].aio);
+	for (struct slot *s = f->extras; s; s = s->next_extra)
+		nng_aio_stop(s->aio);
 	for (unsigned i = 0; f->slots && i < f->nslots; i++) {
 		if (f->slots[i].aio)
 			nng_aio_free(f->slots[i].aio);
+	}
+	while (f->extras) {
+		struct slot *next = f->extras->next_extra;
+		nng_aio_free(f->extras->aio);
+		free(f->extras);
+		f->extras = next;
 	}
 	free(f->slots);
 	pthread_mutex_destroy(&f->lock);

@@ -8,7 +8,8 @@
 
 #include "config.h"
 #include "envelope.h"
-#include "exec.h"
+#include "command.h"
+#include "process.h"
 #include "files.h"
 #include "keys.h"
 #include "methods.h"
@@ -81,6 +82,17 @@ int main(void)
 	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
 	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
+	printf("| background processes kept, running or ended and not removed | %u | `--processes-max` | "
+	       "ProcessStart: 8 RESOURCE_EXHAUSTED |\n",
+	       cfg.processes_max);
+	printf("| a process's ring per stream: default, largest asked | %s, %s | `--process-ring`, "
+	       "`--process-ring-max` | above the largest: 3 INVALID_ARGUMENT |\n",
+	       bytes(cfg.process_ring, a, sizeof(a)), bytes(cfg.process_ring_max, b, sizeof(b)));
+	printf("| ring bytes of all processes kept, two rings each | %s | `--process-ring-budget` | ProcessStart: 8 "
+	       "RESOURCE_EXHAUSTED |\n",
+	       bytes(cfg.process_ring_budget, a, sizeof(a)));
+	printf("| longest a process runs, and the default | none | `--process-runtime-max` | above it: 3 "
+	       "INVALID_ARGUMENT; at it: killed, `runtime_exceeded` |\n\n");
 
 	printf("Fixed sizes:\n\n| what | size |\n|---|---|\n");
 	printf("| nonce | exactly %d bytes |\n| MAC | exactly %d bytes (longer: MALFORMED; shorter: BAD_MAC) |\n",
@@ -97,6 +109,11 @@ int main(void)
 	       BK_EXEC_ENV_MAX);
 	printf("| Exec: bytes of argv (or shell), and of the environment, a NUL counted per string | at most %s each |\n",
 	       bytes(BK_EXEC_STRINGS_MAX, a, sizeof(a)));
+	printf("| ProcessRead: bytes per stream by default; most asked | %s; %s |\n", bytes(BK_PROCESS_READ_DEFAULT, a, sizeof(a)),
+	       bytes(BK_PROCESS_READ_MAX, b, sizeof(b)));
+	printf("| ProcessWrite: bytes per write | at most %s |\n", bytes(BK_PROCESS_WRITE_MAX, a, sizeof(a)));
+	printf("| ProcessRead, ProcessWait, a ProcessWrite not taken: longest wait | %d s |\n", BK_PROCESS_WAIT_MAX_MS / 1000);
+	printf("| calls waiting (long-polls) at once, beside `--contexts` | %d |\n", BK_PARKED_MAX);
 	printf("| largest legal request Envelope (the largest body, or data, and every other field) | %s |\n\n",
 	       bytes(BK_REQUEST_MAX, a, sizeof(a)));
 

@@ -7,14 +7,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+
 #include "exec.h"
 #include "files.h"
+#include "process.h"
 #include "http.h"
 #include "link.h"
 #include "log.h"
 #include "mkdir.h"
 #include "privdrop.h"
 #include "privsep.h"
+#include "proxy.h"
 #include "reset.h"
 #include "server.h"
 
@@ -185,7 +189,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	srv.files_link = files;
-	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_files_start(&srv, &err)) < 0 ||
+	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_processes_start(&srv, &err)) < 0 ||
+	    (ret = bk_files_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -194,6 +199,7 @@ int main(int argc, char **argv)
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
+	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
@@ -207,22 +213,28 @@ int main(int argc, char **argv)
 		ret = -1;
 out:
 	/* Order matters: the executor goes first (its teardown kills every command, and their
-	 * exits come back as events), then the exec thread answers what is left, then the
+	 * exits come back as events), then the exec and process threads answer what is left, then the
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
 	bk_http_stop(&srv);
+	bk_proxy_stop(&srv);
 	bk_link_close(link);
 	bk_link_close(files);
 	/* A reset running fails on the closed links and answers: before its modules stop. */
 	bk_reset_stop(&srv);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
+	bk_processes_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);
 	bk_server_fini(&srv);
+	/* nng frees closed sockets and listeners on a thread of its own: waited for here, so that
+	 * nothing is still being freed at exit (a leak checker saw a start that failed after the
+	 * listeners were made exit before nng had freed them). */
+	nng_fini();
 	bk_error_free(err);
 	bk_config_free(&cfg);
 	return ret < 0 ? 1 : 0;

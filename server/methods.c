@@ -10,6 +10,7 @@
 
 #include "exec.h"
 #include "files.h"
+#include "process.h"
 #include "handlers.h"
 #include "reset.h"
 
@@ -34,15 +35,15 @@ static const bk_method method_rows[] = {
 	{ "FileRemove",         true,  bk_handle_file_remove, 16 * KiB, 0 },
 	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB, 0 },
 	{ "FileSymlink",        true,  bk_handle_file_symlink, 16 * KiB, 0 },
-	{ "ProcessStart",       true,  NULL,                 1 * MiB, 0 },
-	{ "ProcessRead",        true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessWrite",       true,  NULL,                 BK_BODY_MAX, 0 },
-	{ "ProcessCloseStdin",  true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessSignal",      true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessWait",        true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessList",        true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessResize",      true,  NULL,                 1 * KiB, 0 },
-	{ "ProcessRemove",      true,  NULL,                 1 * KiB, 0 },
+	{ "ProcessStart",       true,  bk_handle_process_start, 1 * MiB, 0 },
+	{ "ProcessRead",        true,  bk_handle_process_read, 1 * KiB, 0 },
+	{ "ProcessWrite",       true,  bk_handle_process_write, 1 * MiB + 1 * KiB, 0 },
+	{ "ProcessCloseStdin",  true,  bk_handle_process_close_stdin, 1 * KiB, 0 },
+	{ "ProcessSignal",      true,  bk_handle_process_signal, 1 * KiB, 0 },
+	{ "ProcessWait",        true,  bk_handle_process_wait, 1 * KiB, 0 },
+	{ "ProcessList",        true,  bk_handle_process_list, 1 * KiB, 0 },
+	{ "ProcessResize",      true,  bk_handle_process_resize, 1 * KiB, 0 },
+	{ "ProcessRemove",      true,  bk_handle_process_remove, 1 * KiB, 0 },
 	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
 	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },

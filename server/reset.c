@@ -27,6 +27,7 @@
 #include "handlers.h"
 #include "link.h"
 #include "log.h"
+#include "process.h"
 
 /* The key a Reset installed, in the state directory. */
 #define TENANT_KEY "tenant-key"
@@ -179,9 +180,10 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 
 	if ((ret = kill_all(srv, true, &resp->processes_killed, err)) < 0)
 		return ret;
-	/* TODO(issue 10, until the lead's server/process.c is on main): bk_processes_reset(srv) —
-	 * drop every background process's record and rings, and end their long-polls — here, before
-	 * quiesce() waits for those calls. */
+	/* Every background process is an exec tree to the executor: dead by now. Their records and
+	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
+	 * every call to end. */
+	bk_processes_reset(srv);
 	if ((ret = quiesce(srv, err)) < 0)
 		return ret;
 	bk_files_reset(srv);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "process.h"
 #include "link.h"
 #include "handlers.h"
 #include "methods.h"
@@ -60,7 +61,9 @@ static void on_state(bk_server *srv, const bk_reply *event, int *fds)
 static void on_exited(bk_server *srv, const bk_reply *event, int *fds)
 {
 	(void)fds;
-	if (srv->execs)
+	if (event->exited->exec_id & BK_PROCESS_ID_BIT)
+		bk_processes_exited(srv, event->exited);
+	else if (srv->execs)
 		bk_execs_exited(srv, event->exited);
 }
 

@@ -55,6 +55,7 @@ struct bk_call {
 	struct timespec started;
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
+	bool (*park)(bk_call *call); /* the transport's bk_call_park(); NULL: it cannot */
 	void *transport;
 };
 
@@ -74,11 +75,13 @@ struct bk_server {
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
 	struct bk_execs *execs;
+	struct bk_processes *processes;
 	struct bk_files *files;
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
 	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
+	struct bk_proxy *proxy; /* the preview listener (server/proxy.c); NULL: none */
 	bk_metrics metrics;
 	/* Reset (server/reset.c): its state (enum bk_reset_state; not NONE: calls but Health are
 	 * refused), the calls past that gate not yet ended (what a reset waits for), its own. */
@@ -102,6 +105,12 @@ void bk_server_fini(bk_server *srv);
 /* Run one received message through the pipeline: envelope, auth, replay, decode, handler.
  * The call ends through call->done exactly once, possibly on another thread. */
 void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg);
+
+/* The handler will end the call later, after a wait of its own (a long-poll): the transport
+ * serves other requests meanwhile, so that waiting calls never hold the admission limit
+ * (--contexts). false when it cannot (BK_PARKED_MAX calls wait already): answer now instead. */
+#define BK_PARKED_MAX 1024
+bool bk_call_park(bk_call *call);
 
 /* End a call with a response message (status OK). */
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
@@ -61,6 +63,7 @@ struct executor {
 	const Boxkite__Executor__Configure *cfg;
 	bk_roots roots;       /* cfg's */
 	int epfd;
+	int self_net;         /* our own network namespace, to come back to after a Connect */
 	uint32_t armed;     /* the events the channel is registered for */
 	bk_seccomp seccomp;
 	bk_spawner spawner;
@@ -162,6 +165,8 @@ static const char *check_spawn(const bk_roots *roots, const bk_order *o)
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
 			return "malformed environment entry";
 	}
+	if (s->tty ? s->rows == 0 || s->rows > 65535 || s->cols == 0 || s->cols > 65535 : s->rows || s->cols)
+		return "a terminal's size is 1-65535 rows and columns, and only a terminal has one";
 	return bk_order_check_path(roots, s->cwd);
 }
 
@@ -229,8 +234,20 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
 		},
 		.ns = &ex->sandbox.ns,
-		.netns = bk_netns_pool_take(&ex->netns),
+		/* A process that exposes a port: the sandbox's own network namespace, the one
+		 * exception (DESIGN.md §5); every other command a fresh one. */
+		.netns = s->sandbox_net ? fcntl(ex->sandbox.ns.net, F_DUPFD_CLOEXEC, 3) : bk_netns_pool_take(&ex->netns),
+		.tty = s->tty,
+		.rows = (unsigned short)s->rows,
+		.cols = (unsigned short)s->cols,
 	};
+	if (s->sandbox_net && rq.netns < 0) {
+		ret = reply_error(ex, id, errno, "setns(net)", "cannot open the sandbox's network namespace");
+		cgroups_restage(ex);
+		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+		free(e);
+		return ret;
+	}
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
 	/* The child holds the namespace now (or it was never entered): ours goes. */
 	bk_close(rq.netns);
@@ -534,6 +551,45 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 	return bk_answer_opened(&ex->ch, o->id, fd);
 }
 
+/* --- CONNECT: the preview relay's way into the sandbox's network namespace ------------------ */
+
+static const char *check_connect(const bk_roots *roots, const bk_order *o)
+{
+	(void)roots;
+	return o->connect->port < 1 || o->connect->port > 65535 ? "a port is 1-65535" : NULL;
+}
+
+/* The socket is made in the sandbox's network namespace and stays there whatever the executor
+ * does next; the executor goes back to its own at once (single-threaded: nothing else runs in
+ * between). Loopback connects at once, or is refused at once. */
+static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->connect->port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	_cleanup_close_ int sock = -1;
+	int errnum;
+
+	(void)fds;
+	(void)nfds;
+	if (!ex->sandbox.ready)
+		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
+	if (setns(ex->sandbox.ns.net, CLONE_NEWNET) < 0)
+		return reply_error(ex, o->id, errno, "setns(net)", strerror(errno));
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	errnum = errno;
+	if (setns(ex->self_net, CLONE_NEWNET) < 0) {
+		/* Everything the executor made next would be in the sandbox's namespace. */
+		bk_log(BK_LOG_ERROR, "executor: cannot return to its own network namespace: %s", strerror(errno));
+		abort();
+	}
+	if (sock < 0)
+		return reply_error(ex, o->id, errnum, "socket", strerror(errnum));
+	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0)
+		return reply_error(ex, o->id, errno, "connect", strerror(errno));
+	return bk_answer_opened(&ex->ch, o->id, sock);
+}
+
 /* Configure: what the front configured boxkited with, checked as any order is. */
 static const char *check_configure(const bk_roots *roots, const bk_order *o)
 {
@@ -580,6 +636,7 @@ static const bk_order_row executor_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_SPAWN, 0, check_spawn, order_spawn },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_CONNECT, 0, check_connect, order_connect },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL, 0, bk_order_check_none, order_kill_all },
 };
 
@@ -625,7 +682,8 @@ static int executor_setup(struct executor *ex)
 	int ret;
 
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ex->epfd < 0)
+	ex->self_net = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ex->epfd < 0 || ex->self_net < 0)
 		return -1;
 	/* The cgroup helpers first: the remover keeps CAP_DAC_OVERRIDE, which the executor drops.
 	 * Then the executor narrows itself, before it makes anything else, so that every process it
@@ -691,6 +749,7 @@ static void executor_teardown(struct executor *ex)
 	bk_cgroups_fini(&ex->cgroups);
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
+	ex->self_net = bk_close(ex->self_net);
 	bk_seccomp_free(&ex->seccomp);
 	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
@@ -759,7 +818,7 @@ static int receive_configure(struct executor *ex)
 
 int bk_executor_main(int sock)
 {
-	struct executor ex = { .epfd = -1 };
+	struct executor ex = { .epfd = -1, .self_net = -1 };
 	sigset_t none;
 	int status = 0;
 

@@ -39,7 +39,7 @@ void bk_sandbox_init(bk_sandbox *sb, const bk_sandbox_config *cfg)
 	memset(sb, 0, sizeof(*sb));
 	sb->cfg = *cfg;
 	sb->init_pidfd = -1;
-	sb->ns.mnt = sb->ns.pid = sb->ns.ipc = sb->ns.uts = -1;
+	sb->ns.mnt = sb->ns.pid = sb->ns.ipc = sb->ns.uts = sb->ns.net = -1;
 	snprintf(sb->why, sizeof(sb->why), "not started");
 }
 
@@ -49,14 +49,15 @@ static void close_ns(bk_sandbox *sb)
 	sb->ns.pid = bk_close(sb->ns.pid);
 	sb->ns.ipc = bk_close(sb->ns.ipc);
 	sb->ns.uts = bk_close(sb->ns.uts);
+	sb->ns.net = bk_close(sb->ns.net);
 	sb->ns.pid_is_ours = false;
 }
 
 /* Cache the namespaces of pid. */
 static int open_ns(bk_sandbox *sb, pid_t pid, bk_error **err)
 {
-	static const char *const names[] = { "mnt", "pid", "ipc", "uts" };
-	int *fds[] = { &sb->ns.mnt, &sb->ns.pid, &sb->ns.ipc, &sb->ns.uts };
+	static const char *const names[] = { "mnt", "pid", "ipc", "uts", "net" };
+	int *fds[] = { &sb->ns.mnt, &sb->ns.pid, &sb->ns.ipc, &sb->ns.uts, &sb->ns.net };
 	char path[64];
 
 	for (size_t i = 0; i < BK_ARRAY_SIZE(names); i++) {
@@ -255,6 +256,11 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT);
 	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME);
+	/* A network namespace of the sandbox's own, with only lo, never the host's: where a process
+	 * that exposes a port runs (as a pod's processes share the pod's), so that the executor can
+	 * reach it on 127.0.0.1 and nothing else can. */
+	if (bk_child_loopback_up() < 0)
+		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
 	/* No controlling terminal and no descriptor of boxkited's own stdio (the operator's
 	 * terminal, when it was started from one): a session of its own, stdio on /dev/null. */
 	if (setsid() < 0)
@@ -327,8 +333,9 @@ static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return bk_error_errno(err, errno, "pipe2");
 	/* A fork (no shared memory) straight into the sandbox's new namespaces. */
-	pid = syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD, NULL,
-		      &pidfd, NULL, NULL);
+	pid = syscall(SYS_clone,
+		      CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
+		      NULL, &pidfd, NULL, NULL);
 	if (pid == 0) {
 		bk_close(rep[0]);
 		local_child(sb, sp, workspace_tree, home_tree, init_fd, rep[1]);

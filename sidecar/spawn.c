@@ -10,11 +10,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "cleanup.h"
 #include "init/init_status.h"
 
@@ -28,6 +31,7 @@ struct child_ctx {
 	const bk_spawn_request *rq;
 	char *const *init_argv; /* boxkite-init --exec --status-fd=N -- argv... */
 	int stdin_r, stdout_w, stderr_w, report_w, status_w;
+	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
 	int pidfd; /* of the exec's init, however it was made */
 };
 
@@ -59,6 +63,32 @@ static int apply_rlimits(const bk_spawn_limits *l)
 	if (l->nproc && set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
 		return -1;
 	return l->data ? set_rlimit(RLIMIT_DATA, l->data) : 0;
+}
+
+/* Step 7 with a terminal: a new one from the sandbox's own devpts (the exec's /dev/ptmx), opened
+ * as the sandbox user so that its slave is the user's as on any machine; its master goes to the
+ * executor over the console socket (as runc's --console-socket does), its slave becomes stdin,
+ * stdout, stderr and the controlling terminal of the session step 0 made. */
+static int open_terminal(const struct child_ctx *c)
+{
+	struct winsize ws = { .ws_row = c->rq->rows, .ws_col = c->rq->cols };
+	int unlock = 0, master, slave, ret = -1;
+
+	master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return -1;
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0)
+		goto out;
+	slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0)
+		goto out;
+	if (bk_fd_send(c->console_w, "m", 1, &master, 1, 0) == 0 && dup2(slave, 0) >= 0 && dup2(slave, 1) >= 0 &&
+	    dup2(slave, 2) >= 0 && ioctl(0, TIOCSCTTY, 0) == 0)
+		ret = 0;
+	close(slave);
+out:
+	close(master);
+	return ret;
 }
 
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
@@ -139,8 +169,13 @@ static int exec_child(void *arg)
 	/* 7. stdio onto the pipes, default signal state, no other descriptor than the init's status
 	 *    pipe (kept across its execve), then seccomp — last, so nothing above needs a syscall
 	 *    the filter refuses. */
-	if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0 ||
-	    fcntl(c->status_w, F_SETFD, 0) < 0)
+	if (rq->tty) {
+		if (open_terminal(c) < 0)
+			bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_TERMINAL);
+	} else if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0) {
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
+	}
+	if (fcntl(c->status_w, F_SETFD, 0) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	if (bk_child_reset_signals() < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
@@ -174,6 +209,16 @@ static int pidns_helper(void *arg)
 		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
 	syscall(SYS_exit, 0);
 	return 0;
+}
+
+/* An exec that started but cannot be handed over: it does not run at all. */
+static void pidfd_kill_reap(int pidfd)
+{
+	siginfo_t info;
+
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	while (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0 && errno == EINTR)
+		;
 }
 
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
@@ -223,7 +268,8 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	     bk_error **err)
 {
 	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 }, st[2] = { -1, -1 };
-	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1 };
+	int con[2] = { -1, -1 }, master = -1;
+	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1, .console_w = -1 };
 	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
 	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
 	_cleanup_free_ char **init_argv = NULL;
@@ -236,6 +282,11 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		ret = bk_error_errno(err, errno, "pipe2");
 		goto out;
 	}
+	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0) {
+		ret = bk_error_errno(err, errno, "socketpair for the terminal");
+		goto out;
+	}
+	ctx.console_w = con[1];
 	/* The init's command line: built here, the child may not allocate. */
 	while (rq->argv[argc])
 		argc++;
@@ -307,6 +358,26 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		ret = 1;
 		goto out;
 	}
+	if (rq->tty) {
+		/* The master the child sent before it went on (CLONE_VFORK: it is in the socket). Its
+		 * stderr pipe is at EOF already: a terminal has one stream. */
+		char tag;
+		size_t n = 0;
+		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n) != 1 || n != 1) {
+			ret = bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
+			pidfd_kill_reap(ctx.pidfd);
+			goto out;
+		}
+		bk_close(in[1]);
+		bk_close(o[0]);
+		in[1] = master;
+		o[0] = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		if (o[0] < 0) {
+			ret = bk_error_errno(err, errno, "dup of the terminal");
+			pidfd_kill_reap(ctx.pidfd);
+			goto out;
+		}
+	}
 	out->pidfd = TAKE_FD(ctx.pidfd);
 	out->stdin_w = TAKE_FD(in[1]);
 	out->stdout_r = TAKE_FD(o[0]);
@@ -325,5 +396,7 @@ out:
 	bk_close(rep[1]);
 	bk_close(st[0]);
 	bk_close(st[1]);
+	bk_close(con[0]);
+	bk_close(con[1]);
 	return ret;
 }

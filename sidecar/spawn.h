@@ -18,6 +18,7 @@
 /* The sandbox's namespaces, opened once and cached (sandbox.c). */
 typedef struct bk_sandbox_ns {
 	int mnt, pid, ipc, uts;
+	int net;          /* the sandbox's network namespace (the pod's; local: its own, lo only) */
 	bool pid_is_ours; /* pod mode: the sandbox's PID namespace is the executor's own */
 } bk_sandbox_ns;
 
@@ -46,11 +47,13 @@ typedef struct bk_spawn_request {
 	bk_spawn_limits limits;
 	const bk_sandbox_ns *ns;
 	int netns;         /* a fresh network namespace from the pool (lo up), or -1: make one */
+	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
+	unsigned short rows, cols;
 } bk_spawn_request;
 
 typedef struct bk_spawned {
 	int pidfd;        /* of the exec's init: PID 1 of its namespace */
-	int stdin_w, stdout_r, stderr_r;
+	int stdin_w, stdout_r, stderr_r; /* tty: the terminal's master twice, and a pipe at EOF */
 	int status_r;     /* the init's status pipe (init/init_status.h), non-blocking */
 } bk_spawned;
 

@@ -10,7 +10,7 @@
  *       descriptor as the last step of the exec path). As `docker run --init`: it runs ARGV as
  *       its child, so that the command is not PID 1 (whose signals to itself without a handler
  *       are ignored, and whose abort() looks like a segfault), forwards the signals it gets to
- *       it, reaps every orphan, and when the command ends writes how on N (init/init_status.h) and
+ *       every process of the namespace (the whole tree), reaps every orphan, and when the command ends writes how on N (init/init_status.h) and
  *       exits with its status — taking every process left in the namespace with it.
  *
  * Built static: it runs inside the sandbox's root, which need not have our libraries. */
@@ -91,7 +91,16 @@ static pid_t start_command(int status_fd, char **argv)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+	/* On a terminal (the executor made it our controlling one), the command leads a process
+	 * group of its own in the terminal's foreground, as a shell starts a job: ^C and window
+	 * changes reach it and what it starts, never us. */
+	if (isatty(0)) {
+		flags |= POSIX_SPAWN_SETPGROUP;
+		posix_spawnattr_setpgroup(&attr, 0);
+		posix_spawn_file_actions_addtcsetpgrp_np(&actions, 0);
+	}
+	posix_spawnattr_setflags(&attr, flags);
 	err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&actions);
@@ -127,10 +136,12 @@ static int exec_init(int status_fd, char **argv)
 		sig = sigwaitinfo(&all, &info);
 		if (sig < 0)
 			continue; /* EINTR: nothing is lost, the signals stay pending */
-		if (sig != SIGCHLD) {
-			kill(child, sig);
+		/* To every process of the namespace but us: the whole tree, what daemonized included.
+		 * A SIGCHLD someone sent (not the kernel's news of a child) is forwarded too. */
+		if (sig != SIGCHLD || info.si_code == SI_USER || info.si_code == SI_QUEUE)
+			kill(-1, sig);
+		if (sig != SIGCHLD)
 			continue;
-		}
 		while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0)
 			if (pid == child)
 				finish(status_fd, wstatus);
@@ -145,7 +156,7 @@ int main(int argc, char **argv)
 		printf("Usage: boxkite-init\n       boxkite-init " BK_INIT_EXEC_FLAG " " BK_INIT_STATUS_FLAG
 		       "N -- COMMAND [ARG...]\n\n"
 		       "The boxkite sandbox's init: reaps orphans until SIGTERM or SIGINT. With " BK_INIT_EXEC_FLAG
-		       ", an exec's init:\nruns COMMAND as its child, forwards signals to it, reaps, and exits "
+		       ", an exec's init:\nruns COMMAND as its child, forwards signals to every process of\nits namespace, reaps, and exits "
 		       "with its status.\n");
 		return 0;
 	}

@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -25,6 +26,7 @@ from boxkite_client import pb  # noqa: E402
 # gRPC codes and the replay detail the client module does not name.
 NOT_FOUND = 5
 FAILED_PRECONDITION = 9
+ABORTED = 10
 REPLAYED = pb.STATUS_DETAIL_REPLAYED
 
 GUARD = 60  # hang guard for any one wait, never a timing assertion
@@ -152,6 +154,31 @@ class ResetTest(unittest.TestCase):
                       GUARD, what="the three commands to run")
         return [writer, holder, sleeper]
 
+    def start_process(self):
+        """A background process (ProcessStart) whose tree daemonizes a grandchild, and a client
+        parked on it in a ProcessRead long-poll: (process id, the parked call's thread, its
+        result holder)."""
+        with client(self.d) as c:
+            pid = c.call("ProcessStart", pb.ProcessStartRequest(
+                shell="setsid sh -c 'sleep 600' & echo started; exec sleep 600"),
+                pb.ProcessStartResponse).message.process_id
+            got = c.call("ProcessRead", pb.ProcessReadRequest(process_id=pid, wait_ms=10000),
+                         pb.ProcessReadResponse)
+        offset = got.message.stdout.end
+        result = {}
+
+        def park():
+            with client(self.d) as c:
+                try:
+                    result["reply"] = c.call("ProcessRead", pb.ProcessReadRequest(
+                        process_id=pid, stdout_offset=offset, wait_ms=60000), pb.ProcessReadResponse)
+                except bc.CallError as e:
+                    result["error"] = e
+
+        t = threading.Thread(target=park)
+        t.start()
+        return pid, t, result
+
     def assert_empty_everywhere(self):
         # From the host: the workspace and the home directory boxkited made for the sandbox.
         self.assertEqual(host_entries(self.d.workspace), [])
@@ -164,10 +191,28 @@ class ResetTest(unittest.TestCase):
 
     def test_reset_kills_every_command_and_empties_the_sandbox(self):
         commands = self.litter()
+        process_id, parked, result = self.start_process()
+        bkit.wait_for(lambda: len(sandbox_processes(self.d)) >= 8, GUARD, what="the background process's tree")
         before = sandbox_processes(self.d)
         r = reset(self.d)
         self.assertTrue(r.verified)
-        self.assertEqual(r.message.processes_killed, 3)
+        # The three execs and the background process.
+        self.assertEqual(r.message.processes_killed, 4)
+        # The call parked on the process was answered, not left to its 60 s — with the end (the
+        # kill woke it) or ABORTED (its record dropped first) —, and the process is forgotten.
+        parked.join(GUARD)
+        self.assertFalse(parked.is_alive())
+        if "error" in result:
+            self.assertEqual(result["error"].code, ABORTED, result)
+        else:
+            status = result["reply"].message.status
+            self.assertEqual((status.running, status.signal), (False, signal.SIGKILL), status)
+        with client(self.d) as c:
+            self.assertEqual(list(c.call("ProcessList", pb.ProcessListRequest(), pb.ProcessListResponse)
+                                  .message.processes), [])
+            with self.assertRaises(bc.CallError) as cm:
+                c.call("ProcessRead", pb.ProcessReadRequest(process_id=process_id), pb.ProcessReadResponse)
+            self.assertEqual(cm.exception.code, NOT_FOUND, cm.exception)
         self.assertGreaterEqual(r.message.entries_removed, 15)
         # Every exec call was answered as killed (bkctl exits 128+9), none is left running.
         for p in commands:

@@ -40,7 +40,7 @@ class SidecarArgs:
 
     def __init__(self, directory):
         self.cert, self.key = bkit.tls_files(directory)
-        self.args, self.key_env, self.api, self.http = [], None, None, None
+        self.args, self.key_env, self.api, self.http, self.preview = [], None, None, None, None
         given = manifest_sidecar()["args"]
         for i, a in enumerate(given):
             prev = given[i - 1] if i else None
@@ -53,7 +53,9 @@ class SidecarArgs:
             if a.startswith(("tls+tcp://0.0.0.0:", "tcp://0.0.0.0:", "http://0.0.0.0:")):
                 scheme = a.split("://")[0]
                 a = f"{scheme}://127.0.0.1:{bkit.free_tcp_port()}"
-                if scheme == "http":
+                if prev == "--preview-listen":
+                    self.preview = a
+                elif scheme == "http":
                     self.http = a
                 else:
                     self.api = a
@@ -139,7 +141,12 @@ def run_checks(caps, tag):
                 code, body = bkit.http_get(sa.http + "/readyz")
                 if code != 200:
                     raise AssertionError(f"/readyz: {code} {body}")
-        attempt("the manifest's listeners (TLS API, HTTP probes) answer", manifest_listeners, failures)
+            if sa.preview:
+                # Up, and refusing what is not a preview (the relay itself: tests/python/test_preview.py).
+                code, body = bkit.http_get(sa.preview + "/readyz")
+                if code != 400:
+                    raise AssertionError(f"the preview listener: {code} {body}")
+        attempt("the manifest's listeners (TLS API, HTTP probes, previews) answer", manifest_listeners, failures)
 
         def executor_narrowed():
             log = d.log_text()

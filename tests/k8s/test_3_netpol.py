@@ -135,9 +135,14 @@ class DeployTruthTable(unittest.TestCase):
                   {"dns": (53, "UDP"), "dns-tcp": (53, "TCP")}, ip="10.1.4.2")
         metadata, internet = External("169.254.169.254"), External("203.0.113.7")
         storage = External("192.0.2.10")  # the placeholder rule's range
-        api, http = ports["api"][0], ports["http"][0]
+        api, http, preview = ports["api"][0], ports["http"][0], ports["preview"][0]
         cls.rows = [
             ("client -> api", client, sb, api, "TCP", True, True),
+            ("client -> preview", client, sb, preview, "TCP", True, True),
+            ("unlabelled pod -> preview", unlabelled, sb, preview, "TCP", False, False),
+            ("internet -> preview", internet, sb, preview, "TCP", False, False),
+            ("scraper -> preview", scraper, sb, preview, "TCP", False, False),
+            ("sandbox -> another sandbox's preview", sb, sb2, preview, "TCP", False, False),
             ("client -> http (metrics)", client, sb, http, "TCP", False, False),
             ("client -> another port", client, sb, 22, "TCP", False, False),
             ("client in an unlabelled namespace -> api", client_elsewhere, sb, api, "TCP", False, False),

@@ -412,6 +412,51 @@ void   boxkite__executor__kill_all__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__kill_all__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__connect__init
+                     (Boxkite__Executor__Connect         *message)
+{
+  static const Boxkite__Executor__Connect init_value = BOXKITE__EXECUTOR__CONNECT__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__connect__get_packed_size
+                     (const Boxkite__Executor__Connect *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__connect__pack
+                     (const Boxkite__Executor__Connect *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__connect__pack_to_buffer
+                     (const Boxkite__Executor__Connect *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Connect *
+       boxkite__executor__connect__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Connect *)
+     protobuf_c_message_unpack (&boxkite__executor__connect__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__connect__free_unpacked
+                     (Boxkite__Executor__Connect *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__connect__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__exited__init
                      (Boxkite__Executor__Exited         *message)
 {
@@ -1919,6 +1964,44 @@ const ProtobufCMessageDescriptor boxkite__executor__kill_all__descriptor =
   (ProtobufCMessageInit) boxkite__executor__kill_all__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__connect__field_descriptors[1] =
+{
+  {
+    "port",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Connect, port),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__connect__field_indices_by_name[] = {
+  0,   /* field[0] = port */
+};
+static const ProtobufCIntRange boxkite__executor__connect__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Connect",
+  "Connect",
+  "Boxkite__Executor__Connect",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Connect),
+  1,
+  boxkite__executor__connect__field_descriptors,
+  boxkite__executor__connect__field_indices_by_name,
+  1,  boxkite__executor__connect__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__connect__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__exited__field_descriptors[4] =
 {
   {
@@ -2855,7 +2938,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[18] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[19] =
 {
   {
     "id",
@@ -3050,6 +3133,18 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "connect",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, connect),
+    &boxkite__executor__connect__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "kill_all",
     40,
     PROTOBUF_C_LABEL_NONE,
@@ -3077,10 +3172,11 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
   14,   /* field[14] = configure */
+  16,   /* field[16] = connect */
   7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
-  16,   /* field[16] = kill_all */
+  17,   /* field[17] = kill_all */
   5,   /* field[5] = list */
   9,   /* field[9] = mkdir */
   13,   /* field[13] = open_key_file */
@@ -3092,13 +3188,13 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   4,   /* field[4] = stat */
   15,   /* field[15] = symlink */
   12,   /* field[12] = usage */
-  17,   /* field[17] = wipe */
+  18,   /* field[18] = wipe */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 40, 16 },
-  { 0, 18 }
+  { 40, 17 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -3108,7 +3204,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  18,
+  19,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   2,  boxkite__executor__order__number_ranges,
@@ -3309,7 +3405,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[27] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[28] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3338,11 +3434,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_HOSTNAME", "BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME", 24 },
   { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
+  { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 27}
+{0, 0},{0, 28}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[27] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[28] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3371,6 +3468,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SETRESUID", 12 },
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
+  { "STEP_TERMINAL", 27 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3379,9 +3477,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  27,
+  28,
   boxkite__executor__step__enum_values_by_number,
-  27,
+  28,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

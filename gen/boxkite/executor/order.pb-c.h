@@ -24,6 +24,7 @@ typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
 typedef struct Boxkite__Executor__KillAll Boxkite__Executor__KillAll;
+typedef struct Boxkite__Executor__Connect Boxkite__Executor__Connect;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
 typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
 typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
@@ -94,7 +95,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * setsid: no controlling terminal
    */
-  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26
+  BOXKITE__EXECUTOR__STEP__STEP_SESSION = 26,
+  /*
+   * a Spawn with a terminal: opening it, making it the controlling one
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 
@@ -294,6 +299,21 @@ struct  Boxkite__Executor__KillAll
 };
 #define BOXKITE__EXECUTOR__KILL_ALL__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__kill_all__descriptor) \
+    , 0 }
+
+
+/*
+ * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
+ * the sandbox's own), for the preview relay (server/proxy.c): where a process that exposes a port
+ * listens. Replies Opened with the connected socket.
+ */
+struct  Boxkite__Executor__Connect
+{
+  ProtobufCMessage base;
+  uint32_t port;
+};
+#define BOXKITE__EXECUTOR__CONNECT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__connect__descriptor) \
     , 0 }
 
 
@@ -577,6 +597,7 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14,
   BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE = 15,
   BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16,
+  BOXKITE__EXECUTOR__ORDER__KIND_CONNECT = 17,
   BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL = 40,
   BOXKITE__EXECUTOR__ORDER__KIND_WIPE = 41
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
@@ -603,6 +624,7 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__OpenKeyFile *open_key_file;
     Boxkite__Executor__Configure *configure;
     Boxkite__Executor__Symlink *symlink;
+    Boxkite__Executor__Connect *connect;
     /*
      * reset's, numbered apart from the process orders
      */
@@ -835,6 +857,25 @@ Boxkite__Executor__KillAll *
                       const uint8_t       *data);
 void   boxkite__executor__kill_all__free_unpacked
                      (Boxkite__Executor__KillAll *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Connect methods */
+void   boxkite__executor__connect__init
+                     (Boxkite__Executor__Connect         *message);
+size_t boxkite__executor__connect__get_packed_size
+                     (const Boxkite__Executor__Connect   *message);
+size_t boxkite__executor__connect__pack
+                     (const Boxkite__Executor__Connect   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__connect__pack_to_buffer
+                     (const Boxkite__Executor__Connect   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Connect *
+       boxkite__executor__connect__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__connect__free_unpacked
+                     (Boxkite__Executor__Connect *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Exited methods */
 void   boxkite__executor__exited__init
@@ -1245,6 +1286,9 @@ typedef void (*Boxkite__Executor__Killed_Closure)
 typedef void (*Boxkite__Executor__KillAll_Closure)
                  (const Boxkite__Executor__KillAll *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Connect_Closure)
+                 (const Boxkite__Executor__Connect *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
                   void *closure_data);
@@ -1321,6 +1365,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill_all__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;

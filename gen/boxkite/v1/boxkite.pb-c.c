@@ -4763,7 +4763,7 @@ const ProtobufCMessageDescriptor boxkite__v1__terminal_size__descriptor =
   (ProtobufCMessageInit) boxkite__v1__terminal_size__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[12] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[13] =
 {
   {
     "argv",
@@ -4909,6 +4909,18 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lossless",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartRequest, lossless),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_request__field_indices_by_name[] = {
   0,   /* field[0] = argv */
@@ -4916,6 +4928,7 @@ static const unsigned boxkite__v1__process_start_request__field_indices_by_name[
   3,   /* field[3] = env */
   4,   /* field[4] = expose_port */
   11,   /* field[11] = lease_ms */
+  12,   /* field[12] = lossless */
   5,   /* field[5] = max_runtime_ms */
   6,   /* field[6] = ring_size */
   1,   /* field[1] = shell */
@@ -4927,7 +4940,7 @@ static const unsigned boxkite__v1__process_start_request__field_indices_by_name[
 static const ProtobufCIntRange boxkite__v1__process_start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor =
 {
@@ -4937,7 +4950,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor 
   "Boxkite__V1__ProcessStartRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartRequest),
-  12,
+  13,
   boxkite__v1__process_start_request__field_descriptors,
   boxkite__v1__process_start_request__field_indices_by_name,
   1,  boxkite__v1__process_start_request__number_ranges,
@@ -5114,12 +5127,12 @@ const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor =
 static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descriptors[5] =
 {
   {
-    "data",
+    "length",
     1,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
+    PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Boxkite__V1__StreamChunk, data),
+    offsetof(Boxkite__V1__StreamChunk, length),
     NULL,
     NULL,
     0,             /* flags */
@@ -5175,9 +5188,9 @@ static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descripto
   },
 };
 static const unsigned boxkite__v1__stream_chunk__field_indices_by_name[] = {
-  0,   /* field[0] = data */
   3,   /* field[3] = end */
   4,   /* field[4] = eof */
+  0,   /* field[0] = length */
   2,   /* field[2] = lost */
   1,   /* field[1] = offset */
 };

@@ -774,10 +774,18 @@ struct  Boxkite__V1__ProcessStartRequest
    * 0: none. Else the process is killed (whole tree) when no Read,
    */
   uint32_t lease_ms;
+  /*
+   * Wait, Write or Signal for it arrives for this long: a client that
+   * went away leaves nothing running
+   */
+  /*
+   * output waits for its readers instead of being dropped: once a
+   */
+  protobuf_c_boolean lossless;
 };
 #define BOXKITE__V1__PROCESS_START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_request__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0 }
+    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessStartResponse
@@ -826,14 +834,19 @@ struct  Boxkite__V1__ProcessStatus
 
 
 /*
- * What a read found in one stream.
+ * What a read found in one stream. Its bytes travel in the answer Envelope's data field (as a
+ * download's do: hashed once, never copied into the body): stdout's `length` bytes first, then
+ * stderr's.
  */
 struct  Boxkite__V1__StreamChunk
 {
   ProtobufCMessage base;
-  ProtobufCBinaryData data;
   /*
-   * absolute offset of data's first byte
+   * bytes of this stream in the answer's data field
+   */
+  uint32_t length;
+  /*
+   * absolute offset of its first byte
    */
   uint64_t offset;
   /*
@@ -848,13 +861,13 @@ struct  Boxkite__V1__StreamChunk
    */
   uint64_t end;
   /*
-   * the stream is closed and data reaches its end
+   * the stream is closed and these bytes reach its end
    */
   protobuf_c_boolean eof;
 };
 #define BOXKITE__V1__STREAM_CHUNK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__stream_chunk__descriptor) \
-    , {0,NULL}, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadRequest

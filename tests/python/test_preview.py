@@ -1,0 +1,193 @@
+"""Previews through a real boxkited (local mode, as root): --preview-listen relays
+/preview/PORT/TOKEN/PATH to a port a background process exposes, for the holder of a signed,
+expiring, per-port token — and refuses everything else before it reaches the sandbox. Tokens are
+minted here from common/preview.h's format alone, as a client in another language would."""
+
+import base64
+import hashlib
+import hmac
+import http.client
+import os
+import socket
+import struct
+import time
+import unittest
+
+try:
+    import boxkite_client as bk
+    from boxkite_client import pb
+    import boxkited_process
+    IMPORT_ERROR = None
+except ImportError as e:  # python3-protobuf missing, or gen/python not generated
+    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+
+
+def skip_reason():
+    if IMPORT_ERROR:
+        return IMPORT_ERROR
+    if os.geteuid() != 0:
+        return "boxkited makes a sandbox: needs root"
+    return boxkited_process.missing_binaries()
+
+
+SKIP_REASON = skip_reason()
+GUARD_S = 30
+
+
+def token(key_id, secret, port, expires):
+    """common/preview.h: base64url(0x01 | port u16 | expiry i64 | len(key id) | key id | MAC)."""
+    signed = struct.pack(">BHqB", 1, port, expires, len(key_id)) + key_id.encode()
+    mac = hmac.new(secret, b"boxkite-preview-v1\0" + signed, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(signed + mac).rstrip(b"=").decode()
+
+
+ECHO = r"""
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", %d))
+s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+head = b""
+while b"\r\n\r\n" not in head:
+    head += c.recv(4096)
+c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+          + b"line:" + head.split(b"\r\n")[0] + b"\n")
+while True:
+    b = c.recv(4096)
+    if not b:
+        break
+    c.sendall(b.upper())
+"""
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PreviewTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.preview_port = boxkited_process.free_tcp_port()
+        cls.daemon = boxkited_process.Boxkited(args=[
+            "--preview-listen", "http://127.0.0.1:%d" % cls.preview_port, "--preview-ttl-max", "3600"]).__enter__()
+        cls.key = bk.load_key_file(cls.daemon.key_file)
+        cls.client = bk.Client("127.0.0.1", cls.daemon.port, cls.key[0], cls.key[1], timeout=GUARD_S)
+        with open(os.path.join(cls.daemon.workspace, "hello.txt"), "w") as f:
+            f.write("hello from the sandbox\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        log = cls.daemon.log()
+        status = cls.daemon.stop()
+        if status != 0:
+            raise AssertionError("boxkited exited with %s; its log:\n%s" % (status, log))
+
+    def start(self, **kw):
+        return self.client.call("ProcessStart", pb.ProcessStartRequest(**kw), pb.ProcessStartResponse).message.process_id
+
+    def stop(self, pid):
+        self.client.call("ProcessSignal", pb.ProcessSignalRequest(process_id=pid, signal=9), pb.ProcessSignalResponse)
+        self.client.call("ProcessWait", pb.ProcessWaitRequest(process_id=pid, wait_ms=GUARD_S * 1000),
+                         pb.ProcessWaitResponse)
+
+    def wait_output(self, pid, needle):
+        deadline, got = time.monotonic() + GUARD_S, b""
+        while needle not in got and time.monotonic() < deadline:
+            r = self.client.call("ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=len(got),
+                                                                    stderr_offset=0, wait_ms=2000),
+                                 pb.ProcessReadResponse)
+            got += r.data[:r.message.stdout.length]
+        self.assertIn(needle, got)
+
+    def get(self, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.preview_port, timeout=GUARD_S)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def good(self, port, ttl=600):
+        return token(self.key[0], self.key[1], port, int(time.time()) + ttl)
+
+    def test_a_preview_reaches_the_exposed_port_and_nothing_else_does(self):
+        port = 8100
+        pid = self.start(argv=["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                         cwd="/workspace", expose_port=port)
+        try:
+            deadline = time.monotonic() + GUARD_S
+            status, body = 0, b""
+            while time.monotonic() < deadline:
+                status, body = self.get("/preview/%d/%s/hello.txt" % (port, self.good(port)))
+                if status == 200:
+                    break
+                time.sleep(0.2)
+            self.assertEqual((status, body), (200, b"hello from the sandbox\n"))
+            # Query strings and the bare root pass too.
+            self.assertEqual(self.get("/preview/%d/%s?x=1" % (port, self.good(port)))[0], 200)
+            # Refused, and why: forged, expired, another port's, too long-lived, another key's.
+            t = self.good(port)
+            forged = t[:-2] + ("AA" if t[-2:] != "AA" else "BB")
+            for path, code, why in (
+                    ("/preview/%d/%s/hello.txt" % (port, forged), 403, b"bad_mac"),
+                    ("/preview/%d/%s/hello.txt" % (port, token(self.key[0], self.key[1], port, int(time.time()) - 1)),
+                     403, b"expired"),
+                    ("/preview/%d/%s/hello.txt" % (port, self.good(port + 1)), 403, b"wrong_port"),
+                    ("/preview/%d/%s/hello.txt" % (port, self.good(port, ttl=7200)), 403, b"too_long"),
+                    ("/preview/%d/%s/hello.txt" % (port, token(self.key[0], os.urandom(32), port,
+                                                               int(time.time()) + 60)), 403, b"bad_mac"),
+                    ("/preview/%d/%s/hello.txt" % (port + 1, self.good(port + 1)), 404, b"no process exposes"),
+                    ("/hello.txt", 400, b"/preview/PORT/TOKEN/PATH"),
+                    ("/preview/0/%s/" % t, 400, b"/preview/PORT/TOKEN/PATH")):
+                got = self.get(path)
+                self.assertEqual(got[0], code, (path, got))
+                self.assertIn(why, got[1].lower() if why.islower() else got[1], (path, got))
+                self.assertNotIn(b"hello from the sandbox", got[1])
+        finally:
+            self.stop(pid)
+        # Once the process is gone, so is its preview.
+        self.assertEqual(self.get("/preview/%d/%s/hello.txt" % (port, self.good(port)))[0], 404)
+
+    def test_a_port_listened_on_without_exposing_it_is_not_reachable(self):
+        port = 8200
+        pid = self.start(argv=["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"])
+        try:
+            time.sleep(1.0)
+            self.assertEqual(self.get("/preview/%d/%s/" % (port, self.good(port)))[0], 404)
+        finally:
+            self.stop(pid)
+
+    def test_an_upgraded_connection_is_relayed_both_ways(self):
+        # What a WebSocket needs: the 101 answer, then bytes both ways on the same connection.
+        port = 8300
+        pid = self.start(argv=["python3", "-c", ECHO % port], expose_port=port)
+        try:
+            self.wait_output(pid, b"listening")
+            s = socket.create_connection(("127.0.0.1", self.preview_port), timeout=GUARD_S)
+            s.sendall(("GET /preview/%d/%s/chat?room=1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                       "Connection: Upgrade\r\n\r\n" % (port, self.good(port))).encode())
+            got = b""
+            while b"\nline:" not in got or not got.endswith(b"\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            self.assertTrue(got.startswith(b"HTTP/1.1 101 "), got)
+            self.assertIn(b"line:GET /chat?room=1 HTTP/1.1\n", got, "the preview's part of the path is gone")
+            for msg in (b"ping", b"x" * 100000):
+                s.sendall(msg)
+                back = b""
+                while len(back) < len(msg):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    back += chunk
+                self.assertEqual(back, msg.upper())
+            s.close()
+        finally:
+            self.stop(pid)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -110,6 +110,7 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->key_file);
 	free(cfg->key_env);
 	free(cfg->http_listen);
+	free(cfg->preview_listen);
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->state_dir);

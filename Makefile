@@ -54,8 +54,8 @@ FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/command.c server/exec.c server/process.c server/files.c \
               server/workers.c server/metrics.c \
-              server/http.c server/proxy.c server/sync.c server/sync_push.c server/sync_pull.c server/hashset.c \
-              server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
+              server/http.c server/proxy.c server/reset.c server/sync.c server/sync_push.c server/sync_pull.c \
+              server/hashset.c server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c

@@ -19,6 +19,7 @@
 #include "privdrop.h"
 #include "privsep.h"
 #include "proxy.h"
+#include "reset.h"
 #include "server.h"
 #include "store.h"
 #include "sync.h"
@@ -243,6 +244,8 @@ out:
 	bk_proxy_stop(&srv);
 	bk_link_close(link);
 	bk_link_close(files);
+	/* A reset running fails on the closed links and answers: before its modules stop. */
+	bk_reset_stop(&srv);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_processes_stop(&srv);

@@ -12,6 +12,7 @@
 #include "files.h"
 #include "process.h"
 #include "handlers.h"
+#include "reset.h"
 #include "sync.h"
 
 _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's zstd frame fits the data limit");
@@ -48,7 +49,7 @@ static const bk_method method_rows[] = {
 	{ "SyncPull",           true,  bk_handle_sync_pull,  16 * KiB, 0 },
 	{ "SyncList",           true,  bk_handle_sync_list,  1 * KiB, 0 },
 	{ "SyncStatus",         true,  bk_handle_sync_status, 1 * KiB, 0 },
-	{ "Reset",              true,  NULL,                 1 * KiB, 0 },
+	{ "Reset",              true,  bk_handle_reset,      1 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)

@@ -547,6 +547,18 @@ int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **e
 	return ret;
 }
 
+void bk_sync_idle(bk_server *srv)
+{
+	struct bk_sync *s = srv->sync;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	while (s->p.running)
+		pthread_cond_wait(&s->idle, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* --- life cycle ------------------------------------------------------------------------------ */
 
 int bk_sync_start(bk_server *srv, bk_error **err)

@@ -34,6 +34,10 @@ void bk_sync_stop(bk_server *srv);
  * (logged): a session's first pod starts empty. */
 int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error **err);
 
+/* For the Reset rpc: wait until no sync runs (a pull still writing into the workspace, a push
+ * still reading it). The gate keeps new ones out. */
+void bk_sync_idle(bk_server *srv);
+
 /* For the Reset rpc: with --sync-on-reset, push /workspace there and wait for it to end (after
  * any sync running); *snapshot gets its id. 0 and "" when not configured. */
 int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **err);

@@ -2996,7 +2996,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[6] =
 {
   {
     "version",
@@ -3058,10 +3058,23 @@ static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "not_ready_reason",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__HealthResponse, not_ready_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
   3,   /* field[3] = auth_configured */
   1,   /* field[1] = mode */
+  5,   /* field[5] = not_ready_reason */
   2,   /* field[2] = sandbox_ready */
   4,   /* field[4] = uptime_ms */
   0,   /* field[0] = version */
@@ -3069,7 +3082,7 @@ static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__health_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
 {
@@ -3079,7 +3092,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
   "Boxkite__V1__HealthResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__HealthResponse),
-  5,
+  6,
   boxkite__v1__health_response__field_descriptors,
   boxkite__v1__health_response__field_indices_by_name,
   1,  boxkite__v1__health_response__number_ranges,
@@ -6977,7 +6990,7 @@ const ProtobufCMessageDescriptor boxkite__v1__reset_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__reset_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descriptors[3] =
 {
   {
     "processes_killed",
@@ -7003,15 +7016,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "snapshot",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ResetResponse, snapshot),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__reset_response__field_indices_by_name[] = {
   1,   /* field[1] = entries_removed */
   0,   /* field[0] = processes_killed */
+  2,   /* field[2] = snapshot */
 };
 static const ProtobufCIntRange boxkite__v1__reset_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__reset_response__descriptor =
 {
@@ -7021,7 +7047,7 @@ const ProtobufCMessageDescriptor boxkite__v1__reset_response__descriptor =
   "Boxkite__V1__ResetResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ResetResponse),
-  2,
+  3,
   boxkite__v1__reset_response__field_descriptors,
   boxkite__v1__reset_response__field_indices_by_name,
   1,  boxkite__v1__reset_response__number_ranges,

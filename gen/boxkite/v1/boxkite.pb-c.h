@@ -244,10 +244,14 @@ struct  Boxkite__V1__HealthResponse
    */
   protobuf_c_boolean auth_configured;
   uint64_t uptime_ms;
+  /*
+   * why sandbox_ready is false, when boxkited knows (a failed Reset)
+   */
+  char *not_ready_reason;
 };
 #define BOXKITE__V1__HEALTH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__health_response__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__EnvVar
@@ -1329,10 +1333,14 @@ struct  Boxkite__V1__ResetResponse
   ProtobufCMessage base;
   uint64_t processes_killed;
   uint64_t entries_removed;
+  /*
+   * with boxkited --sync-on-reset: the snapshot pushed before the wipe
+   */
+  char *snapshot;
 };
 #define BOXKITE__V1__RESET_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__reset_response__descriptor) \
-    , 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string }
 
 
 /* Boxkite__V1__Envelope methods */

@@ -556,6 +556,26 @@ class SyncSuite:
         self.assertEqual(os.listdir(ws2), [])
         self.assertIn("no snapshot there yet", d.log())
 
+    def test_a_reset_pushes_the_workspace_before_it_wipes_it(self):
+        # --sync-on-reset: the last tenant's workspace is a snapshot before it goes, and a fresh
+        # sidecar pulls it back whole.
+        self.sample_tree()
+        before = tree_of(self.ws)
+        from fileskit import Files
+        d = self.new_daemon(["--sync-on-reset", self.store.url + "/recycled"], workspace=self.ws)
+        key_id, secret = bk.load_key_file(d.key_file)
+        fs = Files(d.port, key_id, secret)
+        self.addCleanup(fs.close)
+        r = fs.call("Reset")
+        self.assertTrue(r.snapshot, "the snapshot's id is in the answer")
+        self.assertEqual(self.store.snapshots("recycled"), [r.snapshot])
+        self.assertEqual(os.listdir(self.ws), [], "then the workspace was wiped")
+        ws = tempfile.mkdtemp(prefix="boxkite-reset-ws-")
+        self.addCleanup(shutil.rmtree, ws, True)
+        os.chown(ws, UID, UID)
+        self.new_daemon(["--restore-from", self.store.url + "/recycled"], workspace=ws)
+        self.assertEqual(tree_of(ws), before)
+
     # --- bkctl sync ----------------------------------------------------------------------------
 
     def bkctl(self, *args, stderr=None):

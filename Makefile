@@ -31,15 +31,17 @@ CFLAGS   += -std=gnu11 $(OPT) $(HARDEN) -MMD -MP
 LDFLAGS  += -Wl,-z,relro,-z,now $(filter -fsanitize=%,$(OPT))
 LDLIBS_CRYPTO := -lcrypto
 LDLIBS_PB     := -lprotobuf-c
-LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lpthread
+LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lcurl -lpthread
 LDLIBS_EXEC   := -lprotobuf-c -lcrypto -lcap -lseccomp -lpthread
 LDLIBS_SERVER := $(sort $(LDLIBS_FRONT) $(LDLIBS_EXEC))
 LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
 
 PROTO_V1   := proto/boxkite/v1/boxkite.proto
 PROTO_EXEC := proto/boxkite/executor/order.proto
+PROTO_STORE := proto/boxkite/store/snapshot.proto
 GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
+GEN_STORE  := gen/boxkite/store/snapshot.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
@@ -52,13 +54,14 @@ FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay
               server/front.c server/methods.c server/health.c server/server.c server/link.c \
               server/privdrop.c server/privsep.c server/command.c server/exec.c server/process.c server/files.c \
               server/workers.c server/metrics.c \
-              server/http.c server/proxy.c
+              server/http.c server/proxy.c server/reset.c server/sync.c server/sync_push.c server/sync_pull.c \
+              server/hashset.c server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
-CLIENT_SRC := client/client.c client/exec.c client/files.c client/process.c
+CLIENT_SRC := client/client.c client/exec.c client/files.c client/process.c client/sync.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_process.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
-              client/bkctl_verify.c client/json.c client/quote.c
+              client/bkctl_verify.c client/bkctl_sync.c client/json.c client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -93,8 +96,8 @@ help:
 define gen_into
 	rm -rf $(1)/boxkite $(1)/python
 	mkdir -p $(1)/python
-	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC)
-	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC)
+	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
+	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
 endef
 
 gen:

@@ -21,6 +21,9 @@
 #                      through ProcessRead beside the same command into a pipe; the latency from a
 #                      command's write to a long-polling reader; Health with 100 long-polls waiting
 #                      beside idle Health, same daemon.
+#   sync               bench/sync.sh: a 1 GiB source-like workspace pushed to a file:// store
+#                      (full, then after changing 1 % of the files) and pulled into an empty
+#                      one, beside tar -c | zstd -1 of the same tree in the same run.
 # Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
@@ -53,3 +56,4 @@ bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench $(
 	bench/exec.sh $(B)
 	bench/files.sh $(B)
 	bench/process.sh $(B)
+	bench/sync.sh $(B)

@@ -125,6 +125,19 @@ static const bkctl_command commands[] = {
 	  "metadata endpoint) printed as commands to run on your cluster. Exits 1 if a check failed.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
+	{ "sync", bkctl_sync, "push the workspace to a snapshot store, pull it back, list snapshots",
+	  "push [--to URL] [--id ID] [-x PATTERN]... | pull [--from URL] [--id ID] [--mirror] | ls [--from URL]",
+	  "  --to, --from URL     the store: a --sync-store of boxkited's, or a prefix under one\n"
+	  "                       (default: its first)\n"
+	  "  --id ID              push: the snapshot's id (default: made of the time); pull: which\n"
+	  "                       snapshot (default: the latest)\n"
+	  "  --path PATH          the tree, a sandbox directory (default /workspace)\n"
+	  "  -x, --exclude PAT    push: leave out entries matching PAT (fnmatch; without '/', a name\n"
+	  "                       anywhere); pull --mirror: leave them alone. Repeatable\n"
+	  "  --default-excludes   push: also node_modules, .cache, __pycache__ and other caches\n"
+	  "  --mirror             pull: also remove what the snapshot does not have\n",
+	  "A snapshot is content-addressed: a push uploads only the blocks the store lacks. On a\n"
+	  "terminal a progress line shows on stderr; -o json prints the counts.\n" },
 };
 
 enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };

@@ -99,6 +99,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/bkctl_files.c; tested by
  * tests/unit/test_bkctl_files.c). */

@@ -227,26 +227,37 @@ const bk_key *bk_keyring_find(const bk_keyring *ring, const char *id)
 	return NULL;
 }
 
-int bk_key_text_new(const char *id, char *text, size_t size, bk_error **err)
+int bk_key_text(const char *id, const uint8_t *secret, size_t len, char *text, size_t size, bk_error **err)
 {
 	static const char hexdigits[] = "0123456789abcdef";
-	uint8_t secret[32];
-	int len;
+	int n;
 
 	if (!bk_key_id_valid(id))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "key id '%.80s' is not 1..%d of [A-Za-z0-9._-]",
 				    id, BK_KEY_ID_MAX);
+	if (len < BK_KEY_MIN || len > BK_KEY_MAX)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "a key is %d..%d bytes, not %zu", BK_KEY_MIN,
+				    BK_KEY_MAX, len);
 	if (size < BK_KEY_TEXT_MAX)
 		return bk_error_set(err, BK_INTERNAL, ENOBUFS, "key text buffer too small");
+	n = snprintf(text, size, "# boxkite key file: <key-id> <hex secret>; keep it mode 0600\n%s ", id);
+	for (size_t i = 0; i < len; i++) {
+		text[n++] = hexdigits[secret[i] >> 4];
+		text[n++] = hexdigits[secret[i] & 15];
+	}
+	text[n++] = '\n';
+	text[n] = '\0';
+	return n;
+}
+
+int bk_key_text_new(const char *id, char *text, size_t size, bk_error **err)
+{
+	uint8_t secret[32];
+	int len;
+
 	if (getrandom(secret, sizeof(secret), 0) != (ssize_t)sizeof(secret))
 		return bk_error_errno(err, errno ? errno : EIO, "cannot get random bytes");
-	len = snprintf(text, size, "# boxkite key file: <key-id> <hex secret>; keep it mode 0600\n%s ", id);
-	for (size_t i = 0; i < sizeof(secret); i++) {
-		text[len++] = hexdigits[secret[i] >> 4];
-		text[len++] = hexdigits[secret[i] & 15];
-	}
-	text[len++] = '\n';
-	text[len] = '\0';
+	len = bk_key_text(id, secret, sizeof(secret), text, size, err);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	return len;
 }

@@ -53,8 +53,13 @@ const bk_key *bk_keyring_find(const bk_keyring *ring, const char *id);
 void bk_keyring_free(bk_keyring *ring);
 BK_DEFINE_PTR_CLEANUP(bk_keyring_freep, bk_keyring, bk_keyring_free)
 
-/* Room for the text bk_key_text_new() makes: a comment line and "<id> <64 hex digits>\n". */
-#define BK_KEY_TEXT_MAX 256
+/* Room for the text bk_key_text() makes: a comment line and "<id> <up to 128 hex digits>\n". */
+#define BK_KEY_TEXT_MAX 320
+
+/* Key-file text holding the key id with secret (BK_KEY_MIN..BK_KEY_MAX bytes), into text (size
+ * >= BK_KEY_TEXT_MAX): a comment line and "<id> <hex>\n". Its length, or a negative errno with
+ * *err set. Cleanse it after use. */
+int bk_key_text(const char *id, const uint8_t *secret, size_t len, char *text, size_t size, bk_error **err);
 
 /* Key-file text holding one fresh 256-bit key named id, into text (size >= BK_KEY_TEXT_MAX).
  * Returns its length, or a negative errno with *err set. Cleanse it after use. */

@@ -10,9 +10,10 @@
 #include <unistd.h>
 
 #include "methods.h"
+#include "store.h"
 #include "version.h"
 
-enum opt_type { OPT_STRING, OPT_LISTEN, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
 
 struct option_def {
 	const char *name;
@@ -70,6 +71,13 @@ static const struct option_def option_defs[] = {
 	{ "uploads-max", OPT_UINT, FIELD(uploads_max), "N", "uploads open at once (default 64)" },
 	{ "upload-idle", OPT_SECONDS, FIELD(upload_idle_ms), "SECONDS", "drop an upload untouched this long (default 900)" },
 	{ "workspace-quota", OPT_SIZE, FIELD(workspace_quota), "BYTES", "refuse uploads that would fill /workspace past BYTES" },
+	{ "sync-store", OPT_STORE, FIELD(sync_store), "URL", "a store snapshots may be pushed to and pulled from (file:///DIR, s3://BUCKET/PREFIX); repeatable, the first is the default" },
+	{ "restore-from", OPT_STRING, FIELD(restore_from), "URL", "pull the latest snapshot under URL (a --sync-store or under one) into /workspace before serving" },
+	{ "s3-endpoint", OPT_STRING, FIELD(s3_endpoint), "URL", "s3:// stores: the S3 endpoint, http(s)://HOST[:PORT] (default https://s3.REGION.amazonaws.com)" },
+	{ "s3-region", OPT_STRING, FIELD(s3_region), "REGION", "s3:// stores: the region requests are signed for (default us-east-1)" },
+	{ "s3-path-style", OPT_FLAG, FIELD(s3_path_style), "", "s3:// stores: ENDPOINT/BUCKET/KEY addressing instead of BUCKET.ENDPOINT/KEY" },
+	{ "s3-credentials", OPT_STRING, FIELD(s3_credentials), "PATH", "s3:// stores: a file 'ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]' (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)" },
+	{ "sync-on-reset", OPT_STRING, FIELD(sync_on_reset), "URL", "push a final snapshot of /workspace to URL before a reset wipes it" },
 };
 
 static void config_defaults(bk_config *cfg)
@@ -119,6 +127,13 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->init_path);
 	free(cfg->executor_path);
 	free(cfg->init_name);
+	for (size_t i = 0; i < cfg->nsync_store; i++)
+		free(cfg->sync_store[i]);
+	free(cfg->restore_from);
+	free(cfg->sync_on_reset);
+	free(cfg->s3_endpoint);
+	free(cfg->s3_region);
+	free(cfg->s3_credentials);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -164,6 +179,17 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		if (!cfg->listen[cfg->nlisten])
 			return bk_error_errno(err, ENOMEM, "--listen");
 		cfg->nlisten++;
+		return 0;
+	case OPT_STORE:
+		if (cfg->nsync_store == BK_SYNC_STORES_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--sync-store: at most %d URLs",
+					    BK_SYNC_STORES_MAX);
+		if (strncmp(value, "file:///", 8) && strncmp(value, "s3://", 5))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--sync-store %s: a store is file:///DIR or s3://BUCKET[/PREFIX]", value);
+		if (!(cfg->sync_store[cfg->nsync_store] = strdup(value)))
+			return bk_error_errno(err, ENOMEM, "--sync-store");
+		cfg->nsync_store++;
 		return 0;
 	case OPT_STRING:
 		free(*(char **)field);
@@ -327,6 +353,12 @@ static int config_finish(bk_config *cfg, bk_error **err)
 	if (cfg->http_listen && strncmp(cfg->http_listen, "http://", 7))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--http-listen %s: expected http://HOST:PORT",
 				    cfg->http_listen);
+	if (cfg->restore_from &&
+	    (ret = bk_store_url_allowed(cfg->restore_from, cfg->sync_store, cfg->nsync_store, err)) < 0)
+		return bk_error_prefix(err, ret, "--restore-from");
+	if (cfg->sync_on_reset &&
+	    (ret = bk_store_url_allowed(cfg->sync_on_reset, cfg->sync_store, cfg->nsync_store, err)) < 0)
+		return bk_error_prefix(err, ret, "--sync-on-reset");
 	if (cfg->exec_timeout_ms > cfg->exec_timeout_max_ms)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-timeout is above --exec-timeout-max");
 	if (cfg->process_ring == 0 || cfg->process_ring > cfg->process_ring_max ||

@@ -11,6 +11,7 @@
 #include "sbpath.h"
 
 #define BK_LISTEN_MAX 8
+#define BK_SYNC_STORES_MAX 8
 
 typedef struct bk_config {
 	char *listen[BK_LISTEN_MAX];
@@ -64,6 +65,16 @@ typedef struct bk_config {
 	unsigned uploads_max;     /* uploads open at once */
 	int64_t upload_idle_ms;   /* an upload untouched this long is dropped */
 	size_t workspace_quota;   /* bytes uploads may fill /workspace to; 0 = no quota */
+
+	/* Sync (server/sync.h) */
+	char *sync_store[BK_SYNC_STORES_MAX]; /* stores a sync may use (and prefixes under them); the first is the default */
+	size_t nsync_store;
+	char *restore_from;       /* pull the latest snapshot under this URL before serving */
+	char *sync_on_reset;      /* push a final snapshot here before a reset wipes the workspace */
+	char *s3_endpoint;        /* s3:// stores: scheme://host[:port]; NULL: AWS's for the region */
+	char *s3_region;
+	bool s3_path_style;       /* endpoint/bucket/key rather than bucket.endpoint/key */
+	char *s3_credentials;     /* a file "ACCESS_KEY_ID SECRET [TOKEN]"; NULL: the AWS_* environment */
 } bk_config;
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or

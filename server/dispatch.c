@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "handlers.h"
 #include "log.h"
 #include "replaylog.h"
+#include "reset.h"
 #include "server.h"
 #include "utf8.h"
 
@@ -51,6 +53,10 @@ static void call_release(bk_call *call, nng_msg *answer)
 	bk_keyring_ref_put(call->keys);
 	call->keys = NULL;
 	call->key = NULL;
+	if (call->open) {
+		call->open = false;
+		atomic_fetch_sub(&call->srv->calls_open, 1);
+	}
 	call->done(call, answer);
 }
 
@@ -448,6 +454,12 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "boxkited is shutting down", NULL, call->key != NULL);
 		return;
 	}
+	/* Counted before the reset gate is read, and a reset shuts the gate before it counts: one
+	 * of them sees the other (both seq_cst), so no call slips past a reset unseen. */
+	call->open = true;
+	atomic_fetch_add(&srv->calls_open, 1);
+	if (method->handler != bk_handle_health && bk_reset_refuses(call))
+		return;
 	atomic_fetch_add(&method->calls, 1);
 	method->handler(call, request);
 }

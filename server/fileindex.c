@@ -89,12 +89,19 @@ static void entry_remove(bk_fileindex *ix, struct entry *e)
 	free(e);
 }
 
+void bk_fileindex_clear(bk_fileindex *ix)
+{
+	pthread_mutex_lock(&ix->lock);
+	while (ix->oldest)
+		entry_remove(ix, ix->oldest);
+	pthread_mutex_unlock(&ix->lock);
+}
+
 void bk_fileindex_free(bk_fileindex *ix)
 {
 	if (!ix)
 		return;
-	while (ix->oldest)
-		entry_remove(ix, ix->oldest);
+	bk_fileindex_clear(ix);
 	pthread_mutex_destroy(&ix->lock);
 	free(ix);
 }

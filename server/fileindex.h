@@ -33,6 +33,8 @@ typedef struct bk_fileindex bk_fileindex;
 /* An index holding at most max_bytes of entries. NULL when out of memory. */
 bk_fileindex *bk_fileindex_new(size_t max_bytes);
 void bk_fileindex_free(bk_fileindex *ix);
+/* Forget everything (a Reset: the next tenant's files are not the last one's). */
+void bk_fileindex_clear(bk_fileindex *ix);
 
 /* Record this version's whole content: bk_blocks_of(v->size) block hashes. */
 void bk_fileindex_put(bk_fileindex *ix, const bk_filever *v, const bk_hash *blocks);

@@ -1327,6 +1327,11 @@ int bk_files_start(bk_server *srv, bk_error **err)
 	return 0;
 }
 
+bk_fileindex *bk_files_index(bk_server *srv)
+{
+	return srv->files->index;
+}
+
 void bk_files_stop(bk_server *srv)
 {
 	bk_files *f = srv->files;
@@ -1344,6 +1349,29 @@ void bk_files_stop(bk_server *srv)
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 	srv->files = NULL;
+}
+
+void bk_files_reset(bk_server *srv)
+{
+	bk_files *f = srv->files;
+	struct upload *all;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	all = f->uploads;
+	f->uploads = NULL;
+	f->nuploads = 0;
+	/* The workspace is empty now: measured again at the next upload. */
+	f->usage = 0;
+	f->usage_at = (struct timespec){ 0 };
+	pthread_mutex_unlock(&f->lock);
+	while (all) {
+		struct upload *next = all->next;
+		upload_free(all);
+		all = next;
+	}
+	bk_fileindex_clear(f->index);
 }
 
 void bk_files_expire(bk_server *srv)

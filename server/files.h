@@ -26,6 +26,13 @@ typedef struct bk_files bk_files;
 int bk_files_start(bk_server *srv, bk_error **err);
 void bk_files_stop(bk_server *srv);
 
+/* What the front knows of files' contents (fileindex.h), for the sync. */
+struct bk_fileindex *bk_files_index(bk_server *srv);
+
+/* A Reset, once no call is in flight: drop every upload (its unnamed file goes with it) and
+ * what the file index knows. */
+void bk_files_reset(bk_server *srv);
+
 /* Drop uploads untouched for --upload-idle (called once a second). */
 void bk_files_expire(bk_server *srv);
 

@@ -9,6 +9,7 @@
 
 #include "link.h"
 #include "log.h"
+#include "reset.h"
 
 /* The executor must have answered a ping within this long for /readyz (pings go every second). */
 #define EXECUTOR_FRESH_MS 3000
@@ -69,6 +70,8 @@ static void handle_readyz(nng_aio *aio)
 		why = "the executor does not answer";
 	else if (!atomic_load(&srv->sandbox_ready))
 		why = "the sandbox is not found";
+	else if (bk_reset_failure(srv))
+		why = "a reset failed: discard this sidecar";
 	if (why) {
 		int n = snprintf(body, sizeof(body), "not ready: %s\n", why);
 		respond(aio, 503, "text/plain", body, (size_t)n);

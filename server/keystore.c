@@ -21,6 +21,7 @@ struct bk_keystore {
 	void *open_arg;
 	bk_keyring_ref *current;
 	struct stat loaded; /* identity of the file last loaded */
+	atomic_bool pinned; /* bk_keystore_pin: the key file is not read any more (set under lock) */
 };
 
 void bk_keyring_ref_put(bk_keyring_ref *ref)
@@ -43,8 +44,9 @@ static bool same_file_state(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Make ring (taken) the current keyring; st: the file it came from, if any. Returns 1. */
-static int keystore_install(bk_keystore *ks, bk_keyring *ring, const struct stat *st, bk_error **err)
+/* Make ring (taken) the current keyring; st: the file it came from, if any; pin: for good (a
+ * ring from the file that comes after a pinned one is dropped). Returns 1, or 0 when dropped. */
+static int keystore_install(bk_keystore *ks, bk_keyring *ring, const struct stat *st, bool pin, bk_error **err)
 {
 	bk_keyring_ref *ref = calloc(1, sizeof(*ref)), *old;
 
@@ -55,6 +57,13 @@ static int keystore_install(bk_keystore *ks, bk_keyring *ring, const struct stat
 	atomic_init(&ref->refs, 1);
 	ref->ring = ring;
 	pthread_mutex_lock(&ks->lock);
+	if (atomic_load(&ks->pinned) && !pin) {
+		pthread_mutex_unlock(&ks->lock);
+		bk_keyring_ref_put(ref);
+		return 0;
+	}
+	if (pin)
+		atomic_store(&ks->pinned, true);
 	old = ks->current;
 	ks->current = ref;
 	if (st)
@@ -71,7 +80,7 @@ int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 	struct stat st;
 	int ret;
 
-	if (!ks->path)
+	if (!ks->path || atomic_load(&ks->pinned))
 		return 0;
 	/* Opening follows the symlinks Kubernetes uses for Secret volumes (..data swaps); what is
 	 * compared is what was opened. */
@@ -85,7 +94,7 @@ int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 	ret = bk_keyring_load_fd(fd, ks->path, &ring, err);
 	if (ret < 0)
 		return ret;
-	return keystore_install(ks, ring, &st, err);
+	return keystore_install(ks, ring, &st, false, err);
 }
 
 int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
@@ -133,8 +142,13 @@ int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err)
 		bk_keyring_free(ring);
 		return ret;
 	}
-	ret = keystore_install(*out, ring, NULL, err);
+	ret = keystore_install(*out, ring, NULL, false, err);
 	return ret < 0 ? ret : 0;
+}
+
+int bk_keystore_pin(bk_keystore *ks, bk_keyring *ring, bk_error **err)
+{
+	return keystore_install(ks, ring, NULL, true, err) < 0 ? -ENOMEM : 0;
 }
 
 void bk_keystore_set_opener(bk_keystore *ks, bk_key_file_opener open, void *arg)

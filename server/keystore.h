@@ -28,6 +28,10 @@ void bk_keystore_set_opener(bk_keystore *ks, bk_key_file_opener open, void *arg)
  * new keyring was installed, 0 when nothing changed, <0 with *err when the file is bad. */
 int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err);
 
+/* Make ring (taken) the store's keyring for good: later reloads read no key file. A Reset's
+ * tenant key (server/reset.c). 0, or -ENOMEM with *err set (ring freed, the keys unchanged). */
+int bk_keystore_pin(bk_keystore *ks, bk_keyring *ring, bk_error **err);
+
 /* Take a reference to the current keyring; NULL when no keys are configured. */
 bk_keyring_ref *bk_keystore_get(bk_keystore *ks);
 const bk_keyring *bk_keyring_ref_ring(const bk_keyring_ref *ref);

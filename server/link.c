@@ -47,6 +47,8 @@ static const struct reply_row {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, BOXKITE__EXECUTOR__REPLY__KIND_DONE, 0, NULL },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, BOXKITE__EXECUTOR__REPLY__KIND_DONE, 0, NULL },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, BOXKITE__EXECUTOR__REPLY__KIND_DONE, 0, NULL },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL, BOXKITE__EXECUTOR__REPLY__KIND_DONE, 0, NULL },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_WIPE, BOXKITE__EXECUTOR__REPLY__KIND_DONE, 0, NULL },
 };
 
 static const struct reply_row *reply_row(order_kind kind)
@@ -529,6 +531,12 @@ static void sync_done(void *arg, int err, bk_reply *reply, int *fds, size_t nfds
 
 int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, size_t *nfds, bk_error **err)
 {
+	return bk_link_call_with(link, order, NULL, 0, reply, fds, nfds, err);
+}
+
+int bk_link_call_with(bk_link *link, bk_order *order, const int *send, size_t nsend, bk_reply **reply, int *fds,
+		      size_t *nfds, bk_error **err)
+{
 	struct sync_call sc = {
 		.lock = PTHREAD_MUTEX_INITIALIZER,
 		.cond = PTHREAD_COND_INITIALIZER,
@@ -537,7 +545,7 @@ int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, siz
 	};
 	int ret = 0;
 
-	bk_link_send(link, order, NULL, 0, 0, sync_done, &sc);
+	bk_link_send(link, order, send, nsend, 0, sync_done, &sc);
 	pthread_mutex_lock(&sc.lock);
 	while (!sc.done)
 		pthread_cond_wait(&sc.cond, &sc.lock);

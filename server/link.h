@@ -67,6 +67,9 @@ void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, i
 /* Send an order and wait for its checked reply (free with bk_reply_free), up to *nfds
  * descriptors into fds. For start-up and the main thread; never from a link's thread. */
 int bk_link_call(bk_link *link, bk_order *order, bk_reply **reply, int *fds, size_t *nfds, bk_error **err);
+/* The same, sending nsend descriptors (the caller's still) with the order. */
+int bk_link_call_with(bk_link *link, bk_order *order, const int *send, size_t nsend, bk_reply **reply, int *fds,
+		      size_t *nfds, bk_error **err);
 
 /* Stop the thread and close the channel; what is pending fails with EPIPE, and so does every
  * order sent afterwards: the link stays valid until freed. */

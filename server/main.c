@@ -19,7 +19,10 @@
 #include "privdrop.h"
 #include "privsep.h"
 #include "proxy.h"
+#include "reset.h"
 #include "server.h"
+#include "store.h"
+#include "sync.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
  * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that
@@ -40,6 +43,22 @@ static int state_dir_make(const char *dir, bk_error **err)
 	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
 		return bk_error_errno(err, errno, "chmod 0700 %s", dir);
 	return 0;
+}
+
+/* How long --restore-from waits for the file worker (pod mode: for the sandbox container). */
+#define RESTORE_WAIT_MS (120 * 1000)
+
+/* file:// stores made and given to the front's user, and S3's credentials read, while we are
+ * root and before the executor starts (it gets an empty environment anyway). */
+static int sync_stores_prepare(const bk_config *cfg, bk_error **err)
+{
+	int ret = bk_store_s3_setup(cfg->s3_endpoint, cfg->s3_region, cfg->s3_path_style, cfg->s3_credentials, err);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < cfg->nsync_store && ret == 0; i++)
+		ret = bk_store_prepare(cfg->sync_store[i], cfg->front_uid, err);
+	return ret;
 }
 
 /* Give the executor its configuration — all of it, from our flags: it reads no file and no
@@ -169,6 +188,7 @@ int main(int argc, char **argv)
 	 * keys read as root, and then, before any thread, the front keeps only what listening and
 	 * becoming --front-uid need (privdrop.c). */
 	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
+	    (ret = sync_stores_prepare(&cfg, &err)) < 0 ||
 	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
 	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -189,7 +209,7 @@ int main(int argc, char **argv)
 	}
 	srv.files_link = files;
 	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_processes_start(&srv, &err)) < 0 ||
-	    (ret = bk_files_start(&srv, &err)) < 0 ||
+	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -200,6 +220,11 @@ int main(int argc, char **argv)
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
 	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
+		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
+		goto out;
+	}
+	/* A session moving between pods: its workspace back before the first request. */
+	if (cfg.restore_from && (ret = bk_sync_restore(&srv, cfg.restore_from, RESTORE_WAIT_MS, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
@@ -219,9 +244,12 @@ out:
 	bk_proxy_stop(&srv);
 	bk_link_close(link);
 	bk_link_close(files);
+	/* A reset running fails on the closed links and answers: before its modules stop. */
+	bk_reset_stop(&srv);
 	bk_privsep_reap(executor);
 	bk_execs_stop(&srv);
 	bk_processes_stop(&srv);
+	bk_sync_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */

@@ -12,6 +12,8 @@
 #include "files.h"
 #include "process.h"
 #include "handlers.h"
+#include "reset.h"
+#include "sync.h"
 
 _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's zstd frame fits the data limit");
 
@@ -43,10 +45,11 @@ static const bk_method method_rows[] = {
 	{ "ProcessList",        true,  bk_handle_process_list, 1 * KiB, 0 },
 	{ "ProcessResize",      true,  bk_handle_process_resize, 1 * KiB, 0 },
 	{ "ProcessRemove",      true,  bk_handle_process_remove, 1 * KiB, 0 },
-	{ "SyncPush",           true,  NULL,                 4 * KiB, 0 },
-	{ "SyncPull",           true,  NULL,                 4 * KiB, 0 },
-	{ "SyncList",           true,  NULL,                 1 * KiB, 0 },
-	{ "Reset",              true,  NULL,                 1 * KiB, 0 },
+	{ "SyncPush",           true,  bk_handle_sync_push,  16 * KiB, 0 },
+	{ "SyncPull",           true,  bk_handle_sync_pull,  16 * KiB, 0 },
+	{ "SyncList",           true,  bk_handle_sync_list,  1 * KiB, 0 },
+	{ "SyncStatus",         true,  bk_handle_sync_status, 1 * KiB, 0 },
+	{ "Reset",              true,  bk_handle_reset,      1 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)

@@ -101,6 +101,14 @@ static void generation_clear(bk_replay *r, struct generation *g)
 	memset(g, 0, sizeof(*g));
 }
 
+void bk_replay_drop_answers(bk_replay *r)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->ahead)
+		answer_unlink(r, r->ahead);
+	pthread_mutex_unlock(&r->lock);
+}
+
 void bk_replay_free(bk_replay *r)
 {
 	if (!r)

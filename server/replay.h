@@ -45,6 +45,10 @@ void bk_replay_answer(bk_replay *r, const char *key_id, const uint8_t nonce[BK_N
  * (-EEXIST when already there). */
 int bk_replay_forget(bk_replay *r, const char *key_id, const uint8_t nonce[BK_NONCE_LEN], int64_t now_ms);
 
+/* Drop every kept answer (a Reset: they are the last tenant's output). The entries stay, so that
+ * a re-send of any of those requests is refused REPLAYED rather than run again. */
+void bk_replay_drop_answers(bk_replay *r);
+
 /* Live entries and kept answer bytes, for tests and metrics. */
 size_t bk_replay_count(bk_replay *r);
 size_t bk_replay_answer_bytes(bk_replay *r);

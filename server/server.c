@@ -12,6 +12,7 @@
 #include "methods.h"
 #include "log.h"
 #include "replaylog.h"
+#include "reset.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -39,7 +40,7 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
 			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
 	}
-	if ((ret = bk_methods_init(srv, err)) < 0)
+	if ((ret = bk_reset_init(srv, err)) < 0 || (ret = bk_methods_init(srv, err)) < 0)
 		return ret;
 	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
 		return bk_error_errno(err, ENOMEM, "metrics");
@@ -149,6 +150,7 @@ void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *
 void bk_server_fini(bk_server *srv)
 {
 	bk_front_stop(srv);
+	bk_reset_fini(srv);
 	bk_replay_log_free(srv->replay_log);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);

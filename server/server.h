@@ -49,6 +49,7 @@ struct bk_call {
 	const uint8_t *data;      /* the request's data field, in msg (data_len 0: none) */
 	size_t data_len;
 	bk_digest data_digest;    /* its SHA-256, computed once for the MAC: the chunk's hash */
+	bool open;                /* counted in bk_server.calls_open (it reached its handler's gate) */
 	bk_keyring_ref *keys;     /* held while the call lives when keyed */
 	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
 	struct timespec started;
@@ -76,12 +77,18 @@ struct bk_server {
 	struct bk_execs *execs;
 	struct bk_processes *processes;
 	struct bk_files *files;
+	struct bk_sync *sync;    /* server/sync.h */
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */
 	void *front;         /* struct front * (nng side) */
 	struct bk_http *http; /* the HTTP listener (server/http.c); NULL: none */
 	struct bk_proxy *proxy; /* the preview listener (server/proxy.c); NULL: none */
 	bk_metrics metrics;
+	/* Reset (server/reset.c): its state (enum bk_reset_state; not NONE: calls but Health are
+	 * refused), the calls past that gate not yet ended (what a reset waits for), its own. */
+	atomic_int reset_state;
+	atomic_long calls_open;
+	struct bk_reset *reset;
 };
 
 /* The executor's events (sandbox state, exec exits, a file worker's channel), routed to their

@@ -75,6 +75,11 @@ struct executor {
 	int64_t files_started_ms;        /* when the current (or last) worker was started */
 	int64_t files_retry_at;          /* when to start one again, 0: none due */
 	struct exec_entry *execs;
+	/* Reset's KillAll: the order to answer once every exec is reaped (0: none), how many it
+	 * killed, and whether Spawn is held off. */
+	uint64_t kill_all_id;
+	uint64_t kill_all_count;
+	bool hold;
 	char profile[160];
 };
 
@@ -186,6 +191,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	(void)in_nfds;
 	if (!ex->sandbox.ready)
 		return reply_error(ex, id, EAGAIN, "sandbox", ex->sandbox.why);
+	if (ex->hold)
+		return reply_error(ex, id, EAGAIN, "reset", "a reset holds the sandbox: nothing starts until it is over");
 	/* Checked (check_spawn): normalized here, and its root found. */
 	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &why) < 0)
 		return reply_error(ex, id, EINVAL, "order", why);
@@ -323,6 +330,48 @@ static int order_kill(void *server, const bk_order *o, int *fds, size_t nfds)
 	return send_reply(ex, &reply, NULL, 0);
 }
 
+/* --- KILL_ALL (reset) ------------------------------------------------------------------------ */
+
+/* A pending KillAll is answered once the last exec is reaped: every Exited event went out
+ * before this reply, on the same channel, so the front has taken them all when it reads it. */
+static int kill_all_answer(struct executor *ex)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
+
+	if (!ex->kill_all_id || ex->execs)
+		return 0;
+	done.count = ex->kill_all_count;
+	reply.id = ex->kill_all_id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
+	reply.done = &done;
+	ex->kill_all_id = 0;
+	return send_reply(ex, &reply, NULL, 0);
+}
+
+static void kill_all_execs(struct executor *ex)
+{
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+}
+
+static int order_kill_all(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct executor *ex = server;
+
+	(void)fds;
+	(void)nfds;
+	if (ex->kill_all_id)
+		return reply_error(ex, o->id, EBUSY, "kill all", "a KillAll is already waiting for its execs");
+	ex->hold = o->kill_all->hold;
+	ex->kill_all_id = o->id;
+	ex->kill_all_count = 0;
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		ex->kill_all_count++;
+	kill_all_execs(ex);
+	return kill_all_answer(ex);
+}
+
 static void exec_remove(struct executor *ex, struct exec_entry *e)
 {
 	for (struct exec_entry **pp = &ex->execs; *pp; pp = &(*pp)->next) {
@@ -371,13 +420,9 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	exec_remove(ex, e);
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_EXITED;
 	reply.exited = &exited;
-	return send_reply(ex, &reply, NULL, 0);
-}
-
-static void kill_all_execs(struct executor *ex)
-{
-	for (struct exec_entry *e = ex->execs; e; e = e->next)
-		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
+	if (send_reply(ex, &reply, NULL, 0) < 0)
+		return -1;
+	return kill_all_answer(ex);
 }
 
 /* --- the file worker ------------------------------------------------------------------------- */
@@ -592,6 +637,7 @@ static const bk_order_row executor_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL, 0, check_kill, order_kill },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE, 0, bk_order_check_none, serve_key_file },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_CONNECT, 0, check_connect, order_connect },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL, 0, bk_order_check_none, order_kill_all },
 };
 
 const bk_order_table bk_executor_orders = { executor_rows, BK_ARRAY_SIZE(executor_rows) };
@@ -673,6 +719,14 @@ static int executor_setup(struct executor *ex)
 		 ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
+	/* A restarted sidecar: what the last executor ran must not run on unwatched. */
+	if (ex->cfg->pod) {
+		ret = bk_sandbox_kill_orphans(&ex->sandbox);
+		if (ret > 0)
+			bk_log(BK_LOG_WARN, "executor: killed %d exec(s) a previous executor left running", ret);
+		else if (ret < 0)
+			bk_log(BK_LOG_ERROR, "executor: cannot look for execs a previous executor left: %s", strerror(-ret));
+	}
 	ex->armed = EPOLLIN;
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: epoll_ctl: %s", strerror(errno));

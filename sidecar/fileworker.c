@@ -255,6 +255,19 @@ static int serve_usage(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, count, NULL);
 }
 
+static int serve_wipe(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct worker *w = server;
+	bk_fs_error e = { 0 };
+	uint64_t count = 0;
+
+	(void)fds;
+	(void)nfds;
+	if (bk_fs_wipe(&w->fs, &count, &e) < 0)
+		return reply_fs_error(w, o->id, "wipe", &e);
+	return reply_done(w, o->id, count, NULL);
+}
+
 /* What a file worker serves. Every row is one file operation; a new one is one row more. */
 static const bk_order_row fileworker_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_STAT, 0, check_stat, serve_stat },
@@ -267,6 +280,7 @@ static const bk_order_row fileworker_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, 0, check_remove, serve_remove },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, 0, check_rename, serve_rename },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, 0, check_usage, serve_usage },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_WIPE, 0, bk_order_check_none, serve_wipe },
 };
 
 const bk_order_table bk_fileworker_orders = { fileworker_rows, BK_ARRAY_SIZE(fileworker_rows) };
@@ -301,7 +315,7 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 {
 	struct worker w = { .roots = cfg->roots };
 	const char *step;
-	int proc_fd, root_fd, keep[BK_ROOTS_MAX + 2];
+	int proc_fd, root_fd, keep[BK_ROOTS_MAX + BK_FS_WIPE_EXTRA + 2];
 	size_t nkeep = 0;
 	bk_step failed;
 
@@ -348,6 +362,8 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 	keep[nkeep++] = proc_fd;
 	for (size_t i = 0; i < cfg->roots->n; i++)
 		keep[nkeep++] = w.fs.root_fd[i];
+	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++)
+		keep[nkeep++] = w.fs.wipe_fd[i];
 	step = "close fds";
 	if (bk_child_close_fds(keep, nkeep) < 0)
 		goto fail;

@@ -132,7 +132,7 @@ static const struct syscall_group files_allowed[] = {
 	{ "files beneath its roots",
 	  NAMES("openat", "openat2", "close", "fstat", "newfstatat", "statx", "lseek", "getdents64", "readlinkat",
 		"mkdirat", "symlinkat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod",
-		"fcntl") },
+		"fchmodat", "fcntl") },
 	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
 	{ "memory, time and the rest of the C library",
 	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",

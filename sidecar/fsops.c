@@ -18,6 +18,8 @@
 
 #define RESOLVE_CONTAINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
+const char *const bk_fs_wipe_extra[BK_FS_WIPE_EXTRA] = { BK_SANDBOX_HOME, "/dev/shm" };
+
 void bk_fs_init(bk_fs *fs, const bk_roots *roots, uid_t uid)
 {
 	memset(fs, 0, sizeof(*fs));
@@ -26,6 +28,8 @@ void bk_fs_init(bk_fs *fs, const bk_roots *roots, uid_t uid)
 	fs->proc_fd = -1;
 	for (size_t i = 0; i < BK_ROOTS_MAX; i++)
 		fs->root_fd[i] = -1;
+	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++)
+		fs->wipe_fd[i] = -1;
 }
 
 static void snapshots_drop(bk_fs *fs);
@@ -46,12 +50,17 @@ void bk_fs_attach(bk_fs *fs, int sandbox_root_fd, int proc_fd)
 		fs->root_fd[i] = openat2_fd(sandbox_root_fd, fs->roots->root[i].path + 1, O_PATH | O_DIRECTORY, 0,
 					    RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
 	}
+	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++)
+		fs->wipe_fd[i] = openat2_fd(sandbox_root_fd, bk_fs_wipe_extra[i] + 1, O_PATH | O_DIRECTORY, 0,
+					    RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
 }
 
 void bk_fs_detach(bk_fs *fs)
 {
 	for (size_t i = 0; i < BK_ROOTS_MAX; i++)
 		fs->root_fd[i] = bk_close(fs->root_fd[i]);
+	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++)
+		fs->wipe_fd[i] = bk_close(fs->wipe_fd[i]);
 	fs->proc_fd = bk_close(fs->proc_fd);
 	snapshots_drop(fs);
 }
@@ -622,6 +631,9 @@ struct walk_ops {
 	/* A subdirectory that cannot be opened: <0 stops the walk, 0 passes it by. */
 	int (*unopened)(void *arg, int errnum);
 	void *arg;
+	/* Optional: called before a directory (the start included) is opened, to make it one the
+	 * walk may enter and change. */
+	void (*before_open)(void *arg, int parent_fd, const char *name);
 };
 
 struct walk {
@@ -727,8 +739,11 @@ static void walk_where(const struct walk *w, const char *start, const char *leaf
 static int walk_tree(int parent, const char *name, const struct walk_ops *ops, char *where, size_t wsize)
 {
 	struct walk w = { 0 };
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), ret;
+	int fd, ret;
 
+	if (ops->before_open)
+		ops->before_open(ops->arg, parent, name);
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(where, wsize, "%s", name);
 		return -errno;
@@ -743,6 +758,8 @@ static int walk_tree(int parent, const char *name, const struct walk_ops *ops, c
 			int child;
 
 			l->next += strlen(sub) + 1;
+			if (ops->before_open)
+				ops->before_open(ops->arg, fd, sub);
 			child = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child < 0) {
 				/* Gone since it was read, replaced by a file or symlink, or not ours to open. */
@@ -961,5 +978,125 @@ int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk
 		return fail(e, -ret, pl.norm);
 	/* The directory itself is not an entry of it. */
 	*bytes = u.bytes;
+	return 0;
+}
+
+/* --- wipe (Reset) --------------------------------------------------------------------------- */
+
+struct wipe {
+	bk_fs *fs;
+	const char *start; /* the directory emptied, which itself stays */
+	uint64_t count;
+};
+
+/* A directory of ours that we may not enter, list or change (an agent's chmod 000 or 0555) is
+ * given u+rwx, through /proc/self/fd on a descriptor that names it without following a symlink
+ * (fchmod needs a descriptor opened for reading, which its mode refuses). */
+static void wipe_unlock(void *arg, int parent_fd, const char *name)
+{
+	struct wipe *w = arg;
+	char fdname[16];
+	struct stat st;
+	_cleanup_close_ int fd = openat(parent_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != w->fs->uid || (st.st_mode & 0700) == 0700)
+		return;
+	snprintf(fdname, sizeof(fdname), "%d", fd);
+	/* What fails here shows as what is left: the verification names it. */
+	if (fchmodat(w->fs->proc_fd, fdname, (st.st_mode & 0777) | 0700, 0) < 0)
+		return;
+}
+
+/* Failures do not stop a wipe: everything that can go goes, and the listing after it says what
+ * did not. */
+static int wipe_leaf(void *arg, int dirfd, const char *name)
+{
+	struct wipe *w = arg;
+
+	if (unlinkat(dirfd, name, 0) == 0)
+		w->count++;
+	return 0;
+}
+
+static int wipe_dir_done(void *arg, int parent_fd, const char *name)
+{
+	struct wipe *w = arg;
+
+	if (name != w->start && unlinkat(parent_fd, name, AT_REMOVEDIR) == 0)
+		w->count++;
+	return 0;
+}
+
+static int wipe_unopened(void *arg, int errnum)
+{
+	(void)arg;
+	(void)errnum;
+	return 0;
+}
+
+/* Append the entries left in the directory on dirfd (shown as `shown`) to left; how many. */
+static size_t wipe_left(int dirfd, const char *shown, char *left, size_t size)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		size_t used = strlen(left);
+		snprintf(left + used, size - used, "%s%s (cannot be listed: %s)", used ? ", " : "", shown, strerror(errno));
+		bk_close(fd);
+		return 1;
+	}
+	while ((de = readdir(d))) {
+		size_t used = strlen(left);
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n++ < 16 && used + 1 < size)
+			snprintf(left + used, size - used, "%s%s/%s", used ? ", " : "", shown, de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e)
+{
+	struct wipe w = { .fs = fs, .start = "." };
+	const struct walk_ops ops = { wipe_leaf, wipe_dir_done, wipe_unopened, &w, wipe_unlock };
+	int fds[BK_ROOTS_MAX + BK_FS_WIPE_EXTRA];
+	const char *names[BK_ROOTS_MAX + BK_FS_WIPE_EXTRA];
+	char where[4096], left[sizeof(e->path) - 64] = "";
+	size_t n = 0, nleft = 0;
+
+	snapshots_drop(fs);
+	for (size_t i = 0; i < fs->roots->n; i++) {
+		if (fs->root_fd[i] >= 0 && !fs->roots->root[i].read_only) {
+			fds[n] = fs->root_fd[i];
+			names[n++] = fs->roots->root[i].path;
+		}
+	}
+	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++) {
+		if (fs->wipe_fd[i] >= 0) {
+			fds[n] = fs->wipe_fd[i];
+			names[n++] = bk_fs_wipe_extra[i];
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* From the root's own descriptor, as "." (walk_tree only ever leaves it by ".."). */
+		int dirfd = openat2_fd(fds[i], ".", O_PATH | O_DIRECTORY, 0, RESOLVE_CONTAINED);
+		if (dirfd >= 0) {
+			walk_tree(dirfd, w.start, &ops, where, sizeof(where));
+			bk_close(dirfd);
+		}
+	}
+	*count = w.count;
+	for (size_t i = 0; i < n; i++)
+		nleft += wipe_left(fds[i], names[i], left, sizeof(left));
+	if (nleft) {
+		e->errnum = EIO;
+		snprintf(e->path, sizeof(e->path), "%zu entr%s left: %s%s", nleft, nleft == 1 ? "y" : "ies", left,
+			 nleft > 16 ? ", ..." : "");
+		return -EIO;
+	}
 	return 0;
 }

@@ -19,9 +19,14 @@
 
 typedef struct bk_fs_snapshot bk_fs_snapshot;
 
+/* What a reset empties beside the writable roots: the sandbox user's home and /dev/shm. */
+#define BK_FS_WIPE_EXTRA 2
+extern const char *const bk_fs_wipe_extra[BK_FS_WIPE_EXTRA];
+
 typedef struct bk_fs {
 	const bk_roots *roots;
 	int root_fd[BK_ROOTS_MAX]; /* per root, -1 if the sandbox has no such directory */
+	int wipe_fd[BK_FS_WIPE_EXTRA]; /* bk_fs_wipe_extra's directories, -1 if the sandbox has none */
 	int proc_fd;               /* this process's /proc/<pid>/fd: how an unnamed file gets a name */
 	uid_t uid;                 /* ours: the owner of the unnamed files we make */
 	bk_fs_snapshot *snapshots; /* FileList: directories' sorted names, most recently used first */
@@ -72,5 +77,10 @@ int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk
  * read is not counted). Stops at `limit` entries with -E2BIG: a tree that large is over any
  * sane quota. */
 int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e);
+/* Reset: empty every writable root and bk_fs_wipe_extra's directories, however deep, as the
+ * sandbox user — a directory of ours that it may not enter or change (mode 000, 0555) is given
+ * u+rwx first —, then read each again to verify it is empty. *count: entries removed. -EIO when
+ * anything is left, e->path naming what (as many as fit); the listing snapshots are dropped. */
+int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e);
 
 #endif

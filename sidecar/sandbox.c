@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,11 +18,15 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "init/init_status.h"
 #include "kfile.h"
+#include "log.h"
 #include "sbpath.h"
 
 #define SANDBOX_HOSTNAME "sandbox"
 #define SANDBOX_USER "sandbox"
+/* How long start-up waits for each orphaned exec to be gone after its SIGKILL (a hang guard). */
+#define ORPHAN_WAIT_MS 2000
 
 /* What the local sandbox shows of the host, read-only: programs and libraries, and /etc.
  * Nothing else — not /run, /home, /root, the host's /tmp, nor any socket: a read-only mount does
@@ -364,6 +369,21 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+/* /proc/<pid>/status's parent and real uid: what rules out nearly every process at once. */
+static bool proc_parent_uid(int pid, int *ppid, unsigned *uid)
+{
+	char path[64], buf[4096], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0)
+		return false;
+	p = strstr(buf, "\nPPid:");
+	if (!p || sscanf(p + 6, "%d", ppid) != 1)
+		return false;
+	p = strstr(buf, "\nUid:");
+	return p && sscanf(p + 5, "%u", uid) == 1;
+}
+
 /* Whether pid is a candidate for the sandbox's init (pod_find says which), and if so its start
  * time, which tells it from a later process given the same pid. status alone rules out nearly
  * every process (parent and uid), so cmdline and stat are read only for the few left. */
@@ -373,14 +393,7 @@ static bool pod_candidate(const bk_sandbox *sb, int pid, unsigned long long *sta
 	unsigned uid;
 	int ppid;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0)
-		return false;
-	p = strstr(buf, "\nPPid:");
-	if (!p || sscanf(p + 6, "%d", &ppid) != 1 || ppid != 0)
-		return false;
-	p = strstr(buf, "\nUid:");
-	if (!p || sscanf(p + 5, "%u", &uid) != 1 || uid != sb->cfg.uid)
+	if (!proc_parent_uid(pid, &ppid, &uid) || ppid != 0 || uid != sb->cfg.uid)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
 	if (bk_kfile_read(path, buf, sizeof(buf)) <= 0 || strcmp(base_name(buf), sb->cfg.init_name) != 0)
@@ -440,6 +453,52 @@ static int pod_find(bk_sandbox *sb, bk_error **err)
 	sb->init_pid = pid;
 	sb->init_pidfd = pidfd;
 	return 0;
+}
+
+/* An exec's init, as spawn.c starts it: boxkite-init --exec ..., the sandbox uid's. */
+static bool exec_init(const bk_sandbox *sb, int pid)
+{
+	char path[64], buf[256];
+	unsigned uid;
+	int ppid;
+	ssize_t n;
+
+	if (!proc_parent_uid(pid, &ppid, &uid) || uid != sb->cfg.uid)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	n = bk_kfile_read(path, buf, sizeof(buf));
+	return n > 0 && strcmp(base_name(buf), "boxkite-init") == 0 && (size_t)n > strlen(buf) + 1 &&
+	       strcmp(buf + strlen(buf) + 1, BK_INIT_EXEC_FLAG) == 0;
+}
+
+int bk_sandbox_kill_orphans(const bk_sandbox *sb)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int killed = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		int pid = atoi(de->d_name);
+		_cleanup_close_ int pidfd = -1;
+		struct pollfd pfd;
+
+		if (pid <= 0 || !exec_init(sb, pid) || (pidfd = pidfd_open(pid, 0)) < 0)
+			continue;
+		/* Pinned: still the process looked at (its pid not reused meanwhile)? */
+		if (!exec_init(sb, pid) || pidfd_send_signal(pidfd, SIGKILL, NULL, 0) < 0)
+			continue;
+		killed++;
+		/* Its PID namespace, and everything the command started, goes with it: gone before
+		 * the front serves (a hang guard, not a promise the kernel gives). */
+		pfd = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		if (poll(&pfd, 1, ORPHAN_WAIT_MS) == 0)
+			bk_log(BK_LOG_ERROR, "executor: pid %d, a previous executor's exec, still there %d ms after SIGKILL",
+			       pid, ORPHAN_WAIT_MS);
+	}
+	closedir(d);
+	return killed;
 }
 
 /* --- both ------------------------------------------------------------------------------------ */

@@ -52,6 +52,13 @@ int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err);
  * namespaces. The caller acquires again. */
 void bk_sandbox_lost(bk_sandbox *sb);
 
+/* Pod mode, before serving: kill the exec inits a previous executor left in the pod's PID
+ * namespace (boxkite-init --exec of the sandbox uid; at start-up none is ours), each with its
+ * PID namespace. Their exec children die with the executor (PR_SET_PDEATHSIG); this is for what
+ * outlived it anyway. How many, or -errno. Never in local mode: there our PID namespace is the
+ * host's, and other boxkiteds' commands run as the same uid. */
+int bk_sandbox_kill_orphans(const bk_sandbox *sb);
+
 /* Kill a local sandbox (its PID namespace goes with its init) and close everything. */
 void bk_sandbox_stop(bk_sandbox *sb);
 

@@ -504,6 +504,60 @@ typedef struct bk_reset_result {
  * on the same client (the client's key changes). */
 BK_EXPORT int bk_reset(bk_client *client, const bk_reset_request *rq, bk_reset_result *out, bk_status *st);
 
+/* --- Sync: snapshots of the workspace in a store boxkited was configured with (--sync-store) ----
+ *
+ * A push snapshots a tree of the sandbox (the workspace by default) to a store; a pull restores
+ * one (a given id, or the latest) into it. One sync runs at a time on the server; a second is
+ * BK_FAILED_PRECONDITION. A push or pull waits up to timeout_ms (0: BK_SYNC_WAIT_DEFAULT_MS);
+ * bk_sync_status(), from another thread or client, reports its progress meanwhile. */
+#define BK_SYNC_WAIT_DEFAULT_MS (3600 * 1000)
+#define BK_SNAPSHOT_ID_MAX 128
+
+typedef struct bk_sync_request {
+	const char *url;         /* a --sync-store URL or a prefix under one; NULL or "": the first */
+	const char *snapshot;    /* push: the id to write, NULL: one made of the time; pull: NULL, the latest */
+	const char *path;        /* the tree; NULL: /workspace */
+	const char *const *exclude; /* fnmatch patterns (see docs/PROTOCOL.md, "Sync") */
+	size_t n_exclude;
+	bool default_excludes;   /* push: also node_modules and caches */
+	bool mirror;             /* pull: also remove what the snapshot lacks (but the excluded) */
+	int timeout_ms;
+} bk_sync_request;
+
+typedef struct bk_sync_result {
+	char snapshot[BK_SNAPSHOT_ID_MAX + 1];
+	uint64_t files, bytes, directories, symlinks, skipped;
+	uint64_t blobs, blobs_uploaded, bytes_uploaded, files_read; /* push */
+	uint64_t blobs_fetched, removed;                            /* pull */
+} bk_sync_result;
+
+BK_EXPORT int bk_sync_push(bk_client *client, const bk_sync_request *rq, bk_sync_result *out, bk_status *st);
+BK_EXPORT int bk_sync_pull(bk_client *client, const bk_sync_request *rq, bk_sync_result *out, bk_status *st);
+
+typedef struct bk_snapshot_info {
+	char name[BK_SNAPSHOT_ID_MAX + 1];
+	uint64_t files, bytes;
+	int64_t created_ms;      /* wall clock */
+	char *path;              /* the tree it was pushed from (malloc'd) */
+} bk_snapshot_info;
+
+/* The snapshots under url (NULL: the first store), oldest first: *out (free with
+ * bk_snapshot_list_free) holds *n of them. */
+BK_EXPORT int bk_sync_list(bk_client *client, const char *url, bk_snapshot_info **out, size_t *n, bk_status *st);
+BK_EXPORT void bk_snapshot_list_free(bk_snapshot_info *list, size_t n);
+
+typedef struct bk_sync_progress {
+	bool running;            /* false: the rest describes the last sync to end */
+	char operation[8];       /* "push", "pull", "" */
+	char snapshot[BK_SNAPSHOT_ID_MAX + 1];
+	uint64_t files_done, bytes_done, files_total, bytes_total, blobs_uploaded;
+	int64_t started_ms;
+	int status;              /* once ended */
+	char message[512];
+} bk_sync_progress;
+
+BK_EXPORT int bk_sync_status(bk_client *client, bk_sync_progress *out, bk_status *st);
+
 #ifdef __cplusplus
 }
 #endif

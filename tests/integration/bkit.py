@@ -363,10 +363,13 @@ class ContainerCgroup:
 
 
 def rmdir_tree(d):
-    """rmdir a cgroup directory and its child cgroups, deepest first (they must be empty)."""
+    """rmdir a cgroup directory and its child cgroups, deepest first (they must be empty). One
+    that goes away meanwhile (boxkited's own cgroup remover finishing) is what was wanted."""
     for child in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        child.rmdir()
-    d.rmdir()
+        with contextlib.suppress(FileNotFoundError):
+            child.rmdir()
+    with contextlib.suppress(FileNotFoundError):
+        d.rmdir()
 
 
 # --- bk-probe ---------------------------------------------------------------------------------

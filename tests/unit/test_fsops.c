@@ -118,6 +118,22 @@ static size_t list_all(struct fixture *f, const char *path, uint32_t limit, cons
 	return total;
 }
 
+/* The first entry left in the directory on dirfd, or NULL when it is empty. */
+static char *first_entry_left(int dirfd)
+{
+	static char name[256];
+	struct dirent *de;
+	DIR *d = fdopendir(openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	char *left = NULL;
+
+	assert_non_null(d);
+	while (!left && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			left = strcpy(name, de->d_name);
+	closedir(d);
+	return left;
+}
+
 static void free_names(char **names, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -301,6 +317,43 @@ static void test_remove_never_follows_a_symlink(void **state)
 	assert_int_equal(fstatat(f->ws, "kept/f00001", &st, 0), 0);
 }
 
+/* Reset's wipe: every writable root emptied however deep and left in place, a symlink out of it
+ * removed and not followed, the count exact, no descriptor kept; and then nothing left to do. */
+static void test_wipe_empties_the_roots_and_keeps_them(void **state)
+{
+	struct fixture *f = *state;
+	bk_fs_error e = { 0 };
+	uint64_t count = 0;
+	struct stat st;
+	char outside[128], path[256];
+	int before, fd;
+
+	make_deep(f, "deep", DEEP, 10);
+	make_files(f, "flat", 3);
+	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	snprintf(path, sizeof(path), "%s/kept", outside);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(symlinkat(outside, f->ws, "flat/out"), 0);
+	snprintf(path, sizeof(path), "%s/tmp/t", f->dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	before = open_fds();
+	assert_int_equal(bk_fs_wipe(&f->fs, &count, &e), 0);
+	/* deep: its directories, its file and itself; flat: 3 files, the link, itself; /tmp/t */
+	assert_int_equal(count, (DEEP + 2) + (3 + 1 + 1) + 1);
+	assert_int_equal(open_fds(), before);
+	assert_null(first_entry_left(f->ws));
+	assert_int_equal(fstatat(f->ws, ".", &st, 0), 0);
+	snprintf(path, sizeof(path), "%s/kept", outside);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(bk_fs_wipe(&f->fs, &count, &e), 0);
+	assert_int_equal(count, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +363,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_usage_counts_files_however_deep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_takes_a_tree_however_deep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_never_follows_a_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wipe_empties_the_roots_and_keeps_them, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -367,6 +367,51 @@ void   boxkite__executor__killed__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__killed__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__kill_all__init
+                     (Boxkite__Executor__KillAll         *message)
+{
+  static const Boxkite__Executor__KillAll init_value = BOXKITE__EXECUTOR__KILL_ALL__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__kill_all__get_packed_size
+                     (const Boxkite__Executor__KillAll *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill_all__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__kill_all__pack
+                     (const Boxkite__Executor__KillAll *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill_all__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__kill_all__pack_to_buffer
+                     (const Boxkite__Executor__KillAll *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__kill_all__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__KillAll *
+       boxkite__executor__kill_all__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__KillAll *)
+     protobuf_c_message_unpack (&boxkite__executor__kill_all__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__kill_all__free_unpacked
+                     (Boxkite__Executor__KillAll *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__kill_all__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__connect__init
                      (Boxkite__Executor__Connect         *message)
 {
@@ -1132,6 +1177,51 @@ void   boxkite__executor__usage__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__usage__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__wipe__init
+                     (Boxkite__Executor__Wipe         *message)
+{
+  static const Boxkite__Executor__Wipe init_value = BOXKITE__EXECUTOR__WIPE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__wipe__get_packed_size
+                     (const Boxkite__Executor__Wipe *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__wipe__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__wipe__pack
+                     (const Boxkite__Executor__Wipe *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__wipe__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__wipe__pack_to_buffer
+                     (const Boxkite__Executor__Wipe *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__wipe__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Wipe *
+       boxkite__executor__wipe__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Wipe *)
+     protobuf_c_message_unpack (&boxkite__executor__wipe__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__wipe__free_unpacked
+                     (Boxkite__Executor__Wipe *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__wipe__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message)
 {
@@ -1834,6 +1924,44 @@ const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor =
   boxkite__executor__killed__field_indices_by_name,
   0,  boxkite__executor__killed__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__killed__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__kill_all__field_descriptors[1] =
+{
+  {
+    "hold",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__KillAll, hold),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__kill_all__field_indices_by_name[] = {
+  0,   /* field[0] = hold */
+};
+static const ProtobufCIntRange boxkite__executor__kill_all__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__kill_all__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.KillAll",
+  "KillAll",
+  "Boxkite__Executor__KillAll",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__KillAll),
+  1,
+  boxkite__executor__kill_all__field_descriptors,
+  boxkite__executor__kill_all__field_indices_by_name,
+  1,  boxkite__executor__kill_all__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__kill_all__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor boxkite__executor__connect__field_descriptors[1] =
@@ -2741,6 +2869,24 @@ const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor =
   (ProtobufCMessageInit) boxkite__executor__usage__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define boxkite__executor__wipe__field_descriptors NULL
+#define boxkite__executor__wipe__field_indices_by_name NULL
+#define boxkite__executor__wipe__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__wipe__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Wipe",
+  "Wipe",
+  "Boxkite__Executor__Wipe",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Wipe),
+  0,
+  boxkite__executor__wipe__field_descriptors,
+  boxkite__executor__wipe__field_indices_by_name,
+  0,  boxkite__executor__wipe__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__wipe__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__done__field_descriptors[2] =
 {
   {
@@ -2792,7 +2938,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[17] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[19] =
 {
   {
     "id",
@@ -2998,6 +3144,30 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "kill_all",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, kill_all),
+    &boxkite__executor__kill_all__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "wipe",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, wipe),
+    &boxkite__executor__wipe__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   8,   /* field[8] = commit */
@@ -3006,6 +3176,7 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
+  17,   /* field[17] = kill_all */
   5,   /* field[5] = list */
   9,   /* field[9] = mkdir */
   13,   /* field[13] = open_key_file */
@@ -3017,11 +3188,13 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   4,   /* field[4] = stat */
   15,   /* field[15] = symlink */
   12,   /* field[12] = usage */
+  18,   /* field[18] = wipe */
 };
-static const ProtobufCIntRange boxkite__executor__order__number_ranges[1 + 1] =
+static const ProtobufCIntRange boxkite__executor__order__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 17 }
+  { 40, 17 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -3031,10 +3204,10 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  17,
+  19,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
-  1,  boxkite__executor__order__number_ranges,
+  2,  boxkite__executor__order__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

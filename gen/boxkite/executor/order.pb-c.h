@@ -23,6 +23,7 @@ typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
 typedef struct Boxkite__Executor__Spawned Boxkite__Executor__Spawned;
 typedef struct Boxkite__Executor__Kill Boxkite__Executor__Kill;
 typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
+typedef struct Boxkite__Executor__KillAll Boxkite__Executor__KillAll;
 typedef struct Boxkite__Executor__Connect Boxkite__Executor__Connect;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
 typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
@@ -40,6 +41,7 @@ typedef struct Boxkite__Executor__Remove Boxkite__Executor__Remove;
 typedef struct Boxkite__Executor__Rename Boxkite__Executor__Rename;
 typedef struct Boxkite__Executor__Symlink Boxkite__Executor__Symlink;
 typedef struct Boxkite__Executor__Usage Boxkite__Executor__Usage;
+typedef struct Boxkite__Executor__Wipe Boxkite__Executor__Wipe;
 typedef struct Boxkite__Executor__Done Boxkite__Executor__Done;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
 typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
@@ -282,6 +284,22 @@ struct  Boxkite__Executor__Killed
 #define BOXKITE__EXECUTOR__KILLED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__killed__descriptor) \
      }
+
+
+/*
+ * Reset (server/reset.c): SIGKILL every exec's init and reply Done (count: how many) once every
+ * one of them is reaped — its Exited event sent before the reply, its PID namespace gone. hold:
+ * from then on Spawn is refused (EAGAIN) until a KillAll with hold false; a reset that failed
+ * leaves the hold in place.
+ */
+struct  Boxkite__Executor__KillAll
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean hold;
+};
+#define BOXKITE__EXECUTOR__KILL_ALL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__kill_all__descriptor) \
+    , 0 }
 
 
 /*
@@ -530,11 +548,26 @@ struct  Boxkite__Executor__Usage
     , (char *)protobuf_c_empty_string }
 
 
+/*
+ * Reset (server/reset.c): empty the writable roots, the sandbox user's home and /dev/shm as the
+ * sandbox user — directories it made unwritable or unreadable given back u+rwx first —, then
+ * list each to verify it is empty. Replies Done (count: entries removed), or an error (EIO; the
+ * message names what is left) when anything survived.
+ */
+struct  Boxkite__Executor__Wipe
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__WIPE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__wipe__descriptor) \
+     }
+
+
 struct  Boxkite__Executor__Done
 {
   ProtobufCMessage base;
   /*
-   * Remove: entries removed; Usage: bytes
+   * Remove, Wipe: entries removed; Usage: bytes; KillAll: execs killed
    */
   uint64_t count;
   /*
@@ -564,7 +597,9 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_OPEN_KEY_FILE = 14,
   BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE = 15,
   BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16,
-  BOXKITE__EXECUTOR__ORDER__KIND_CONNECT = 17
+  BOXKITE__EXECUTOR__ORDER__KIND_CONNECT = 17,
+  BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL = 40,
+  BOXKITE__EXECUTOR__ORDER__KIND_WIPE = 41
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
 } Boxkite__Executor__Order__KindCase;
 
@@ -590,6 +625,11 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Configure *configure;
     Boxkite__Executor__Symlink *symlink;
     Boxkite__Executor__Connect *connect;
+    /*
+     * reset's, numbered apart from the process orders
+     */
+    Boxkite__Executor__KillAll *kill_all;
+    Boxkite__Executor__Wipe *wipe;
   };
 };
 #define BOXKITE__EXECUTOR__ORDER__INIT \
@@ -798,6 +838,25 @@ Boxkite__Executor__Killed *
                       const uint8_t       *data);
 void   boxkite__executor__killed__free_unpacked
                      (Boxkite__Executor__Killed *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__KillAll methods */
+void   boxkite__executor__kill_all__init
+                     (Boxkite__Executor__KillAll         *message);
+size_t boxkite__executor__kill_all__get_packed_size
+                     (const Boxkite__Executor__KillAll   *message);
+size_t boxkite__executor__kill_all__pack
+                     (const Boxkite__Executor__KillAll   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__kill_all__pack_to_buffer
+                     (const Boxkite__Executor__KillAll   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__KillAll *
+       boxkite__executor__kill_all__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__kill_all__free_unpacked
+                     (Boxkite__Executor__KillAll *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Connect methods */
 void   boxkite__executor__connect__init
@@ -1122,6 +1181,25 @@ Boxkite__Executor__Usage *
 void   boxkite__executor__usage__free_unpacked
                      (Boxkite__Executor__Usage *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Wipe methods */
+void   boxkite__executor__wipe__init
+                     (Boxkite__Executor__Wipe         *message);
+size_t boxkite__executor__wipe__get_packed_size
+                     (const Boxkite__Executor__Wipe   *message);
+size_t boxkite__executor__wipe__pack
+                     (const Boxkite__Executor__Wipe   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__wipe__pack_to_buffer
+                     (const Boxkite__Executor__Wipe   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Wipe *
+       boxkite__executor__wipe__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__wipe__free_unpacked
+                     (Boxkite__Executor__Wipe *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Done methods */
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message);
@@ -1205,6 +1283,9 @@ typedef void (*Boxkite__Executor__Kill_Closure)
 typedef void (*Boxkite__Executor__Killed_Closure)
                  (const Boxkite__Executor__Killed *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__KillAll_Closure)
+                 (const Boxkite__Executor__KillAll *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Connect_Closure)
                  (const Boxkite__Executor__Connect *message,
                   void *closure_data);
@@ -1256,6 +1337,9 @@ typedef void (*Boxkite__Executor__Symlink_Closure)
 typedef void (*Boxkite__Executor__Usage_Closure)
                  (const Boxkite__Executor__Usage *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Wipe_Closure)
+                 (const Boxkite__Executor__Wipe *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Done_Closure)
                  (const Boxkite__Executor__Done *message,
                   void *closure_data);
@@ -1280,6 +1364,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawned__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__kill_all__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
@@ -1297,6 +1382,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__remove__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__symlink__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__wipe__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__done__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor;

@@ -2617,6 +2617,96 @@ void   boxkite__v1__sync_list_response__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__sync_list_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__v1__sync_status_request__init
+                     (Boxkite__V1__SyncStatusRequest         *message)
+{
+  static const Boxkite__V1__SyncStatusRequest init_value = BOXKITE__V1__SYNC_STATUS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__sync_status_request__get_packed_size
+                     (const Boxkite__V1__SyncStatusRequest *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__sync_status_request__pack
+                     (const Boxkite__V1__SyncStatusRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__sync_status_request__pack_to_buffer
+                     (const Boxkite__V1__SyncStatusRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__SyncStatusRequest *
+       boxkite__v1__sync_status_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__SyncStatusRequest *)
+     protobuf_c_message_unpack (&boxkite__v1__sync_status_request__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__sync_status_request__free_unpacked
+                     (Boxkite__V1__SyncStatusRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__sync_status_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__sync_status_response__init
+                     (Boxkite__V1__SyncStatusResponse         *message)
+{
+  static const Boxkite__V1__SyncStatusResponse init_value = BOXKITE__V1__SYNC_STATUS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__sync_status_response__get_packed_size
+                     (const Boxkite__V1__SyncStatusResponse *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__sync_status_response__pack
+                     (const Boxkite__V1__SyncStatusResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__sync_status_response__pack_to_buffer
+                     (const Boxkite__V1__SyncStatusResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__sync_status_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__SyncStatusResponse *
+       boxkite__v1__sync_status_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__SyncStatusResponse *)
+     protobuf_c_message_unpack (&boxkite__v1__sync_status_response__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__sync_status_response__free_unpacked
+                     (Boxkite__V1__SyncStatusResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__sync_status_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__v1__reset_request__init
                      (Boxkite__V1__ResetRequest         *message)
 {
@@ -2906,7 +2996,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[6] =
 {
   {
     "version",
@@ -2968,10 +3058,23 @@ static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "not_ready_reason",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__HealthResponse, not_ready_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
   3,   /* field[3] = auth_configured */
   1,   /* field[1] = mode */
+  5,   /* field[5] = not_ready_reason */
   2,   /* field[2] = sandbox_ready */
   4,   /* field[4] = uptime_ms */
   0,   /* field[0] = version */
@@ -2979,7 +3082,7 @@ static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__health_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
 {
@@ -2989,7 +3092,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
   "Boxkite__V1__HealthResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__HealthResponse),
-  5,
+  6,
   boxkite__v1__health_response__field_descriptors,
   boxkite__v1__health_response__field_indices_by_name,
   1,  boxkite__v1__health_response__number_ranges,
@@ -6007,7 +6110,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor 
   (ProtobufCMessageInit) boxkite__v1__process_list_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__sync_push_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__sync_push_request__field_descriptors[5] =
 {
   {
     "snapshot",
@@ -6021,14 +6124,66 @@ static const ProtobufCFieldDescriptor boxkite__v1__sync_push_request__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "url",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushRequest, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushRequest, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exclude",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__V1__SyncPushRequest, n_exclude),
+    offsetof(Boxkite__V1__SyncPushRequest, exclude),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "default_excludes",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushRequest, default_excludes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__sync_push_request__field_indices_by_name[] = {
+  4,   /* field[4] = default_excludes */
+  3,   /* field[3] = exclude */
+  2,   /* field[2] = path */
   0,   /* field[0] = snapshot */
+  1,   /* field[1] = url */
 };
 static const ProtobufCIntRange boxkite__v1__sync_push_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__sync_push_request__descriptor =
 {
@@ -6038,14 +6193,14 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_push_request__descriptor =
   "Boxkite__V1__SyncPushRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncPushRequest),
-  1,
+  5,
   boxkite__v1__sync_push_request__field_descriptors,
   boxkite__v1__sync_push_request__field_indices_by_name,
   1,  boxkite__v1__sync_push_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_push_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__sync_push_response__field_descriptors[4] =
+static const ProtobufCFieldDescriptor boxkite__v1__sync_push_response__field_descriptors[11] =
 {
   {
     "snapshot",
@@ -6095,17 +6250,108 @@ static const ProtobufCFieldDescriptor boxkite__v1__sync_push_response__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "blobs",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, blobs),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_uploaded",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, bytes_uploaded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "files_read",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, files_read),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directories",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, directories),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "symlinks",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, symlinks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "skipped",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, skipped),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "url",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPushResponse, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__sync_push_response__field_indices_by_name[] = {
+  4,   /* field[4] = blobs */
   3,   /* field[3] = blobs_uploaded */
   2,   /* field[2] = bytes */
+  5,   /* field[5] = bytes_uploaded */
+  7,   /* field[7] = directories */
   1,   /* field[1] = files */
+  6,   /* field[6] = files_read */
+  9,   /* field[9] = skipped */
   0,   /* field[0] = snapshot */
+  8,   /* field[8] = symlinks */
+  10,   /* field[10] = url */
 };
 static const ProtobufCIntRange boxkite__v1__sync_push_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__sync_push_response__descriptor =
 {
@@ -6115,14 +6361,14 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_push_response__descriptor =
   "Boxkite__V1__SyncPushResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncPushResponse),
-  4,
+  11,
   boxkite__v1__sync_push_response__field_descriptors,
   boxkite__v1__sync_push_response__field_indices_by_name,
   1,  boxkite__v1__sync_push_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_push_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_request__field_descriptors[5] =
 {
   {
     "snapshot",
@@ -6136,14 +6382,66 @@ static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_request__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "url",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullRequest, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullRequest, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mirror",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullRequest, mirror),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exclude",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__V1__SyncPullRequest, n_exclude),
+    offsetof(Boxkite__V1__SyncPullRequest, exclude),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__sync_pull_request__field_indices_by_name[] = {
+  4,   /* field[4] = exclude */
+  3,   /* field[3] = mirror */
+  2,   /* field[2] = path */
   0,   /* field[0] = snapshot */
+  1,   /* field[1] = url */
 };
 static const ProtobufCIntRange boxkite__v1__sync_pull_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__sync_pull_request__descriptor =
 {
@@ -6153,14 +6451,14 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_pull_request__descriptor =
   "Boxkite__V1__SyncPullRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncPullRequest),
-  1,
+  5,
   boxkite__v1__sync_pull_request__field_descriptors,
   boxkite__v1__sync_pull_request__field_indices_by_name,
   1,  boxkite__v1__sync_pull_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_pull_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_response__field_descriptors[8] =
 {
   {
     "files",
@@ -6186,15 +6484,93 @@ static const ProtobufCFieldDescriptor boxkite__v1__sync_pull_response__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "snapshot",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, snapshot),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directories",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, directories),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "symlinks",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, symlinks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "removed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "blobs_fetched",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, blobs_fetched),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "skipped",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncPullResponse, skipped),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__sync_pull_response__field_indices_by_name[] = {
+  6,   /* field[6] = blobs_fetched */
   1,   /* field[1] = bytes */
+  3,   /* field[3] = directories */
   0,   /* field[0] = files */
+  5,   /* field[5] = removed */
+  7,   /* field[7] = skipped */
+  2,   /* field[2] = snapshot */
+  4,   /* field[4] = symlinks */
 };
 static const ProtobufCIntRange boxkite__v1__sync_pull_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__sync_pull_response__descriptor =
 {
@@ -6204,16 +6580,36 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_pull_response__descriptor =
   "Boxkite__V1__SyncPullResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncPullResponse),
-  2,
+  8,
   boxkite__v1__sync_pull_response__field_descriptors,
   boxkite__v1__sync_pull_response__field_indices_by_name,
   1,  boxkite__v1__sync_pull_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_pull_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-#define boxkite__v1__sync_list_request__field_descriptors NULL
-#define boxkite__v1__sync_list_request__field_indices_by_name NULL
-#define boxkite__v1__sync_list_request__number_ranges NULL
+static const ProtobufCFieldDescriptor boxkite__v1__sync_list_request__field_descriptors[1] =
+{
+  {
+    "url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncListRequest, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__sync_list_request__field_indices_by_name[] = {
+  0,   /* field[0] = url */
+};
+static const ProtobufCIntRange boxkite__v1__sync_list_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
 const ProtobufCMessageDescriptor boxkite__v1__sync_list_request__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
@@ -6222,14 +6618,14 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_list_request__descriptor =
   "Boxkite__V1__SyncListRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncListRequest),
-  0,
+  1,
   boxkite__v1__sync_list_request__field_descriptors,
   boxkite__v1__sync_list_request__field_indices_by_name,
-  0,  boxkite__v1__sync_list_request__number_ranges,
+  1,  boxkite__v1__sync_list_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_list_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__snapshot_info__field_descriptors[4] =
+static const ProtobufCFieldDescriptor boxkite__v1__snapshot_info__field_descriptors[5] =
 {
   {
     "name",
@@ -6279,17 +6675,30 @@ static const ProtobufCFieldDescriptor boxkite__v1__snapshot_info__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "path",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SnapshotInfo, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__snapshot_info__field_indices_by_name[] = {
   2,   /* field[2] = bytes */
   3,   /* field[3] = created_ms */
   1,   /* field[1] = files */
   0,   /* field[0] = name */
+  4,   /* field[4] = path */
 };
 static const ProtobufCIntRange boxkite__v1__snapshot_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__snapshot_info__descriptor =
 {
@@ -6299,7 +6708,7 @@ const ProtobufCMessageDescriptor boxkite__v1__snapshot_info__descriptor =
   "Boxkite__V1__SnapshotInfo",
   "boxkite.v1",
   sizeof(Boxkite__V1__SnapshotInfo),
-  4,
+  5,
   boxkite__v1__snapshot_info__field_descriptors,
   boxkite__v1__snapshot_info__field_indices_by_name,
   1,  boxkite__v1__snapshot_info__number_ranges,
@@ -6342,6 +6751,192 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_list_response__descriptor =
   boxkite__v1__sync_list_response__field_indices_by_name,
   1,  boxkite__v1__sync_list_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__sync_list_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__v1__sync_status_request__field_descriptors NULL
+#define boxkite__v1__sync_status_request__field_indices_by_name NULL
+#define boxkite__v1__sync_status_request__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__v1__sync_status_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.SyncStatusRequest",
+  "SyncStatusRequest",
+  "Boxkite__V1__SyncStatusRequest",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__SyncStatusRequest),
+  0,
+  boxkite__v1__sync_status_request__field_descriptors,
+  boxkite__v1__sync_status_request__field_indices_by_name,
+  0,  boxkite__v1__sync_status_request__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__sync_status_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__sync_status_response__field_descriptors[11] =
+{
+  {
+    "running",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, running),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operation",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, operation),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "snapshot",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, snapshot),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "files_done",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, files_done),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_done",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, bytes_done),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "files_total",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, files_total),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_total",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, bytes_total),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "blobs_uploaded",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, blobs_uploaded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "started_ms",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, started_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, status),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, message),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__sync_status_response__field_indices_by_name[] = {
+  7,   /* field[7] = blobs_uploaded */
+  4,   /* field[4] = bytes_done */
+  6,   /* field[6] = bytes_total */
+  3,   /* field[3] = files_done */
+  5,   /* field[5] = files_total */
+  10,   /* field[10] = message */
+  1,   /* field[1] = operation */
+  0,   /* field[0] = running */
+  2,   /* field[2] = snapshot */
+  8,   /* field[8] = started_ms */
+  9,   /* field[9] = status */
+};
+static const ProtobufCIntRange boxkite__v1__sync_status_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 11 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__sync_status_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.SyncStatusResponse",
+  "SyncStatusResponse",
+  "Boxkite__V1__SyncStatusResponse",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__SyncStatusResponse),
+  11,
+  boxkite__v1__sync_status_response__field_descriptors,
+  boxkite__v1__sync_status_response__field_indices_by_name,
+  1,  boxkite__v1__sync_status_response__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__sync_status_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor boxkite__v1__reset_request__field_descriptors[2] =
@@ -6395,7 +6990,7 @@ const ProtobufCMessageDescriptor boxkite__v1__reset_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__reset_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descriptors[3] =
 {
   {
     "processes_killed",
@@ -6421,15 +7016,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__reset_response__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "snapshot",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ResetResponse, snapshot),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__reset_response__field_indices_by_name[] = {
   1,   /* field[1] = entries_removed */
   0,   /* field[0] = processes_killed */
+  2,   /* field[2] = snapshot */
 };
 static const ProtobufCIntRange boxkite__v1__reset_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__reset_response__descriptor =
 {
@@ -6439,7 +7047,7 @@ const ProtobufCMessageDescriptor boxkite__v1__reset_response__descriptor =
   "Boxkite__V1__ResetResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ResetResponse),
-  2,
+  3,
   boxkite__v1__reset_response__field_descriptors,
   boxkite__v1__reset_response__field_indices_by_name,
   1,  boxkite__v1__reset_response__number_ranges,
@@ -6588,7 +7196,7 @@ const ProtobufCEnumDescriptor boxkite__v1__compression__descriptor =
   boxkite__v1__compression__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[26] =
+static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[27] =
 {
   { "Health", &boxkite__v1__health_request__descriptor, &boxkite__v1__health_response__descriptor },
   { "Exec", &boxkite__v1__exec_request__descriptor, &boxkite__v1__exec_response__descriptor },
@@ -6615,6 +7223,7 @@ static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[
   { "SyncPush", &boxkite__v1__sync_push_request__descriptor, &boxkite__v1__sync_push_response__descriptor },
   { "SyncPull", &boxkite__v1__sync_pull_request__descriptor, &boxkite__v1__sync_pull_response__descriptor },
   { "SyncList", &boxkite__v1__sync_list_request__descriptor, &boxkite__v1__sync_list_response__descriptor },
+  { "SyncStatus", &boxkite__v1__sync_status_request__descriptor, &boxkite__v1__sync_status_response__descriptor },
   { "Reset", &boxkite__v1__reset_request__descriptor, &boxkite__v1__reset_response__descriptor },
 };
 const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
@@ -6640,10 +7249,11 @@ const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
   13,        /* ProcessStart */
   18,        /* ProcessWait */
   15,        /* ProcessWrite */
-  25,        /* Reset */
+  26,        /* Reset */
   24,        /* SyncList */
   23,        /* SyncPull */
-  22         /* SyncPush */
+  22,        /* SyncPush */
+  25         /* SyncStatus */
 };
 const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
 {
@@ -6652,7 +7262,7 @@ const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
   "Sandbox",
   "Boxkite__V1__Sandbox",
   "boxkite.v1",
-  26,
+  27,
   boxkite__v1__sandbox__method_descriptors,
   boxkite__v1__sandbox__method_indices_by_name
 };
@@ -6856,13 +7466,21 @@ void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
   service->invoke(service, 24, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void boxkite__v1__sandbox__sync_status(ProtobufCService *service,
+                                       const Boxkite__V1__SyncStatusRequest *input,
+                                       Boxkite__V1__SyncStatusResponse_Closure closure,
+                                       void *closure_data)
+{
+  assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
+  service->invoke(service, 25, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  const Boxkite__V1__ResetRequest *input,
                                  Boxkite__V1__ResetResponse_Closure closure,
                                  void *closure_data)
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
-  service->invoke(service, 25, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 26, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
                                  Boxkite__V1__Sandbox_ServiceDestroy destroy)

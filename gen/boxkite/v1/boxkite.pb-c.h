@@ -73,6 +73,8 @@ typedef struct Boxkite__V1__SyncPullResponse Boxkite__V1__SyncPullResponse;
 typedef struct Boxkite__V1__SyncListRequest Boxkite__V1__SyncListRequest;
 typedef struct Boxkite__V1__SnapshotInfo Boxkite__V1__SnapshotInfo;
 typedef struct Boxkite__V1__SyncListResponse Boxkite__V1__SyncListResponse;
+typedef struct Boxkite__V1__SyncStatusRequest Boxkite__V1__SyncStatusRequest;
+typedef struct Boxkite__V1__SyncStatusResponse Boxkite__V1__SyncStatusResponse;
 typedef struct Boxkite__V1__ResetRequest Boxkite__V1__ResetRequest;
 typedef struct Boxkite__V1__ResetResponse Boxkite__V1__ResetResponse;
 
@@ -242,10 +244,14 @@ struct  Boxkite__V1__HealthResponse
    */
   protobuf_c_boolean auth_configured;
   uint64_t uptime_ms;
+  /*
+   * why sandbox_ready is false, when boxkited knows (a failed Reset)
+   */
+  char *not_ready_reason;
 };
 #define BOXKITE__V1__HEALTH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__health_response__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__EnvVar
@@ -1093,36 +1099,101 @@ struct  Boxkite__V1__SyncPushRequest
 {
   ProtobufCMessage base;
   /*
-   * name of the snapshot to write
+   * id of the snapshot to write ([A-Za-z0-9._-], 1-128); empty: made of the time
    */
   char *snapshot;
+  /*
+   * the store; empty: the first --sync-store
+   */
+  char *url;
+  /*
+   * the tree to snapshot: a root or a directory under one; empty: /workspace
+   */
+  char *path;
+  /*
+   * fnmatch patterns: without '/', entries of that name anywhere; with '/',
+   */
+  size_t n_exclude;
+  char **exclude;
+  /*
+   * paths relative to `path`. Excluded directories are not entered
+   */
+  /*
+   * add the default patterns (docs/PROTOCOL.md: node_modules, caches)
+   */
+  protobuf_c_boolean default_excludes;
 };
 #define BOXKITE__V1__SYNC_PUSH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_push_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0 }
 
 
 struct  Boxkite__V1__SyncPushResponse
 {
   ProtobufCMessage base;
   char *snapshot;
+  /*
+   * regular files in the snapshot
+   */
   uint64_t files;
+  /*
+   * their bytes
+   */
   uint64_t bytes;
+  /*
+   * blobs this push wrote (the store had the others)
+   */
   uint64_t blobs_uploaded;
+  /*
+   * distinct blobs the snapshot names
+   */
+  uint64_t blobs;
+  /*
+   * compressed bytes written, manifest included
+   */
+  uint64_t bytes_uploaded;
+  /*
+   * files read to hash (the others' blocks were known: not read)
+   */
+  uint64_t files_read;
+  uint64_t directories;
+  uint64_t symlinks;
+  /*
+   * not stored: excluded, symlinks leaving the tree, sockets and the like
+   */
+  uint64_t skipped;
+  char *url;
 };
 #define BOXKITE__V1__SYNC_PUSH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_push_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__SyncPullRequest
 {
   ProtobufCMessage base;
+  /*
+   * empty: the latest under url
+   */
   char *snapshot;
+  char *url;
+  /*
+   * where to restore: empty, /workspace
+   */
+  char *path;
+  /*
+   * also remove what the manifest lacks
+   */
+  protobuf_c_boolean mirror;
+  /*
+   * mirror leaves entries matching these alone (as SyncPushRequest.exclude)
+   */
+  size_t n_exclude;
+  char **exclude;
 };
 #define BOXKITE__V1__SYNC_PULL_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_pull_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0,NULL }
 
 
 struct  Boxkite__V1__SyncPullResponse
@@ -1130,43 +1201,113 @@ struct  Boxkite__V1__SyncPullResponse
   ProtobufCMessage base;
   uint64_t files;
   uint64_t bytes;
+  char *snapshot;
+  uint64_t directories;
+  uint64_t symlinks;
+  /*
+   * mirror: entries removed
+   */
+  uint64_t removed;
+  uint64_t blobs_fetched;
+  /*
+   * symlinks leaving the tree, not made
+   */
+  uint64_t skipped;
 };
 #define BOXKITE__V1__SYNC_PULL_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_pull_response__descriptor) \
-    , 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__SyncListRequest
 {
   ProtobufCMessage base;
+  char *url;
 };
 #define BOXKITE__V1__SYNC_LIST_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_list_request__descriptor) \
-     }
+    , (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__SnapshotInfo
 {
   ProtobufCMessage base;
+  /*
+   * the snapshot's id
+   */
   char *name;
   uint64_t files;
   uint64_t bytes;
   int64_t created_ms;
+  /*
+   * the tree it was pushed from
+   */
+  char *path;
 };
 #define BOXKITE__V1__SNAPSHOT_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__snapshot_info__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__SyncListResponse
 {
   ProtobufCMessage base;
+  /*
+   * oldest first
+   */
   size_t n_snapshots;
   Boxkite__V1__SnapshotInfo **snapshots;
 };
 #define BOXKITE__V1__SYNC_LIST_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_list_response__descriptor) \
     , 0,NULL }
+
+
+struct  Boxkite__V1__SyncStatusRequest
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__V1__SYNC_STATUS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_status_request__descriptor) \
+     }
+
+
+struct  Boxkite__V1__SyncStatusResponse
+{
+  ProtobufCMessage base;
+  /*
+   * false: the fields describe the last sync to end
+   */
+  protobuf_c_boolean running;
+  /*
+   * "push", "pull", or "" when none ran yet
+   */
+  char *operation;
+  char *snapshot;
+  uint64_t files_done;
+  uint64_t bytes_done;
+  /*
+   * pull: from the manifest; push: 0 until the walk ends
+   */
+  uint64_t files_total;
+  uint64_t bytes_total;
+  uint64_t blobs_uploaded;
+  /*
+   * wall clock
+   */
+  int64_t started_ms;
+  /*
+   * once ended: its status code (0 = OK)
+   */
+  int32_t status;
+  /*
+   * once ended: its error message
+   */
+  char *message;
+};
+#define BOXKITE__V1__SYNC_STATUS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_status_response__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__V1__ResetRequest
@@ -1192,10 +1333,14 @@ struct  Boxkite__V1__ResetResponse
   ProtobufCMessage base;
   uint64_t processes_killed;
   uint64_t entries_removed;
+  /*
+   * with boxkited --sync-on-reset: the snapshot pushed before the wipe
+   */
+  char *snapshot;
 };
 #define BOXKITE__V1__RESET_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__reset_response__descriptor) \
-    , 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string }
 
 
 /* Boxkite__V1__Envelope methods */
@@ -2300,6 +2445,44 @@ Boxkite__V1__SyncListResponse *
 void   boxkite__v1__sync_list_response__free_unpacked
                      (Boxkite__V1__SyncListResponse *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__V1__SyncStatusRequest methods */
+void   boxkite__v1__sync_status_request__init
+                     (Boxkite__V1__SyncStatusRequest         *message);
+size_t boxkite__v1__sync_status_request__get_packed_size
+                     (const Boxkite__V1__SyncStatusRequest   *message);
+size_t boxkite__v1__sync_status_request__pack
+                     (const Boxkite__V1__SyncStatusRequest   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__sync_status_request__pack_to_buffer
+                     (const Boxkite__V1__SyncStatusRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__SyncStatusRequest *
+       boxkite__v1__sync_status_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__sync_status_request__free_unpacked
+                     (Boxkite__V1__SyncStatusRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__SyncStatusResponse methods */
+void   boxkite__v1__sync_status_response__init
+                     (Boxkite__V1__SyncStatusResponse         *message);
+size_t boxkite__v1__sync_status_response__get_packed_size
+                     (const Boxkite__V1__SyncStatusResponse   *message);
+size_t boxkite__v1__sync_status_response__pack
+                     (const Boxkite__V1__SyncStatusResponse   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__sync_status_response__pack_to_buffer
+                     (const Boxkite__V1__SyncStatusResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__SyncStatusResponse *
+       boxkite__v1__sync_status_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__sync_status_response__free_unpacked
+                     (Boxkite__V1__SyncStatusResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__V1__ResetRequest methods */
 void   boxkite__v1__reset_request__init
                      (Boxkite__V1__ResetRequest         *message);
@@ -2514,6 +2697,12 @@ typedef void (*Boxkite__V1__SnapshotInfo_Closure)
 typedef void (*Boxkite__V1__SyncListResponse_Closure)
                  (const Boxkite__V1__SyncListResponse *message,
                   void *closure_data);
+typedef void (*Boxkite__V1__SyncStatusRequest_Closure)
+                 (const Boxkite__V1__SyncStatusRequest *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__SyncStatusResponse_Closure)
+                 (const Boxkite__V1__SyncStatusResponse *message,
+                  void *closure_data);
 typedef void (*Boxkite__V1__ResetRequest_Closure)
                  (const Boxkite__V1__ResetRequest *message,
                   void *closure_data);
@@ -2627,6 +2816,10 @@ struct Boxkite__V1__Sandbox_Service
                     const Boxkite__V1__SyncListRequest *input,
                     Boxkite__V1__SyncListResponse_Closure closure,
                     void *closure_data);
+  void (*sync_status)(Boxkite__V1__Sandbox_Service *service,
+                      const Boxkite__V1__SyncStatusRequest *input,
+                      Boxkite__V1__SyncStatusResponse_Closure closure,
+                      void *closure_data);
   void (*reset)(Boxkite__V1__Sandbox_Service *service,
                 const Boxkite__V1__ResetRequest *input,
                 Boxkite__V1__ResetResponse_Closure closure,
@@ -2664,6 +2857,7 @@ void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
       function_prefix__ ## sync_push,\
       function_prefix__ ## sync_pull,\
       function_prefix__ ## sync_list,\
+      function_prefix__ ## sync_status,\
       function_prefix__ ## reset  }
 void boxkite__v1__sandbox__health(ProtobufCService *service,
                                   const Boxkite__V1__HealthRequest *input,
@@ -2765,6 +2959,10 @@ void boxkite__v1__sandbox__sync_list(ProtobufCService *service,
                                      const Boxkite__V1__SyncListRequest *input,
                                      Boxkite__V1__SyncListResponse_Closure closure,
                                      void *closure_data);
+void boxkite__v1__sandbox__sync_status(ProtobufCService *service,
+                                       const Boxkite__V1__SyncStatusRequest *input,
+                                       Boxkite__V1__SyncStatusResponse_Closure closure,
+                                       void *closure_data);
 void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  const Boxkite__V1__ResetRequest *input,
                                  Boxkite__V1__ResetResponse_Closure closure,
@@ -2834,6 +3032,8 @@ extern const ProtobufCMessageDescriptor boxkite__v1__sync_pull_response__descrip
 extern const ProtobufCMessageDescriptor boxkite__v1__sync_list_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__snapshot_info__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__sync_list_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__sync_status_request__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__sync_status_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__reset_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__reset_response__descriptor;
 extern const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor;

@@ -20,19 +20,69 @@ static const bkctl_command commands[] = {
 	{ "health", bkctl_health, "check that boxkited answers, and whether our key works", "",
 	  "  --wait S             retry for up to S seconds until boxkited answers with its sandbox ready\n",
 	  "" },
-	{ "exec", bkctl_exec, "run a command in the sandbox", "-- CMD [ARGS...] | --shell STRING",
-	  "  -i, --stdin          pass our standard input to the command (as docker exec -i); without\n"
+	{ "exec", bkctl_exec, "run a command in the sandbox, its output streamed as it is produced",
+	  "-- CMD [ARGS...] | --shell STRING",
+	  "  -i, --stdin          stream our standard input to the command (as docker exec -i); without\n"
 	  "                       it the command's stdin is empty\n"
+	  "  -t, --tty            a terminal for the command, the size of ours (our stdin must be one);\n"
+	  "                       with -i ours is in raw mode: bkctl exec -it -- bash is a shell\n"
 	  "  -w, --workdir DIR    working directory: relative to /workspace, or absolute under\n"
 	  "                       /workspace or /tmp (also -C, --cwd)\n"
 	  "  -e, --env NAME=VALUE set a variable (repeatable)\n"
 	  "  -s, --shell STRING   run STRING with /bin/sh -c\n"
 	  "  --timeout S          kill the command (and everything it started) after S seconds\n"
-	  "                       (default: boxkited's --exec-timeout, 10 minutes unless set)\n"
-	  "  --output-limit BYTES bytes kept of stdout and of stderr each, e.g. 64M (default:\n"
-	  "                       boxkited's --exec-output, 1M; at most its --exec-output-max)\n",
-	  "-t (a terminal) is not supported yet. Exit status: the command's; 128+N if signal N killed\n"
-	  "it; 124 on timeout; 125 if bkctl or the server failed and the command did not run.\n" },
+	  "                       (default: none, or boxkited's --process-runtime-max; with -o json or\n"
+	  "                       --output-limit: boxkited's --exec-timeout, 10 minutes unless set)\n"
+	  "  --output-limit BYTES collect the output with one Exec call instead of streaming it, keeping\n"
+	  "                       BYTES of stdout and of stderr each, e.g. 64M (default: boxkited's\n"
+	  "                       --exec-output, 1M; at most its --exec-output-max)\n",
+	  "^C is passed to the command as SIGINT; a second ^C kills it and everything it started;\n"
+	  "SIGTERM or SIGHUP to bkctl stops it (SIGTERM, SIGKILL 5 s later). A bkctl that dies or loses\n"
+	  "boxkited leaves nothing running: the command is killed 15 s after bkctl last called. With\n"
+	  "-o json (one Exec call) stdin is read whole first, at most 8 MiB. Exit status: the command's;\n"
+	  "128+N if signal N killed it; 124 on timeout; 125 if bkctl or the server failed (the command\n"
+	  "did not run, or was killed when bkctl could not follow it).\n" },
+	{ "start", bkctl_start, "start a background process and print its id", "-- CMD [ARGS...] | --shell STRING",
+	  "  -i, --stdin          keep its stdin open for bkctl send (else it reads EOF)\n"
+	  "  -t, --tty            a terminal instead of pipes (its stderr is then on stdout)\n"
+	  "  --expose PORT        run it in the sandbox's network namespace, not a fresh one, so that\n"
+	  "                       the sidecar reaches PORT on 127.0.0.1\n"
+	  "  --tag TAG            a label, shown by ps\n"
+	  "  --max-runtime S      kill it (and everything it started) after S seconds\n"
+	  "  --ring-size BYTES    output kept per stream for logs, e.g. 16M (default 1M, at most 64M)\n"
+	  "  --lossless           when a ring is full of output nobody read, the process waits for a\n"
+	  "                       reader (logs -f) instead of losing its oldest bytes\n"
+	  "  -w, --workdir DIR    working directory, as for exec\n"
+	  "  -e, --env NAME=VALUE set a variable (repeatable)\n"
+	  "  -s, --shell STRING   run STRING with /bin/sh -c\n",
+	  "It runs with exec's isolation until it ends, is killed, or boxkited resets; its record stays\n"
+	  "(ps, logs, wait) until bkctl prune.\n" },
+	{ "ps", bkctl_ps, "list background processes, running and ended", "", "", "" },
+	{ "logs", bkctl_logs, "print a background process's output", "ID",
+	  "  -f, --follow         go on printing as it is produced, until the process ends\n"
+	  "  --from N             from byte offset N of the stream (default 0)\n"
+	  "  --stderr             its stderr instead of its stdout\n",
+	  "Output the ring dropped before it was read is reported on stderr as bytes lost, with the\n"
+	  "offset output goes on from. -o json prints one read (at most 1 MiB) with the offset to go on\n"
+	  "from (\"next\").\n" },
+	{ "send", bkctl_send, "write to a background process's stdin", "ID [FILE]",
+	  "  --close              close its stdin after the data (the command reads EOF)\n",
+	  "Reads FILE (or our standard input, or - for it) to its end, in chunks as they come.\n" },
+	{ "close-stdin", bkctl_close_stdin, "close a background process's stdin", "ID", "", "" },
+	{ "kill", bkctl_kill, "send a signal to a background process and everything it started", "ID",
+	  "  -s, --signal SIG     the signal, by name (TERM, INT, KILL, ...) or number (default TERM)\n"
+	  "  --kill-after S       SIGKILL it S seconds later if it still runs (boxkited's timer)\n",
+	  "" },
+	{ "wait", bkctl_wait, "wait for a background process to end and print how it ended", "ID",
+	  "  --timeout S          give up after S seconds (exit 1 if it still runs)\n", "" },
+	{ "prune", bkctl_prune, "remove ended processes' records and output", "[ID...]", "",
+	  "Without an id, every ended process. A running one is refused: bkctl kill it first.\n" },
+	{ "reset", bkctl_reset, "kill every process and empty the workspace and tmp, for the next tenant", "",
+	  "  --new-key FILE       install the first key of FILE (bkctl keygen) as the only key:\n"
+	  "                       the current one is refused from then on\n",
+	  "Also forgets the session (output rings, uploads, replay answers). A reset that cannot prove\n"
+	  "the sandbox empty fails, and boxkited then refuses all work until it is discarded. The new\n"
+	  "key travels in the request: refused on a plain tcp:// URL.\n" },
 	{ "doctor", bkctl_doctor, "show the isolation a command in the sandbox really gets", "", "",
 	  "Runs a probe as a sandboxed command and checks what it sees against SECURITY.md (layer 3):\n"
 	  "identity, capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits,\n"
@@ -126,7 +176,7 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd)
 	}
 	fprintf(out, "Usage: bkctl [global options] COMMAND [options] [args]\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\n%s\n'bkctl COMMAND --help' for a command's options. See bkctl(1).\n", global_help);
 }
 
@@ -343,6 +393,19 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		printf("wrote key '%s' to %s (mode 0600)\n", id, path);
 	}
 	return BKCTL_EXIT_OK;
+}
+
+int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n)
+{
+	char *eq = strchr(arg, '=');
+
+	if (!eq) {
+		fprintf(stderr, "%s: -e %s: expected NAME=VALUE\n", ctl->prog, arg);
+		return -1;
+	}
+	*eq = '\0';
+	env[(*n)++] = (bk_env_var){ .name = arg, .value = eq + 1 };
+	return 0;
 }
 
 int bkctl_parse_size(const char *s, uint64_t *bytes)

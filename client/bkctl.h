@@ -56,6 +56,13 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd);
  * up: 0, or -1 if s is not that. */
 int bkctl_parse_seconds(const char *s, uint32_t *ms);
 
+/* -e NAME=VALUE (exec, start): arg split in place at its '=' into env[(*n)++]. 0, or -1 after
+ * saying what was expected. */
+int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n);
+
+/* The size of the terminal on our stdin (client/bkctl_exec.c): 0, or -errno. */
+int bkctl_terminal_size(uint32_t *rows, uint32_t *cols);
+
 /* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
 int bkctl_parse_size(const char *s, uint64_t *bytes);
 
@@ -83,6 +90,15 @@ int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/bkctl_files.c; tested by

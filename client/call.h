@@ -29,6 +29,8 @@ typedef struct bk_request {
 	bk_envelope hdr;
 	bk_layout layout;
 	uint8_t nonce[BK_NONCE_LEN];
+	const bk_key *answer_key;     /* the key the answer's MAC must be under; NULL (as
+					 bk_request_init() leaves it): the client's */
 } bk_request;
 
 /* Lay out a request of method carrying req and data_len bytes of data, which the caller writes at
@@ -64,8 +66,22 @@ static inline void bk_response_freep(void *p)
 }
 #define _cleanup_response_ _cleanup_(bk_response_freep)
 
+/* The command of an Exec or a ProcessStart (client/exec.c): exactly one of argv (NULL-terminated)
+ * and shell, and n env variables as the wire's, in vars and their pointer array ptrs (both NULL
+ * when n is 0; free both). *argc receives argv's length. */
+int bk_command_pb(const char *const *argv, const char *shell, const bk_env_var *env, size_t n, size_t *argc,
+		  Boxkite__V1__EnvVar **vars, Boxkite__V1__EnvVar ***ptrs, bk_status *st);
+
 /* The client's default per-call timeout in ms. */
 int bk_client_timeout(const bk_client *c);
+
+/* Whether the client's transport keeps what it carries private (ipc://, inproc://, tls+tcp://):
+ * not a plain tcp:// connection, which anyone on the path can read. */
+bool bk_client_private(const bk_client *c);
+
+/* Take *key over as the client's key from now on (the old one is wiped, *key zeroed). Must not
+ * race with calls in progress. */
+void bk_client_set_key(bk_client *c, bk_key *key);
 
 /* Fill st (when not NULL) and return code. */
 int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)

@@ -22,6 +22,7 @@ struct bk_client {
 	nng_socket sock;
 	bk_key key;
 	bool keyed;
+	bool private_transport;
 	int timeout_ms;
 };
 
@@ -94,6 +95,7 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 	if (!c)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 30000;
+	c->private_transport = strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0 || bk_tls_url(url);
 	code = client_load_key(c, opts, st);
 	if (code != BK_OK) {
 		free(c);
@@ -152,6 +154,20 @@ void bk_client_close(bk_client *c)
 int bk_client_timeout(const bk_client *c)
 {
 	return c->timeout_ms;
+}
+
+bool bk_client_private(const bk_client *c)
+{
+	return c->private_transport;
+}
+
+void bk_client_set_key(bk_client *c, bk_key *key)
+{
+	if (c->keyed)
+		bk_key_clear(&c->key);
+	c->key = *key;
+	c->keyed = true;
+	OPENSSL_cleanse(key, sizeof(*key));
 }
 
 /* Send msg and wait for the answer on a context of its own. */
@@ -304,7 +320,8 @@ int bk_request_call(bk_client *c, bk_request *rq, const bk_digest *data, const P
 			code = bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
 			goto out;
 		}
-		mac_ok = c->keyed && strcmp(env->key_id, c->key.id) == 0 && bk_envelope_mac_ok(&c->key, env, &got.digest);
+		const bk_key *k = rq->answer_key ? rq->answer_key : c->keyed ? &c->key : NULL;
+		mac_ok = k && strcmp(env->key_id, k->id) == 0 && bk_envelope_mac_ok(k, env, &got.digest);
 		if (!mac_ok) {
 			code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: the answer's MAC does not verify", method);
 			goto out;
@@ -317,7 +334,7 @@ int bk_request_call(bk_client *c, bk_request *rq, const bk_digest *data, const P
 	}
 	/* A keyed caller accepts success only with a MAC: anyone on the path could forge an
 	 * unauthenticated "OK". */
-	if (c->keyed && !mac_ok) {
+	if ((c->keyed || rq->answer_key) && !mac_ok) {
 		code = bk_status_set(st, BK_DATA_LOSS, 0, false, "%s: success answer without a MAC", method);
 		goto out;
 	}

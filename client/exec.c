@@ -4,36 +4,50 @@
 
 #include "call.h"
 
+int bk_command_pb(const char *const *argv, const char *shell, const bk_env_var *env, size_t n, size_t *argc,
+		  Boxkite__V1__EnvVar **vars, Boxkite__V1__EnvVar ***ptrs, bk_status *st)
+{
+	*argc = 0;
+	*vars = NULL;
+	*ptrs = NULL;
+	if (argv)
+		while (argv[*argc])
+			(*argc)++;
+	if ((*argc > 0) == (shell != NULL))
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "give exactly one of argv and shell");
+	if (!n)
+		return BK_OK;
+	*vars = calloc(n, sizeof(**vars));
+	*ptrs = calloc(n, sizeof(**ptrs));
+	if (!*vars || !*ptrs) {
+		free(*vars);
+		free(*ptrs);
+		*vars = NULL;
+		*ptrs = NULL;
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		boxkite__v1__env_var__init(&(*vars)[i]);
+		(*vars)[i].name = (char *)env[i].name;
+		(*vars)[i].value = (char *)env[i].value;
+		(*ptrs)[i] = &(*vars)[i];
+	}
+	return BK_OK;
+}
+
 int bk_exec(bk_client *c, const bk_exec_request *rq, bk_exec_result *out, bk_status *st)
 {
 	Boxkite__V1__ExecRequest req = BOXKITE__V1__EXEC_REQUEST__INIT;
 	Boxkite__V1__ExecResponse *resp = NULL;
-	Boxkite__V1__EnvVar *vars = NULL, **varp = NULL;
-	size_t argc = 0;
+	Boxkite__V1__EnvVar *vars, **varp;
+	size_t argc;
 	bool verified;
 	int code;
 
 	memset(out, 0, sizeof(*out));
-	if (rq->argv)
-		while (rq->argv[argc])
-			argc++;
-	if ((argc > 0) == (rq->shell != NULL))
-		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "give exactly one of argv and shell");
-	if (rq->n_env) {
-		vars = calloc(rq->n_env, sizeof(*vars));
-		varp = calloc(rq->n_env, sizeof(*varp));
-		if (!vars || !varp) {
-			free(vars);
-			free(varp);
-			return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
-		}
-		for (size_t i = 0; i < rq->n_env; i++) {
-			boxkite__v1__env_var__init(&vars[i]);
-			vars[i].name = (char *)rq->env[i].name;
-			vars[i].value = (char *)rq->env[i].value;
-			varp[i] = &vars[i];
-		}
-	}
+	code = bk_command_pb(rq->argv, rq->shell, rq->env, rq->n_env, &argc, &vars, &varp, st);
+	if (code != BK_OK)
+		return code;
 	req.n_argv = argc;
 	req.argv = (char **)rq->argv;
 	req.shell = (char *)(rq->shell ? rq->shell : "");

@@ -296,6 +296,214 @@ BK_EXPORT int bk_upload_fd(bk_client *client, int fd, const char *path, const bk
 BK_EXPORT int bk_download_fd(bk_client *client, const char *path, int fd, const bk_transfer_options *opts,
 			     bk_file_info *info, bk_status *st);
 
+/* --- Processes --------------------------------------------------------------------------------
+ *
+ * A background process runs with exec's whole isolation (its own PID namespace: stopping it stops
+ * everything it started) and outlives the call that started it. Its output goes to two rings,
+ * stdout and stderr, addressed by absolute byte offsets from 0: a reader asking for bytes the ring
+ * already dropped is told so (bk_stream_chunk.lost), never given other bytes. With a terminal
+ * (tty) everything the process writes is on stdout and stderr stays empty. A process is named by
+ * the id bk_process_start() gives ("p1", "p2", ..., never reused by one boxkited); its record stays
+ * after it ends until bk_process_remove(). Unknown ids are BK_NOT_FOUND everywhere.
+ *
+ * Every call below may run on another thread while a bk_process_read(), bk_process_wait() or
+ * bk_process_follow() of the same process long-polls: write stdin, signal or resize from one
+ * thread while another reads. One bk_process_write() per process at a time: the server refuses a
+ * second concurrent one (BK_FAILED_PRECONDITION). docs/PROTOCOL.md, "Processes". */
+
+#define BK_PROCESS_ID_MAX 64
+#define BK_PROCESS_LONG_POLL_MAX_MS 60000u /* the longest wait the server grants a read or wait */
+
+typedef struct bk_process_request {
+	const char *const *argv; /* as bk_exec_request: exactly one of argv and shell */
+	const char *shell;
+	const char *cwd;         /* may be NULL */
+	const bk_env_var *env;   /* may be NULL when n_env is 0 */
+	size_t n_env;
+	bool stdin_open;         /* stdin stays open for bk_process_write(); else it is at EOF */
+	bool tty;                /* a terminal (PTY) for stdin, stdout and stderr */
+	uint32_t rows, cols;     /* tty: the terminal's size; 0: 24x80 */
+	const char *tag;         /* may be NULL: a label shown by bk_process_list() (<= 256 bytes) */
+	uint32_t lease_ms;       /* 0: none; else the process is killed (whole tree) when no read,
+				    wait, write, signal, resize or close-stdin call for it arrives for
+				    this long (a long-poll counts for its whole wait): a client that
+				    went away leaves nothing running */
+	uint32_t expose_port;    /* 1-65535: the process stays in the sandbox's network namespace so
+				    that the sidecar reaches this port; 0: a fresh namespace */
+	uint32_t max_runtime_ms; /* 0: none, or the server's --process-runtime-max; killed past it */
+	uint64_t ring_size;      /* bytes kept per stream; 0: the server's default (1 MiB) */
+	bool lossless;           /* output waits for its readers instead of being dropped: a stream
+				    whose ring holds ring_size bytes nobody read blocks the process
+				    writing it (for a client that streams everything; give a lease
+				    too, so that a reader that went away does not stall it for ever) */
+} bk_process_request;
+
+typedef struct bk_process_status {
+	bool running;
+	int exit_code;           /* when !running and signal == 0 */
+	int signal;              /* the signal that ended it, or 0 */
+	bool runtime_exceeded;   /* killed at max_runtime_ms */
+	bool lease_expired;      /* killed because its lease ran out */
+	bool oom_killed;         /* the OOM killer struck in its memory cgroup */
+	uint64_t duration_us;    /* so far, or in all */
+} bk_process_status;
+
+typedef struct bk_process_started {
+	char id[BK_PROCESS_ID_MAX];  /* NUL-terminated */
+	char isolation_profile[160];
+} bk_process_started;
+
+/* Start a process. *out holds no pointers. */
+BK_EXPORT int bk_process_start(bk_client *client, const bk_process_request *rq, bk_process_started *out,
+			       bk_status *st);
+
+/* What a read found in one stream. data (len bytes, NOT NUL-terminated, NULL when len is 0)
+ * points into the answer as it arrived (no copy), which bk_process_output_free() frees. */
+typedef struct bk_stream_chunk {
+	uint8_t *data;
+	size_t len;
+	uint64_t offset;         /* absolute offset of data's first byte */
+	uint64_t lost;           /* bytes from the offset asked to `offset` that the ring dropped
+				    before they were read (0: none) */
+	uint64_t end;            /* bytes the stream has produced so far */
+	bool eof;                /* the stream is closed and data reaches its end */
+} bk_stream_chunk;
+
+typedef struct bk_process_output {
+	bk_stream_chunk out;     /* stdout (or the terminal) */
+	bk_stream_chunk err;     /* stderr */
+	bk_process_status status;
+	void *answer;            /* the library's: the answer both chunks' data are in */
+} bk_process_output;
+
+/* Read both streams from absolute offsets, up to max_bytes each (0: 1 MiB; at most 4 MiB). When
+ * neither has bytes past its offset and the process runs, wait up to wait_ms (at most
+ * BK_PROCESS_LONG_POLL_MAX_MS) for bytes or the end: the answer comes as soon as there is
+ * something. An offset past the stream's end is BK_OUT_OF_RANGE. The exit status is final once
+ * both streams are at eof and status.running is false. Free *out with bk_process_output_free(). */
+BK_EXPORT int bk_process_read(bk_client *client, const char *id, uint64_t stdout_offset, uint64_t stderr_offset,
+			      uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st);
+
+/* Free the answer both chunks' data are in and set them to NULL. out may be NULL; freeing twice
+ * is harmless. */
+BK_EXPORT void bk_process_output_free(bk_process_output *out);
+
+/* Write len bytes to the process's stdin, then close it when `close`. The data goes in requests
+ * of at most 1 MiB, each answered once it is all in the pipe (or terminal); what the server could
+ * not put in within its wait (the process is not reading) is sent again, so the call returns when
+ * all of it is in, or on an error. *written (may be NULL) receives the bytes that went in, also on
+ * an error. A process started without stdin_open, or whose stdin was closed, is
+ * BK_FAILED_PRECONDITION; so is one that closed its stdin itself. data may be NULL when len is 0. */
+BK_EXPORT int bk_process_write(bk_client *client, const char *id, const void *data, size_t len, bool close,
+			       uint64_t *written, bk_status *st);
+
+/* Close the process's stdin (the command reads EOF). Closing twice is no error. */
+BK_EXPORT int bk_process_close_stdin(bk_client *client, const char *id, bk_status *st);
+
+/* Send signal (1-64) to every process of its tree; with kill_after_ms > 0, the server SIGKILLs the
+ * tree if it still runs that much later (its own timer: it holds though this client goes away).
+ * An ended process is BK_FAILED_PRECONDITION. */
+BK_EXPORT int bk_process_signal(bk_client *client, const char *id, int signal, uint32_t kill_after_ms,
+				bk_status *st);
+
+/* Wait up to wait_ms (at most BK_PROCESS_LONG_POLL_MAX_MS; 0: do not wait) for the process to
+ * end; *out is its status then, running if it did not end in time (not an error). */
+BK_EXPORT int bk_process_wait(bk_client *client, const char *id, uint32_t wait_ms, bk_process_status *out,
+			      bk_status *st);
+
+/* Set the terminal's size (rows, cols 1-65535); a process without a terminal is
+ * BK_FAILED_PRECONDITION. */
+BK_EXPORT int bk_process_resize(bk_client *client, const char *id, uint32_t rows, uint32_t cols, bk_status *st);
+
+/* One process's record. argv (argc strings, then NULL) and tag are malloc'd, never NULL after a
+ * successful call ("" for no tag); their bytes are the sandbox's: escape them before showing them
+ * on a terminal. */
+typedef struct bk_process_info {
+	char id[BK_PROCESS_ID_MAX];
+	char **argv;             /* a shell string shows as /bin/sh -c STRING */
+	size_t argc;
+	char *tag;
+	bk_process_status status;
+	uint32_t expose_port;    /* 0, or the port it exposes in the sandbox's network namespace */
+	int64_t started_ms;      /* wall clock, ms since the Unix epoch */
+	bool tty;
+	uint64_t stdout_end, stderr_end;
+} bk_process_info;
+
+/* Every record, running or ended, oldest first. On success *procs is an array of *n records
+ * (NULL when *n is 0) to free with bk_process_list_free(); on error NULL and 0. */
+BK_EXPORT int bk_process_list(bk_client *client, bk_process_info **procs, size_t *n, bk_status *st);
+
+/* Free a list's strings and the array. procs may be NULL. */
+BK_EXPORT void bk_process_list_free(bk_process_info *procs, size_t n);
+
+/* Remove an ended process's record and rings; a running one is BK_FAILED_PRECONDITION. */
+BK_EXPORT int bk_process_remove(bk_client *client, const char *id, bk_status *st);
+
+/* --- Streaming ---------------------------------------------------------------------------------
+ *
+ * Following a process is a loop of long-polling reads; bk_process_follow() runs it and hands the
+ * bytes to callbacks as they arrive. Callbacks run on the calling thread, one at a time, in the
+ * order of each stream's bytes; while one runs no read is in flight, so a process with a lease
+ * must not be held up longer than the lease (keep it alive from another thread with
+ * bk_process_wait() when a callback may block). */
+
+enum bk_stream { BK_STREAM_STDOUT = 1, BK_STREAM_STDERR = 2 };
+
+typedef struct bk_process_handlers {
+	/* Bytes of stream (enum bk_stream) starting at absolute offset `offset`. Return false to
+	 * stop following (the call then returns BK_CANCELLED). */
+	bool (*output)(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len);
+	/* May be NULL: the ring dropped `bytes` bytes before they could be read; offset is where the
+	 * stream goes on. */
+	void (*lost)(void *arg, int stream, uint64_t offset, uint64_t bytes);
+	/* May be NULL. bk_exec_stream() only: the process started as `id`, before any output; from
+	 * here on other threads may write, signal or resize it. Return false not to follow it (it
+	 * is killed and removed; the call returns BK_CANCELLED). */
+	bool (*started)(void *arg, const char *id);
+	void *arg;
+} bk_process_handlers;
+
+/* Follow process id from the offsets *stdout_offset and *stderr_offset until both streams are at
+ * eof and it has ended; *status (may be NULL) receives its final status. The offsets are kept up
+ * to date (also on an error: follow again from there). Returns BK_OK when it ended. */
+BK_EXPORT int bk_process_follow(bk_client *client, const char *id, uint64_t *stdout_offset, uint64_t *stderr_offset,
+				const bk_process_handlers *h, bk_process_status *status, bk_status *st);
+
+/* A command run as exec runs it, its output streamed as produced: bk_process_start(), then
+ * h->started, bk_process_follow() to the end, and bk_process_remove(). *status (may be NULL)
+ * receives how it ended. If following fails or a callback stops it, the process is killed
+ * (SIGKILL, whole tree) and removed, as far as the server can be reached: give rq->lease_ms so
+ * that a client that cannot reach it, or dies, leaves nothing running either. started_out (may be
+ * NULL) receives the id and isolation profile. */
+BK_EXPORT int bk_exec_stream(bk_client *client, const bk_process_request *rq, const bk_process_handlers *h,
+			     bk_process_started *started_out, bk_process_status *status, bk_status *st);
+
+/* --- Reset ------------------------------------------------------------------------------------ */
+
+/* For the warm-pool recycle: the server kills every process and exec tree, empties the workspace
+ * and tmp and checks they are empty, and forgets the session (rings, uploads, replay answers). A
+ * reset that cannot prove the sandbox clean fails loudly, and the server then refuses all work
+ * until it is discarded. */
+typedef struct bk_reset_request {
+	/* A key for the next tenant (all three may be NULL/0: the keys stay). Once the reset
+	 * succeeded it is the only key the server accepts; its answer is MAC'd with it, and this
+	 * client uses it from then on. Refused on a plain tcp:// URL, where it would cross the
+	 * network in clear. */
+	const char *new_key_id;
+	const uint8_t *new_key;  /* 32 bytes */
+	size_t new_key_len;
+} bk_reset_request;
+
+typedef struct bk_reset_result {
+	uint64_t processes_killed;
+	uint64_t entries_removed;
+} bk_reset_result;
+
+/* Reset the sandbox. rq may be NULL (no new key). With a new key, must not race with other calls
+ * on the same client (the client's key changes). */
+BK_EXPORT int bk_reset(bk_client *client, const bk_reset_request *rq, bk_reset_result *out, bk_status *st);
+
 /* --- Sync: snapshots of the workspace in a store boxkited was configured with (--sync-store) ----
  *
  * A push snapshots a tree of the sandbox (the workspace by default) to a store; a pull restores

@@ -20,6 +20,7 @@ int main(int argc, char **argv)
 	bk_client *c = (bk_client *)&c; /* not NULL: bk_client_open must set it on failure too */
 	bk_exec_result res;
 	bk_file_info info;
+	bk_process_output out;
 	bk_status st;
 
 	CHECK(argc == 2);
@@ -46,6 +47,11 @@ int main(int argc, char **argv)
 	bk_exec_result_free(&res);
 	memset(&info, 0, sizeof(info));
 	bk_file_info_free(&info);
+	bk_process_output_free(NULL);
+	bk_process_list_free(NULL, 0);
+	memset(&out, 0, sizeof(out));
+	bk_process_output_free(&out);
+	bk_process_output_free(&out);
 	CHECK(strcmp(bk_status_name(BK_UNAVAILABLE), "UNAVAILABLE") == 0);
 	printf("libboxkite %s\n", bk_version());
 	return 0;

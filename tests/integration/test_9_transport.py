@@ -108,7 +108,8 @@ class Http(unittest.TestCase):
         wrong = D.dir / "wrong-key"
         wrong.write_text(f"k1 {secrets.token_hex(32)}\n")
         os.chmod(wrong, 0o600)
-        r = bkit.run([bkit.BKCTL, "--url", D.url, "--key-file", wrong, "exec", "--", "true"])
+        # -o json: the one Exec call these counters are about (streamed, bkctl exec is ProcessStart).
+        r = bkit.run([bkit.BKCTL, "--url", D.url, "--key-file", wrong, "-o", "json", "exec", "--", "true"])
         self.assertIn("BAD_MAC", r.stderr)
         after = metrics()
         delta = lambda k: after.get(k, 0) - before.get(k, 0)
@@ -128,8 +129,8 @@ class Http(unittest.TestCase):
 
     def test_execs_running_gauge(self):
         token = f"30.{secrets.randbelow(10**6):06d}"
-        bg = bkit.popen([bkit.BKCTL, "--url", D.url, "--key-file", D.key, "exec", "--timeout", "30", "--",
-                         "sleep", token], stdout=bkit.subprocess.DEVNULL, stderr=bkit.subprocess.DEVNULL)
+        bg = bkit.popen([bkit.BKCTL, "--url", D.url, "--key-file", D.key, "-o", "json", "exec", "--timeout", "30",
+                         "--", "sleep", token], stdout=bkit.subprocess.DEVNULL, stderr=bkit.subprocess.DEVNULL)
         bkit.wait_for(lambda: bkit.find_processes(bkit.SANDBOX_UID, ["sleep", token]), 10, what="the sleep")
         self.assertEqual(metrics()["boxkite_execs_running"], 1)
         for pid in bkit.find_processes(bkit.SANDBOX_UID, ["sleep", token]):

@@ -61,7 +61,7 @@ EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
 CLIENT_SRC := client/client.c client/exec.c client/files.c client/process.c client/sync.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_process.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
-              client/bkctl_verify.c client/bkctl_sync.c client/json.c client/quote.c
+              client/bkctl_verify.c client/bkctl_sync.c client/bkctl_preview.c client/json.c client/quote.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))

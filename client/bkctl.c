@@ -123,6 +123,13 @@ static const bkctl_command commands[] = {
 	  "  -n, --namespace NS   its namespace (default boxkite)\n",
 	  "Layer 1 from inside an exec, layer 3 against the port without the key; layer 2 (and the\n"
 	  "metadata endpoint) printed as commands to run on your cluster. Exits 1 if a check failed.\n" },
+	{ "preview", bkctl_preview, "print a URL that reaches a port a background process exposes", "PORT",
+	  "  --ttl SECONDS        how long the URL works (default 3600; the server allows at most its\n"
+	  "                       --preview-ttl-max)\n"
+	  "  --base URL           boxkited's --preview-listen as the browser reaches it (env\n"
+	  "                       BOXKITE_PREVIEW_URL; default http://127.0.0.1:8081)\n",
+	  "The token is signed here with the key (--key-file); anyone holding the URL reaches PORT\n"
+	  "until it expires. Start the process with bkctl start --expose PORT.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 	{ "sync", bkctl_sync, "push the workspace to a snapshot store, pull it back, list snapshots",

@@ -90,6 +90,7 @@ int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);

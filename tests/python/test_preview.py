@@ -7,9 +7,11 @@ import base64
 import hashlib
 import hmac
 import http.client
+import json
 import os
 import socket
 import struct
+import subprocess
 import time
 import unittest
 
@@ -148,6 +150,39 @@ class PreviewTest(unittest.TestCase):
             self.stop(pid)
         # Once the process is gone, so is its preview.
         self.assertEqual(self.get("/preview/%d/%s/hello.txt" % (port, self.good(port)))[0], 404)
+
+    def test_bkctl_preview_prints_a_url_that_works(self):
+        port = 8400
+        pid = self.start(argv=["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                         cwd="/workspace", expose_port=port)
+        try:
+            base = "http://127.0.0.1:%d" % self.preview_port
+            r = subprocess.run([boxkited_process.BKCTL, "--key-file", self.daemon.key_file, "-o", "json", "preview",
+                                "--ttl", "120", "--base", base + "/", str(port)], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertTrue(out["url"].startswith(base + "/preview/%d/" % port), out)
+            self.assertEqual(out["port"], port)
+            self.assertLessEqual(abs(out["expires"] - (time.time() + 120)), 5)
+            path = out["url"][len(base):] + "hello.txt"
+            deadline, status, body = time.monotonic() + GUARD_S, 0, b""
+            while time.monotonic() < deadline:
+                status, body = self.get(path)
+                if status == 200:
+                    break
+                time.sleep(0.2)
+            self.assertEqual((status, body), (200, b"hello from the sandbox\n"))
+            # Past the server's --preview-ttl-max (3600 here): refused.
+            r = subprocess.run([boxkited_process.BKCTL, "--key-file", self.daemon.key_file, "preview", "--ttl",
+                                "7200", "--base", base, str(port)], capture_output=True, text=True)
+            self.assertEqual(self.get(r.stdout.strip()[len(base):] + "hello.txt")[0], 403)
+            # Without a key there is nothing to sign with.
+            r = subprocess.run([boxkited_process.BKCTL, "preview", str(port)], capture_output=True, text=True,
+                               env={"PATH": os.environ.get("PATH", "")})
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertIn("key", r.stderr)
+        finally:
+            self.stop(pid)
 
     def test_a_port_listened_on_without_exposing_it_is_not_reachable(self):
         port = 8200

@@ -220,7 +220,7 @@ class SandboxNames(unittest.TestCase):
 
 class HelpTexts(unittest.TestCase):
     COMMANDS = ("keygen", "health", "exec", "doctor", "cp", "ls", "stat", "rm", "mkdir", "mv", "start", "ps", "logs",
-                "send", "close-stdin", "kill", "wait", "prune", "reset", "sync")
+                "send", "close-stdin", "kill", "wait", "prune", "reset", "sync", "preview", "kube", "verify")
 
     def test_usage_lines_and_option_headers(self):
         for cmd in self.COMMANDS:

@@ -19,10 +19,6 @@
 #include "command.h"
 #include "log.h"
 
-#define READ_DEFAULT BK_PROCESS_READ_DEFAULT
-#define READ_MAX BK_PROCESS_READ_MAX
-#define WAIT_MAX_MS BK_PROCESS_WAIT_MAX_MS
-#define WRITE_MAX BK_PROCESS_WRITE_MAX
 #define TAG_MAX 256
 #define EXIT_GRACE_MS 200        /* as Exec's: pipes held open past the exit by another tree */
 #define READ_BATCH (4u << 20)    /* bytes read from one stream per wake-up, before the others' turn */
@@ -62,8 +58,7 @@ struct waiter {
 	/* the answer: failed (fail_status), a read's (made with its data: answer), or the response
 	 * below */
 	bk_answer *answer;
-	uint8_t *data;
-	size_t data_len;
+	uint8_t *data;           /* in answer: stdout's chunk[0].length bytes, then stderr's */
 	int fail_status;
 	char fail_msg[192];
 	Boxkite__V1__ProcessStatus status;
@@ -290,7 +285,7 @@ static void post_fail(bk_processes *ps, struct waiter *w, int status, const char
  * outside the lock (send_answers). */
 static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 {
-	size_t n[2], at = 0;
+	size_t n[2];
 
 	w->read = (Boxkite__V1__ProcessReadResponse)BOXKITE__V1__PROCESS_READ_RESPONSE__INIT;
 	for (int i = 0; i < 2; i++) {
@@ -326,12 +321,10 @@ static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 		post_fail(ps, w, BK_RESOURCE_EXHAUSTED, "out of memory for the answer");
 		return;
 	}
-	for (int i = 0; i < 2; i++) {
-		if (n[i])
-			ring_get(&p->out[i], w->chunk[i].offset, w->data + at, n[i]);
-		at += n[i];
-	}
-	w->data_len = at;
+	if (n[0])
+		ring_get(&p->out[0], w->chunk[0].offset, w->data, n[0]);
+	if (n[1])
+		ring_get(&p->out[1], w->chunk[1].offset, w->data + n[0], n[1]);
 	post(ps, w);
 }
 
@@ -365,7 +358,7 @@ static void send_answers(bk_processes *ps)
 			bk_call_failf(todo->call, todo->fail_status, 0, "%s", todo->fail_msg);
 		} else if (todo->kind == CALL_READ) {
 			/* The one hash of these bytes on this side: the answer's MAC covers it. */
-			if (bk_digest_of(todo->data, todo->data_len, &digest) < 0) {
+			if (bk_digest_of(todo->data, (size_t)todo->chunk[0].length + todo->chunk[1].length, &digest) < 0) {
 				bk_call_answer_drop(todo->answer);
 				bk_call_failf(todo->call, BK_INTERNAL, 0, "SHA-256 failed in libcrypto");
 			} else {
@@ -978,7 +971,7 @@ static struct proc *lookup(bk_processes *ps, bk_call *call, const char *name)
 
 static uint32_t wait_ms(uint32_t asked)
 {
-	return asked > WAIT_MAX_MS ? WAIT_MAX_MS : asked;
+	return asked > BK_PROCESS_WAIT_MAX_MS ? BK_PROCESS_WAIT_MAX_MS : asked;
 }
 
 /* Answer now if w has its answer or does not want to wait; else keep it waiting (parked). */
@@ -1005,8 +998,8 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 	struct waiter *w;
 	struct proc *p;
 
-	if (rq->max_bytes > READ_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "max_bytes %u: at most %u per stream", rq->max_bytes, READ_MAX);
+	if (rq->max_bytes > BK_PROCESS_READ_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "max_bytes %u: at most %u per stream", rq->max_bytes, BK_PROCESS_READ_MAX);
 		return;
 	}
 	w = waiter_new(call, CALL_READ);
@@ -1014,7 +1007,7 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 		return;
 	w->off[0] = rq->stdout_offset;
 	w->off[1] = rq->stderr_offset;
-	w->max_bytes = rq->max_bytes ? rq->max_bytes : READ_DEFAULT;
+	w->max_bytes = rq->max_bytes ? rq->max_bytes : BK_PROCESS_READ_DEFAULT;
 	p = lookup(ps, call, rq->process_id);
 	if (!p) {
 		free(w);
@@ -1066,8 +1059,8 @@ void bk_handle_process_write(bk_call *call, const ProtobufCMessage *request)
 	struct waiter *w;
 	struct proc *p;
 
-	if (rq->data.len > WRITE_MAX) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "%zu bytes: a write is at most %u", rq->data.len, WRITE_MAX);
+	if (rq->data.len > BK_PROCESS_WRITE_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "%zu bytes: a write is at most %u", rq->data.len, BK_PROCESS_WRITE_MAX);
 		return;
 	}
 	w = waiter_new(call, CALL_WRITE);
@@ -1090,7 +1083,7 @@ void bk_handle_process_write(bk_call *call, const ProtobufCMessage *request)
 		p->wlen = rq->data.len;
 		p->woff = 0;
 		p->close_after_write = rq->close;
-		w->deadline_ms = bk_clock_monotonic_ms() + WAIT_MAX_MS;
+		w->deadline_ms = bk_clock_monotonic_ms() + BK_PROCESS_WAIT_MAX_MS;
 		stdin_pump(ps, p);
 		if (p->writer) {
 			/* The pipe is full: the rest goes as the process reads. */

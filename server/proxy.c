@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fullio.h"
 #include "keystore.h"
 #include "link.h"
 #include "log.h"
@@ -141,20 +142,6 @@ static bool parse_target(const char *line, size_t len, struct target *t)
 	return true;
 }
 
-static bool send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
 /* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
 static int connect_upstream(bk_server *srv, unsigned port)
 {
@@ -205,11 +192,20 @@ static void relay_bytes(struct relay *r, uint64_t moved[2])
 				shutdown(fds[1 - i], SHUT_WR);
 				continue;
 			}
-			if (!send_all(fds[1 - i], buf, (size_t)got))
+			if (bk_write_full(fds[1 - i], (const uint8_t *)buf, (size_t)got) < 0)
 				return;
 			moved[i] += (uint64_t)got;
 		}
 	}
+}
+
+/* A relay slot given back (the stop waits for all of them). */
+static void relay_done(struct bk_proxy *px)
+{
+	pthread_mutex_lock(&px->lock);
+	if (--px->active == 0)
+		pthread_cond_broadcast(&px->idle);
+	pthread_mutex_unlock(&px->lock);
 }
 
 static void *relay_main(void *arg)
@@ -266,8 +262,8 @@ static void *relay_main(void *arg)
 	char line[HEAD_MAX + 64];
 	int n = snprintf(line, sizeof(line), "%.*s %s%.*s %.*s", (int)t.method_len, t.method,
 			 t.rest_len && t.rest[0] == '/' ? "" : "/", (int)t.rest_len, t.rest, (int)t.version_len, t.version);
-	if (n < 0 || (size_t)n >= sizeof(line) || !send_all(r->upstream, line, (size_t)n) ||
-	    !send_all(r->upstream, line_end, r->head_len - (size_t)(line_end - r->head))) {
+	if (n < 0 || (size_t)n >= sizeof(line) || bk_write_full(r->upstream, (const uint8_t *)line, (size_t)n) < 0 ||
+	    bk_write_full(r->upstream, (const uint8_t *)line_end, r->head_len - (size_t)(line_end - r->head)) < 0) {
 		outcome = "failed: the request did not go through";
 		goto out;
 	}
@@ -279,10 +275,7 @@ out:
 	close(r->client);
 	if (r->upstream >= 0)
 		close(r->upstream);
-	pthread_mutex_lock(&r->px->lock);
-	if (--r->px->active == 0)
-		pthread_cond_broadcast(&r->px->idle);
-	pthread_mutex_unlock(&r->px->lock);
+	relay_done(r->px);
 	free(r);
 	return NULL;
 }
@@ -314,11 +307,8 @@ static void *accept_main(void *arg)
 		if (!r) {
 			respond(fd, 503, "Service Unavailable", "too many previews at once: retry\n");
 			close(fd);
-			if (room) {
-				pthread_mutex_lock(&px->lock);
-				px->active--;
-				pthread_mutex_unlock(&px->lock);
-			}
+			if (room)
+				relay_done(px);
 			continue;
 		}
 		r->px = px;
@@ -333,9 +323,7 @@ static void *accept_main(void *arg)
 			respond(fd, 503, "Service Unavailable", "boxkited cannot take a preview now: retry\n");
 			close(fd);
 			free(r);
-			pthread_mutex_lock(&px->lock);
-			px->active--;
-			pthread_mutex_unlock(&px->lock);
+			relay_done(px);
 		}
 		pthread_attr_destroy(&attr);
 	}

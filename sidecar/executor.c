@@ -270,10 +270,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	/* Unwatched, its exit would never be reported and its call never answered: it does not
 	 * run at all. */
 	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
-		siginfo_t info;
 		int errnum = errno;
-		pidfd_send_signal(e->pidfd, SIGKILL, NULL, 0);
-		waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
+		bk_pidfd_kill_reap(e->pidfd);
 		bk_close(e->pidfd);
 		bk_close(e->status_fd);
 		bk_close(out.stdin_w);

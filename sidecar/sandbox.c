@@ -568,11 +568,8 @@ void bk_sandbox_lost(bk_sandbox *sb)
 
 void bk_sandbox_stop(bk_sandbox *sb)
 {
-	if (!sb->cfg.pod && sb->init_pidfd >= 0) {
-		siginfo_t info;
-		pidfd_send_signal(sb->init_pidfd, SIGKILL, NULL, 0);
-		waitid(P_PIDFD, (id_t)sb->init_pidfd, &info, WEXITED);
-	}
+	if (!sb->cfg.pod && sb->init_pidfd >= 0)
+		bk_pidfd_kill_reap(sb->init_pidfd);
 	sb->init_pidfd = bk_close(sb->init_pidfd);
 	close_ns(sb);
 	sb->ready = false;

@@ -211,8 +211,7 @@ static int pidns_helper(void *arg)
 	return 0;
 }
 
-/* An exec that started but cannot be handed over: it does not run at all. */
-static void pidfd_kill_reap(int pidfd)
+void bk_pidfd_kill_reap(int pidfd)
 {
 	siginfo_t info;
 
@@ -365,7 +364,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		size_t n = 0;
 		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n) != 1 || n != 1) {
 			ret = bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
-			pidfd_kill_reap(ctx.pidfd);
+			bk_pidfd_kill_reap(ctx.pidfd);
 			goto out;
 		}
 		bk_close(in[1]);
@@ -374,7 +373,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		o[0] = fcntl(master, F_DUPFD_CLOEXEC, 3);
 		if (o[0] < 0) {
 			ret = bk_error_errno(err, errno, "dup of the terminal");
-			pidfd_kill_reap(ctx.pidfd);
+			bk_pidfd_kill_reap(ctx.pidfd);
 			goto out;
 		}
 	}

@@ -57,6 +57,9 @@ typedef struct bk_spawned {
 	int status_r;     /* the init's status pipe (init/init_status.h), non-blocking */
 } bk_spawned;
 
+/* SIGKILL the process of pidfd (an exec's init: its whole namespace goes) and reap it. */
+void bk_pidfd_kill_reap(int pidfd);
+
 /* init_path: the boxkite-init binary, opened once. */
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
 		     bk_error **err);

@@ -3,6 +3,7 @@ rings and offsets, long-polls, stdin, signals to the whole tree, deadlines, the 
 exposed-port exception, and the limits — each asserted on what the sandbox really did."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -274,22 +275,38 @@ class StdinTest(Base):
         self.expect_error(9, "ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"x"),
                           pb.ProcessWriteResponse)
 
-    def test_a_write_the_process_does_not_take_is_answered_with_what_went_in(self):
-        # The process never reads: the pipe fills, and the write is answered with its count at
-        # the server's write deadline; meanwhile a second write is refused.
+    def test_a_write_the_process_does_not_take_waits_and_says_what_went_in(self):
+        # The process never reads: its pipe takes what it holds and the write waits for the rest
+        # (parked); a second write meanwhile is refused; when the process ends, the waiting write
+        # is answered with how much of it went in. (Its own 60 s deadline, answered OK with the
+        # count, is not waited for here.)
         pid = self.start(argv=["sleep", "300"], stdin_open=True)
         result = {}
-        t = threading.Thread(target=lambda: result.update(
-            w=self.call("ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"y" * (1 << 20)),
-                        pb.ProcessWriteResponse, self.new_client())))
+
+        def write():
+            try:
+                self.call("ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"y" * (1 << 20)),
+                          pb.ProcessWriteResponse, self.new_client())
+                result["answer"] = "OK"
+            except bk.CallError as e:
+                result["answer"] = e
+
+        t = threading.Thread(target=write)
         t.start()
         time.sleep(0.5)
+        self.assertNotIn("answer", result, "the write waits for the pipe")
         self.expect_error(9, "ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"z"),
                           pb.ProcessWriteResponse)
         self.signal(pid, signal.SIGKILL)
         t.join(GUARD_S)
         self.wait(pid)
         self.assertFalse(t.is_alive())
+        e = result.get("answer")
+        self.assertIsInstance(e, bk.CallError, e)
+        self.assertEqual(e.code, 9, e)
+        m = re.search(r"\((\d+) of 1048576 bytes written\)", e.message)
+        self.assertTrue(m, e.message)
+        self.assertTrue(0 < int(m.group(1)) < 1 << 20, e.message)
 
 
 CATCHER = r"""

@@ -45,7 +45,7 @@ $(B)/bench/files_bench: $(call obj,bench/files_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-# It calls the rpcs through libboxkite's generic call (client/call.h).
+# It calls the rpcs through libboxkite's generic call (client/lib/call.h).
 $(B)/obj/bench/process_bench.o: CPPFLAGS += -Iclient
 $(B)/bench/process_bench: $(call obj,bench/process_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)

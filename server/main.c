@@ -9,20 +9,20 @@
 
 #include <nng/nng.h>
 
-#include "exec.h"
-#include "files.h"
-#include "process.h"
-#include "http.h"
-#include "link.h"
+#include "boundary/link.h"
+#include "boundary/privdrop.h"
+#include "boundary/privsep.h"
+#include "files/files.h"
 #include "log.h"
 #include "mkdir.h"
-#include "privdrop.h"
-#include "privsep.h"
-#include "proxy.h"
-#include "reset.h"
-#include "server.h"
-#include "store.h"
-#include "sync.h"
+#include "rpc/server.h"
+#include "runs/exec.h"
+#include "runs/process.h"
+#include "session/reset.h"
+#include "sync/store.h"
+#include "sync/sync.h"
+#include "transport/http.h"
+#include "transport/proxy.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
  * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that

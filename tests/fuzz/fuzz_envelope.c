@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "fuzz_key.h"
-#include "server.h"
+#include "rpc/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

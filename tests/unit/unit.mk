@@ -19,12 +19,12 @@ $(UNIT_BINS): %: %.o $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkcore.a
 
 # bkctl's file commands without a server: bkctl's own objects, its main() made local so that
 # the test's is the program's.
-$(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/bkctl.o
+$(B)/tests/unit/bkctl_nomain.o: $(B)/obj/client/cli/main.o
 	@mkdir -p $(@D)
 	objcopy --localize-symbol=main $< $@
 
 $(UNIT_CLIENT_BINS): %: %.o $(B)/tests/unit/bkctl_nomain.o \
-		$(call obj,$(filter-out client/bkctl.c,$(BKCTL_SRC))) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
+		$(call obj,$(filter-out client/cli/main.c,$(BKCTL_SRC))) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT) -lcmocka
 
 # Under SAN=1, full stacks for LeakSanitizer's reports (libcrypto has no frame pointers).

@@ -13,9 +13,9 @@
 #include <stdatomic.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "exec.h"
-#include "files.h"
-#include "link.h"
+#include "boundary/link.h"
+#include "files/files.h"
+#include "runs/exec.h"
 
 atomic_uint wire_exec_runs;
 

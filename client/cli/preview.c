@@ -1,0 +1,101 @@
+/* bkctl preview PORT: a URL that reaches PORT — a port a background process exposes
+ * (bkctl start --expose PORT) — through boxkited's preview listener (--preview-listen), for
+ * --ttl seconds. The token is minted here with the key (common/preview.h): nothing is asked of
+ * the server, which checks it on every request. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bkctl.h"
+#include "cli/json.h"
+#include "clock.h"
+#include "keys.h"
+#include "preview.h"
+
+#define DEFAULT_BASE "http://127.0.0.1:8081"
+#define DEFAULT_TTL_S 3600
+
+int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = { { "ttl", required_argument, NULL, 't' },
+						  { "base", required_argument, NULL, 'b' },
+						  { 0 } };
+	const char *base = getenv("BOXKITE_PREVIEW_URL");
+	uint32_t ttl_ms = DEFAULT_TTL_S * 1000;
+	char token[BK_PREVIEW_TOKEN_MAX], *end;
+	bk_keyring *ring = NULL;
+	const bk_key *key;
+	bk_error *err = NULL;
+	int64_t expires;
+	unsigned long port;
+	int help = 0, c;
+
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (c == 't' && bkctl_parse_seconds(optarg, &ttl_ms) == 0)
+			continue;
+		if (c == 't') {
+			fprintf(stderr, "%s: --ttl %s: expected seconds (at most 86400)\n", ctl->prog, optarg);
+			return BKCTL_EXIT_USAGE;
+		}
+		if (c == 'b') {
+			base = optarg;
+			continue;
+		}
+		return BKCTL_EXIT_USAGE;
+	}
+	if (help) {
+		bkctl_usage(stdout, cmd);
+		return BKCTL_EXIT_OK;
+	}
+	if (optind + 1 != argc) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	errno = 0;
+	port = strtoul(argv[optind], &end, 10);
+	if (errno || *end || port < 1 || port > 65535) {
+		fprintf(stderr, "%s: %s: a port is 1-65535\n", ctl->prog, argv[optind]);
+		return BKCTL_EXIT_USAGE;
+	}
+	if (!base || !base[0])
+		base = DEFAULT_BASE;
+	if (!ctl->key_file) {
+		fprintf(stderr, "%s: a preview is signed with the sandbox's key: --key-file PATH or BOXKITE_KEY_FILE\n",
+			ctl->prog);
+		return BKCTL_EXIT_AUTH;
+	}
+	if (bk_keyring_load(ctl->key_file, &ring, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", ctl->prog, bk_error_msg(err));
+		bk_error_free(err);
+		return BKCTL_EXIT_AUTH;
+	}
+	key = ctl->key_id ? bk_keyring_find(ring, ctl->key_id) : &ring->keys[0];
+	if (!key) {
+		fprintf(stderr, "%s: no key '%s' in %s\n", ctl->prog, ctl->key_id, ctl->key_file);
+		bk_keyring_free(ring);
+		return BKCTL_EXIT_AUTH;
+	}
+	expires = bk_clock_realtime_ms() / 1000 + (ttl_ms + 999) / 1000;
+	c = bk_preview_token_make(key, (uint16_t)port, expires, token, sizeof(token));
+	bk_keyring_free(ring);
+	if (c < 0) {
+		fprintf(stderr, "%s: cannot make the token: %s\n", ctl->prog, strerror(-c));
+		return BKCTL_EXIT_STATUS;
+	}
+	size_t blen = strlen(base);
+	while (blen && base[blen - 1] == '/')
+		blen--;
+	char url[512];
+	snprintf(url, sizeof(url), "%.*s/preview/%lu/%s/", (int)blen, base, port, token);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "url", url);
+		bk_json_uint(&j, "port", port);
+		bk_json_int(&j, "expires", expires);
+		bk_json_end_object(&j);
+	} else {
+		printf("%s\n", url);
+	}
+	return BKCTL_EXIT_OK;
+}

@@ -53,18 +53,18 @@ DAEMON_SRC := common/channel.c common/log.c
 FRONT_SRC  := server/config.c \
               $(addprefix server/boundary/,privsep.c privdrop.c link.c command.c) \
               $(addprefix server/transport/,nng.c http.c proxy.c metrics.c) \
-              $(addprefix server/rpc/,dispatch.c methods.c server.c workers.c) \
+              $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
               $(addprefix server/runs/,exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c) \
-              $(addprefix server/sync/,sync.c push.c pull.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
+              $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
-BKCTL_SRC  := $(addprefix client/cli/,main.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
+BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
               quote.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -143,17 +143,34 @@ $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsa
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
-$(B)/obj/client/%.o $(B)/pic/client/%.o: CPPFLAGS += -Iclient
+# The client's two programs see their own folder only: the CLI cannot include the library's
+# private call.h (it uses the public header, like any program linked with libboxkite).
+$(B)/pic/client/lib/%.o: CPPFLAGS += -Iclient/lib
+$(B)/obj/client/cli/%.o: CPPFLAGS += -Iclient/cli
 
-# Every header name once in the tree, and the halves of boxkited apart: sidecar/ includes
-# nothing of server/ (the include paths above make that a compile error too).
-layout-check:
+# The layout (docs/ARCHITECTURE.md, "Module map and layer rule"), checked:
+# - every header name once in the tree, and sidecar/ includes nothing of server/ (the include
+#   paths above make that a compile error too);
+# - no link cycle: within each of the front, the executor, the library, the CLI and common/, no two
+#   object files need each other, directly or through others (scripts/link-cycles);
+# - bkctl takes from the library only what libboxkite.so exports.
+LINK_GROUPS := front $(FRONT_OBJ) $(call obj,server/main.c) -- executor $(EXEC_OBJ) $(call obj,sidecar/main.c) \
+	-- libboxkite $(call pic,$(CLIENT_SRC)) -- bkctl $(BKCTL_OBJ) -- common $(call obj,$(COMMON_SRC) $(DAEMON_SRC))
+layout-check: $(FRONT_OBJ) $(EXEC_OBJ) $(call obj,server/main.c sidecar/main.c $(COMMON_SRC) $(DAEMON_SRC)) \
+		$(BKCTL_OBJ) $(B)/libboxkite.so.$(VERSION)
 	@dups=$$(find common server sidecar client include tests bench tools -name '*.h' -printf '%f\n' | sort | uniq -d); \
 	if [ -n "$$dups" ]; then echo "layout-check: header names used twice: $$dups" >&2; exit 1; fi; \
 	for h in $$(find server -name '*.h' -printf '%f\n'); do \
 	  if grep -rn -E "#include \"([a-z]+/)*$$h\"" sidecar >&2; then \
 	    echo "layout-check: sidecar/ includes server/'s $$h" >&2; exit 1; fi; \
 	done; echo "layout-check: every header name once; sidecar/ includes nothing of server/"
+	@scripts/link-cycles $(LINK_GROUPS)
+	@nm -u $(BKCTL_OBJ) | awk '{print $$NF}' | sort -u > $(B)/cli-uses.txt; \
+	nm --defined-only -g $(call pic,$(CLIENT_SRC)) | awk 'NF == 3 {print $$3}' | sort -u > $(B)/lib-defines.txt; \
+	nm -D --defined-only $(B)/libboxkite.so.$(VERSION) | awk '{print $$3}' | sort -u > $(B)/lib-exports.txt; \
+	private=$$(comm -12 $(B)/cli-uses.txt $(B)/lib-defines.txt | comm -23 - $(B)/lib-exports.txt); \
+	if [ -n "$$private" ]; then echo "layout-check: bkctl uses libboxkite symbols it does not export:" $$private >&2; exit 1; fi; \
+	echo "layout-check: bkctl uses only what libboxkite.so exports"
 
 # --- server --------------------------------------------------------------------------------------
 
@@ -225,7 +242,10 @@ $(B)/obj/gen-kube/sandbox_pod.o: $(B)/gen-kube/sandbox_pod.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIE -c $< -o $@
 
-$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
+# bkctl is a program like any other linked with libboxkite: the public header, the exported
+# functions (make layout-check), and common/'s code as its own (libbkcore.a, before the library).
+BKCTL_OBJ := $(call obj,$(BKCTL_SRC))
+$(B)/bkctl: $(BKCTL_OBJ) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libbkcore.a $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
 # --- install -------------------------------------------------------------------------------------

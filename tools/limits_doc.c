@@ -125,7 +125,7 @@ int main(void)
 	for (size_t i = 0; bk_methods_row(i); i++) {
 		const bk_method *m = bk_methods_row(i);
 		printf("| %s | %s | %s | %s | %s |\n", m->name, bytes(m->max_body, a, sizeof(a)),
-		       bytes(m->max_data, b, sizeof(b)), m->auth ? "yes" : "no", m->handler ? "yes" : "not yet");
+		       bytes(m->max_data, b, sizeof(b)), m->flags & BK_METHOD_UNKEYED ? "no" : "yes", m->handler ? "yes" : "not yet");
 	}
 	bk_config_free(&cfg);
 	return 0;

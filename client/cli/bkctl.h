@@ -44,13 +44,18 @@ typedef struct bkctl_command {
 int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
 		 const struct option *longopts, int *want_help);
 
+/* The global options as the library takes them (client/cli/report.c). */
+bk_client_options bkctl_client_options(const bkctl *ctl);
+
 /* Connect with the global options. On failure reports it, sets *exit_code and returns NULL. */
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
 
 /* The exit code for a failed call, after reporting it on stderr. */
 int bkctl_fail(const bkctl *ctl, const bk_status *st);
 
+/* A command's --help (client/cli/options.c); bkctl_global_help is the global options' part. */
 void bkctl_usage(FILE *out, const bkctl_command *cmd);
+extern const char bkctl_global_help[];
 
 /* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
  * up: 0, or -1 if s is not that. */
@@ -62,6 +67,12 @@ int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n);
 
 /* The size of the terminal on our stdin (client/cli/exec.c): 0, or -errno. */
 int bkctl_terminal_size(uint32_t *rows, uint32_t *cols);
+
+/* Out of memory: bkctl says so and exits (client/cli/report.c). bkctl_grow() makes room for
+ * element n of a vector of n that grows by doubling. */
+void bkctl_die_oom(void) __attribute__((noreturn));
+char *bkctl_strdup(const char *s);
+void *bkctl_grow(void *v, size_t n, size_t size);
 
 /* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
 int bkctl_parse_size(const char *s, uint64_t *bytes);

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
-#include "cli/json.h"
+#include "json.h"
 
 static const char probe_script[] =
 	"cat_() { while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done < \"$1\"; }\n"

@@ -16,10 +16,10 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
-#include "cli/json.h"
 #include "fullio.h"
+#include "json.h"
 
 #define STDIN_MAX (8u << 20) /* what one Exec request may carry (the server's limit) */
 /* The streamed command dies this long after bkctl stops calling for it (killed with SIGKILL,
@@ -130,17 +130,6 @@ static int terminal_make_raw(void)
 	if (tcsetattr(STDIN_FILENO, TCSADRAIN, &raw) < 0)
 		return -errno;
 	terminal_is_raw = true;
-	return 0;
-}
-
-int bkctl_terminal_size(uint32_t *rows, uint32_t *cols)
-{
-	struct winsize ws;
-
-	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
-		return -errno;
-	*rows = ws.ws_row;
-	*cols = ws.ws_col;
 	return 0;
 }
 

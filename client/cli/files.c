@@ -12,11 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
-#include "cli/json.h"
 #include "clock.h"
-#include "lib/call.h"
+#include "json.h"
 #include "mkdir.h"
 
 /* A bk_file_info freed when it goes out of scope (the library fills it whole, or leaves it empty). */
@@ -27,33 +26,6 @@
 #define PROGRESS_INTERVAL 0.1 /* seconds between redraws of the progress line */
 
 /* --- the parts without a server -------------------------------------------------------------- */
-
-static void die_oom(void)
-{
-	fputs("bkctl: out of memory\n", stderr);
-	exit(BKCTL_EXIT_STATUS);
-}
-
-static char *xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (!d)
-		die_oom();
-	return d;
-}
-
-/* Room for element n of a vector of n that grows by doubling. */
-static void *grow(void *v, size_t n, size_t size)
-{
-	size_t cap = n ? 2 * n : 1;
-
-	if (n & (n - 1))
-		return v;
-	if (cap > SIZE_MAX / size || !(v = realloc(v, cap * size)))
-		die_oom();
-	return v;
-}
 
 bkctl_path bkctl_path_parse(const char *arg)
 {
@@ -163,41 +135,6 @@ void bkctl_mode_string(int type, uint32_t mode, char out[11])
 	out[10] = '\0';
 }
 
-void bkctl_human_bytes(uint64_t n, char *out, size_t size)
-{
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
-	double v = (double)n;
-	size_t u = 0;
-
-	if (n < 1024) {
-		snprintf(out, size, "%llu B", (unsigned long long)n);
-		return;
-	}
-	v /= 1024;
-	while (v >= 1024 && u + 1 < BK_ARRAY_SIZE(units)) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, size, "%.1f %s", v, units[u]);
-}
-
-void bkctl_progress_line(char *out, size_t size, uint64_t done, uint64_t total, double seconds,
-			 size_t files_done, size_t files_total)
-{
-	enum { WIDTH = 20 };
-	char bar[WIDTH + 1], d[32], t[32], rate[32];
-	unsigned pct = total ? (unsigned)(done >= total ? 100 : done * 100 / total) : 100;
-
-	for (int i = 0; i < WIDTH; i++)
-		bar[i] = (unsigned)i < pct * WIDTH / 100 ? '#' : '-';
-	bar[WIDTH] = '\0';
-	bkctl_human_bytes(done, d, sizeof(d));
-	bkctl_human_bytes(total, t, sizeof(t));
-	bkctl_human_bytes(seconds > 0 ? (uint64_t)((double)done / seconds) : 0, rate, sizeof(rate));
-	snprintf(out, size, "[%s] %3u%%  %s / %s  %s/s  %zu/%zu files", bar, pct, d, t, rate, files_done,
-		 files_total);
-}
-
 /* s as one sh word: as it is when that is safe, else in single quotes. */
 static void shell_quote(FILE *out, const char *s)
 {
@@ -224,7 +161,7 @@ char *bkctl_cp_resume_command(const char *flags, const char *upload_id, const ch
 	FILE *out = open_memstream(&buf, &len);
 
 	if (!out || asprintf(&remote, ":%s", dst) < 0)
-		die_oom();
+		bkctl_die_oom();
 	fprintf(out, "bkctl cp %s%s--resume ", flags, flags[0] ? " " : "");
 	shell_quote(out, upload_id);
 	fputc(' ', out);
@@ -233,38 +170,8 @@ char *bkctl_cp_resume_command(const char *flags, const char *upload_id, const ch
 	shell_quote(out, remote);
 	free(remote);
 	if (fclose(out) != 0)
-		die_oom();
+		bkctl_die_oom();
 	return buf;
-}
-
-void bkctl_failures_add(const bkctl *ctl, bkctl_failures *f, const char *path, const bk_status *st,
-			const char *upload_id, char *resume)
-{
-	bkctl text = *ctl;
-	bkctl_failure *e;
-	int code;
-
-	f->v = grow(f->v, f->n, sizeof(*f->v));
-	e = &f->v[f->n++];
-	*e = (bkctl_failure){ .path = xstrdup(path), .st = *st, .resume = resume };
-	snprintf(e->upload_id, sizeof(e->upload_id), "%s", upload_id ? upload_id : "");
-	/* On stderr as text: with -o json the failures are part of the command's one JSON object. */
-	text.json = false;
-	code = bkctl_fail(&text, st);
-	if (resume)
-		fprintf(stderr, "%s: the upload of %s can resume: %s\n", ctl->prog, path, resume);
-	if (code > f->exit_code)
-		f->exit_code = code;
-}
-
-void bkctl_failures_free(bkctl_failures *f)
-{
-	for (size_t i = 0; i < f->n; i++) {
-		free(f->v[i].path);
-		free(f->v[i].resume);
-	}
-	free(f->v);
-	*f = (bkctl_failures){ 0 };
 }
 
 static void failures_json(bk_json *j, const bkctl_failures *f)
@@ -510,21 +417,21 @@ static void cp_on_signal(int sig)
 
 static void cp_add_dir(cp_run *r, char *path, uint32_t mode, bool from_source)
 {
-	r->dirs = grow(r->dirs, r->n_dirs, sizeof(*r->dirs));
+	r->dirs = bkctl_grow(r->dirs, r->n_dirs, sizeof(*r->dirs));
 	r->dirs[r->n_dirs++] = (cp_dir){ .path = path, .mode = mode, .from_source = from_source };
 }
 
 static void cp_add_file(cp_run *r, const char *src, char *dst, uint64_t size, uint32_t mode)
 {
-	r->files = grow(r->files, r->n_files, sizeof(*r->files));
-	r->files[r->n_files++] = (cp_file){ .src = xstrdup(src), .dst = dst, .size = size, .mode = mode, .run = r };
+	r->files = bkctl_grow(r->files, r->n_files, sizeof(*r->files));
+	r->files[r->n_files++] = (cp_file){ .src = bkctl_strdup(src), .dst = dst, .size = size, .mode = mode, .run = r };
 	r->total_bytes += size;
 }
 
 static void cp_add_link(cp_run *r, const char *src, char *dst, const char *target)
 {
-	r->links = grow(r->links, r->n_links, sizeof(*r->links));
-	r->links[r->n_links++] = (cp_link){ .src = xstrdup(src), .dst = dst, .target = xstrdup(target) };
+	r->links = bkctl_grow(r->links, r->n_links, sizeof(*r->links));
+	r->links[r->n_links++] = (cp_link){ .src = bkctl_strdup(src), .dst = dst, .target = bkctl_strdup(target) };
 }
 
 static void cp_skip(cp_run *r, const char *path, const char *reason)
@@ -532,8 +439,8 @@ static void cp_skip(cp_run *r, const char *path, const char *reason)
 	fprintf(stderr, "%s: warning: skipping ", r->ctl->prog);
 	bkctl_put_text(stderr, path);
 	fprintf(stderr, " (%s)\n", reason);
-	r->sum.skipped = grow(r->sum.skipped, r->sum.n_skipped, sizeof(*r->sum.skipped));
-	r->sum.skipped[r->sum.n_skipped++] = (bkctl_skip){ .path = xstrdup(path), .reason = reason };
+	r->sum.skipped = bkctl_grow(r->sum.skipped, r->sum.n_skipped, sizeof(*r->sum.skipped));
+	r->sum.skipped[r->sum.n_skipped++] = (bkctl_skip){ .path = bkctl_strdup(path), .reason = reason };
 }
 
 /* The progress line, at most every PROGRESS_INTERVAL unless forced; under r->lock. */
@@ -656,7 +563,7 @@ static bool cp_download(cp_run *r, cp_file *f)
 	bkctl_path_dir(f->dst, dir, sizeof(dir));
 	tmp = bkctl_path_join(dir, ".bkctl-XXXXXX");
 	if (!tmp)
-		die_oom();
+		bkctl_die_oom();
 	fd = mkostemp(tmp, O_CLOEXEC);
 	/* The destination's parents are made as needed (mkostemp consumed the template). */
 	if (fd < 0 && errno == ENOENT) {
@@ -840,7 +747,7 @@ static void plan_local_tree(cp_run *r, const char *src, char *dst, uint32_t mode
 			_cleanup_free_ char *child = bkctl_path_join(src, name);
 			char *to = bkctl_path_join(dst, name);
 			if (!child || !to)
-				die_oom();
+				bkctl_die_oom();
 			plan_local(r, child, to);
 		}
 		free(names[i]);
@@ -907,10 +814,10 @@ typedef struct remote_dir {
  * stack goes. Breadth first, so each directory is planned before what it holds. */
 static void plan_remote_tree(cp_run *r, const char *src, char *dst, uint32_t mode)
 {
-	remote_dir *todo = grow(NULL, 0, sizeof(*todo));
+	remote_dir *todo = bkctl_grow(NULL, 0, sizeof(*todo));
 	size_t n_todo = 0;
 
-	todo[n_todo++] = (remote_dir){ .src = xstrdup(src), .dst = dst, .mode = mode };
+	todo[n_todo++] = (remote_dir){ .src = bkctl_strdup(src), .dst = dst, .mode = mode };
 	for (size_t k = 0; k < n_todo; k++) {
 		remote_dir d = todo[k]; /* a copy: adding to todo may move it */
 		char token[BK_PAGE_TOKEN_MAX] = "", next[BK_PAGE_TOKEN_MAX];
@@ -937,9 +844,9 @@ static void plan_remote_tree(cp_run *r, const char *src, char *dst, uint32_t mod
 				from = bkctl_path_join(d.src, v[i].path);
 				to = bkctl_path_join(d.dst, v[i].path);
 				if (!from || !to)
-					die_oom();
+					bkctl_die_oom();
 				if (v[i].type == BK_FILE_DIRECTORY) {
-					todo = grow(todo, n_todo, sizeof(*todo));
+					todo = bkctl_grow(todo, n_todo, sizeof(*todo));
 					todo[n_todo++] = (remote_dir){ .src = from, .dst = to, .mode = v[i].mode };
 					continue;
 				}
@@ -1027,7 +934,7 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 	if (must_be_dir && exists && !is_dir)
 		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "%s is not a directory", dst);
 	if (must_be_dir && !exists) {
-		cp_add_dir(r, xstrdup(dst), 0, false);
+		cp_add_dir(r, bkctl_strdup(dst), 0, false);
 		is_dir = true;
 	}
 	for (int i = 0; i < n - 1; i++) {
@@ -1037,7 +944,7 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 		bk_status sst;
 
 		if (!target)
-			die_oom();
+			bkctl_die_oom();
 		if (r->direction == BKCTL_CP_UPLOAD) {
 			plan_local(r, src, target);
 		} else if (bk_file_stat(r->client, src, &info, &sst) != BK_OK) {
@@ -1060,7 +967,7 @@ static void cp_collect_digests(cp_run *r)
 
 		if (!f->has_sha256)
 			continue;
-		r->sum.digests = grow(r->sum.digests, r->sum.n_digests, sizeof(*r->sum.digests));
+		r->sum.digests = bkctl_grow(r->sum.digests, r->sum.n_digests, sizeof(*r->sum.digests));
 		d = &r->sum.digests[r->sum.n_digests++];
 		d->path = r->direction == BKCTL_CP_UPLOAD ? f->src : f->dst;
 		memcpy(d->sha256, f->sha256, sizeof(d->sha256));
@@ -1463,7 +1370,7 @@ int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	/* As mv: onto an existing directory, the source moves inside it. */
 	to = bkctl_cp_target(dst, bk_file_stat(c, dst, &info, &st) == BK_OK && info.type == BK_FILE_DIRECTORY, from);
 	if (!to)
-		die_oom();
+		bkctl_die_oom();
 	code = bk_file_move(c, from, to, o.force, &st);
 	bk_client_close(c);
 	if (code != BK_OK)

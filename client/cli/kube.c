@@ -12,8 +12,8 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
 #include "keys.h"
 
 /* deploy/sandbox/pod.yaml, made into a C string by the Makefile. */

@@ -1,15 +1,14 @@
 /* bkctl — the operator CLI for boxkited, built on libboxkite. */
-#include "cli/bkctl.h"
+#include "bkctl.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/json.h"
 #include "clock.h"
+#include "json.h"
 #include "keys.h"
-#include "lib/call.h"
 #include "mkdir.h"
 #include "version.h"
 
@@ -147,212 +146,13 @@ static const bkctl_command commands[] = {
 	  "terminal a progress line shows on stderr; -o json prints the counts.\n" },
 };
 
-enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };
-
-static const struct option global_longopts[] = {
-	{ "url", required_argument, NULL, OPT_URL },
-	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
-	{ "key-id", required_argument, NULL, OPT_KEY_ID },
-	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
-	{ "output", required_argument, NULL, 'o' },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "help", no_argument, NULL, OPT_HELP },
-};
-
-static const char global_help[] =
-	"Global options (also after the command name):\n"
-	"  --url URL            boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
-	"  --key-file PATH      key file (env BOXKITE_KEY_FILE)\n"
-	"  --key-id ID          which key of the file (default: the first)\n"
-	"  --tls-cert PATH      tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
-	"  -o, --output FMT     text (default) or json\n"
-	"  --timeout S          seconds to wait for an answer (default 30; exec: the command's timeout)\n"
-	"  -h, --help           this help\n";
-
-void bkctl_usage(FILE *out, const bkctl_command *cmd)
+/* bkctl's own usage: every command, and the global options. */
+static void usage(FILE *out)
 {
-	if (cmd) {
-		fprintf(out, "Usage: bkctl %s [options]%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage,
-			cmd->summary);
-		if (cmd->options[0])
-			fprintf(out, "\nOptions:\n%s", cmd->options);
-		if (cmd->notes[0])
-			fprintf(out, "\n%s", cmd->notes);
-		fprintf(out, "\n%s\nSee bkctl(1).\n", global_help);
-		return;
-	}
 	fprintf(out, "Usage: bkctl [global options] COMMAND [options] [args]\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\n%s\n'bkctl COMMAND --help' for a command's options. See bkctl(1).\n", global_help);
-}
-
-int bkctl_parse_seconds(const char *s, uint32_t *ms)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end || errno || !(v > 0) || v > 86400)
-		return -1;
-	/* Rounded up: a timeout shorter than a millisecond is the shortest there is, never none. */
-	*ms = (uint32_t)(v * 1000);
-	if (*ms < v * 1000)
-		(*ms)++;
-	return 0;
-}
-
-/* Apply one global option; false if it is not one. */
-static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
-{
-	uint32_t ms = 0;
-
-	switch (c) {
-	case OPT_URL:
-		ctl->url = arg;
-		return true;
-	case OPT_KEY_FILE:
-		ctl->key_file = arg;
-		return true;
-	case OPT_KEY_ID:
-		ctl->key_id = arg;
-		return true;
-	case OPT_TLS_CERT:
-		ctl->tls_cert = arg;
-		return true;
-	case 'o':
-		if (strcmp(arg, "json") && strcmp(arg, "text")) {
-			fprintf(stderr, "%s: -o %s: expected text or json\n", ctl->prog, arg);
-			*bad = 1;
-		}
-		ctl->json = strcmp(arg, "json") == 0;
-		return true;
-	case OPT_TIMEOUT:
-		if (bkctl_parse_seconds(arg, &ms) < 0) {
-			fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, arg);
-			*bad = 1;
-		}
-		ctl->timeout_ms = (int)ms;
-		return true;
-	default:
-		return false;
-	}
-}
-
-int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		 const struct option *longopts, int *want_help)
-{
-	struct option all[32];
-	char shorts[64];
-	size_t n = 0;
-
-	for (const struct option *o = longopts; o && o->name && n < 20; o++)
-		all[n++] = *o;
-	for (size_t i = 0; i < sizeof(global_longopts) / sizeof(global_longopts[0]); i++)
-		all[n++] = global_longopts[i];
-	all[n] = (struct option){ 0 };
-	snprintf(shorts, sizeof(shorts), "+%sho:", shortopts ? shortopts : "");
-
-	for (;;) {
-		int bad = 0, c = getopt_long(argc, argv, shorts, all, NULL);
-
-		if (c == 'h' || c == OPT_HELP) {
-			*want_help = 1;
-			bkctl_usage(stdout, cmd);
-			return -1;
-		}
-		if (c == -1 || c == '?' || c == ':')
-			return c;
-		if (!global_option(ctl, c, optarg, &bad))
-			return c;
-		if (bad)
-			return '?';
-	}
-}
-
-/* The client options the global options say: every connection bkctl makes uses these. */
-static bk_client_options client_options(const bkctl *ctl)
-{
-	return (bk_client_options){ .key_file = ctl->key_file, .key_id = ctl->key_id, .timeout_ms = ctl->timeout_ms,
-				    .tls_cert = ctl->tls_cert };
-}
-
-bk_client *bkctl_connect(bkctl *ctl, int *exit_code)
-{
-	bk_client_options o = client_options(ctl);
-	bk_client *c = NULL;
-	bk_status st;
-
-	if (bk_client_open(&c, ctl->url, &o, &st) != BK_OK) {
-		*exit_code = bkctl_fail(ctl, &st);
-		return NULL;
-	}
-	return c;
-}
-
-/* What to do about a failure, when bkctl can tell; NULL otherwise. */
-static const char *fail_hint(const bkctl *ctl, const bk_status *st)
-{
-	switch (st->detail) {
-	case BK_DETAIL_UNKNOWN_KEY:
-		return ctl->key_file ? "boxkited has no key with this id: use the key file boxkited was started with "
-				       "(--key-file), or name one of its keys with --key-id"
-				     : "give the key file boxkited was started with: --key-file PATH, or "
-				       "export BOXKITE_KEY_FILE=PATH";
-	case BK_DETAIL_BAD_MAC:
-		return "the key does not match the server's: use the key file boxkited was started with "
-		       "(--key-file PATH or BOXKITE_KEY_FILE)";
-	case BK_DETAIL_AUTH_NOT_CONFIGURED:
-		return "boxkited was started without --key-file: only health is served";
-	case BK_DETAIL_STALE:
-	case BK_DETAIL_FUTURE:
-		return "this machine's clock and the server's differ by more than the server's --window";
-	default:
-		break;
-	}
-	if (st->code == BK_UNAVAILABLE && strncmp(st->message, "cannot connect", 14) == 0)
-		return "is boxkited running and listening there? (--url URL or BOXKITE_URL)";
-	return NULL;
-}
-
-int bkctl_fail(const bkctl *ctl, const bk_status *st)
-{
-	const char *hint = fail_hint(ctl, st);
-
-	if (ctl->json) {
-		bk_json j = { .out = stdout };
-		bk_json_begin_object(&j, NULL);
-		bk_json_begin_object(&j, "error");
-		bk_json_string(&j, "status", bk_status_name(st->code));
-		bk_json_int(&j, "code", st->code);
-		if (st->detail)
-			bk_json_string(&j, "detail", bk_detail_name(st->detail));
-		bk_json_bool(&j, "verified", st->verified);
-		bk_json_string(&j, "message", st->message);
-		if (hint)
-			bk_json_string(&j, "hint", hint);
-		bk_json_end_object(&j);
-		bk_json_end_object(&j);
-	}
-	/* The message may quote names the sandbox chose: their unprintable bytes are escaped. */
-	fprintf(stderr, "%s: %s%s%s: ", ctl->prog, bk_status_name(st->code), st->detail ? "/" : "",
-		st->detail ? bk_detail_name(st->detail) : "");
-	bkctl_put_text(stderr, st->message);
-	fputc('\n', stderr);
-	if (hint)
-		fprintf(stderr, "%s: %s\n", ctl->prog, hint);
-	switch (st->code) {
-	case BK_UNAUTHENTICATED:
-		return BKCTL_EXIT_AUTH;
-	case BK_UNAVAILABLE:
-		return st->detail == BK_DETAIL_AUTH_NOT_CONFIGURED ? BKCTL_EXIT_AUTH : BKCTL_EXIT_UNREACHABLE;
-	case BK_DEADLINE_EXCEEDED:
-	case BK_DATA_LOSS:
-		return BKCTL_EXIT_UNREACHABLE;
-	default:
-		return BKCTL_EXIT_STATUS;
-	}
+	fprintf(out, "\n%s\n'bkctl COMMAND --help' for a command's options. See bkctl(1).\n", bkctl_global_help);
 }
 
 int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
@@ -402,45 +202,10 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	return BKCTL_EXIT_OK;
 }
 
-int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n)
-{
-	char *eq = strchr(arg, '=');
-
-	if (!eq) {
-		fprintf(stderr, "%s: -e %s: expected NAME=VALUE\n", ctl->prog, arg);
-		return -1;
-	}
-	*eq = '\0';
-	env[(*n)++] = (bk_env_var){ .name = arg, .value = eq + 1 };
-	return 0;
-}
-
-int bkctl_parse_size(const char *s, uint64_t *bytes)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	if (*s < '0' || *s > '9')
-		return -1;
-	v = strtoull(s, &end, 10);
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end || errno || v == 0 || v > (1ull << 40) >> shift)
-		return -1;
-	*bytes = (uint64_t)v << shift;
-	return 0;
-}
-
 /* One Health call on a connection of its own (a retry must dial again). */
 static int health_once(bkctl *ctl, bk_health_info *h, bk_status *st)
 {
-	bk_client_options o = client_options(ctl);
+	bk_client_options o = bkctl_client_options(ctl);
 	bk_client *c;
 	int code = bk_client_open(&c, ctl->url, &o, st);
 
@@ -523,10 +288,12 @@ int main(int argc, char **argv)
 	/* Global options before the command name. */
 	while ((c = bkctl_getopt(&ctl, NULL, argc, argv, "", NULL, &help)) != -1)
 		return BKCTL_EXIT_USAGE;
-	if (help)
+	if (help) {
+		usage(stdout);
 		return BKCTL_EXIT_OK;
+	}
 	if (optind >= argc) {
-		bkctl_usage(stderr, NULL);
+		usage(stderr);
 		return BKCTL_EXIT_USAGE;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
@@ -540,6 +307,6 @@ int main(int argc, char **argv)
 		}
 	}
 	fprintf(stderr, "bkctl: unknown command '%s'\n", argv[optind]);
-	bkctl_usage(stderr, NULL);
+	usage(stderr);
 	return BKCTL_EXIT_USAGE;
 }

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bkctl.h"
-#include "cli/json.h"
+#include "bkctl.h"
 #include "clock.h"
+#include "json.h"
 #include "keys.h"
 #include "preview.h"
 

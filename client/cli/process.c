@@ -8,13 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
-#include "cli/json.h"
 #include "clock.h"
 #include "fullio.h"
+#include "json.h"
 #include "keys.h"
-#include "lib/call.h"
 
 /* send: the most one ProcessWrite carries. */
 #define SEND_CHUNK (1u << 20)

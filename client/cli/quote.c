@@ -3,7 +3,7 @@
  * newline in it forges a line of output. On a terminal names are quoted as GNU ls quotes them by
  * default (--quoting-style=shell-escape: the result pasted into a shell names the file); error
  * messages, which quote names too, get their unprintable bytes escaped. */
-#include "cli/bkctl.h"
+#include "bkctl.h"
 
 #include <string.h>
 

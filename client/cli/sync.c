@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/bkctl.h"
-#include "cli/json.h"
+#include "bkctl.h"
 #include "clock.h"
+#include "json.h"
 
 #define PATTERNS_MAX 64
 #define POLL_NS (200 * 1000 * 1000)

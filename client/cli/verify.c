@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "bkctl.h"
 #include "cleanup.h"
-#include "cli/bkctl.h"
-#include "cli/json.h"
+#include "json.h"
 #include "keys.h"
 
 enum verdict { PASS, FAIL, WARN, NOT_RUN };

@@ -9,9 +9,9 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <openssl/crypto.h>
 
+#include "request.h"
 #include "clock.h"
 #include "keys.h"
-#include "lib/call.h"
 #include "tls.h"
 #include "version.h"
 
@@ -26,7 +26,7 @@ struct bk_client {
 	int timeout_ms;
 };
 
-int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
+BK_EXPORT int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -39,6 +39,17 @@ int bk_status_set(bk_status *st, int code, int detail, bool verified, const char
 	vsnprintf(st->message, sizeof(st->message), fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+BK_EXPORT int bk_status_errno(bk_status *st, int errnum, const char *fmt, ...)
+{
+	char what[sizeof(st->message)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return bk_status_set(st, bk_status_from_errno(errnum), 0, false, "%s: %s", what, strerror(errnum));
 }
 
 static int status_from_error(bk_status *st, bk_error *err)

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/call.h"
+#include "request.h"
 
 int bk_command_pb(const char *const *argv, const char *shell, const bk_env_var *env, size_t n, size_t *argc,
 		  Boxkite__V1__EnvVar **vars, Boxkite__V1__EnvVar ***ptrs, bk_status *st)

@@ -11,9 +11,9 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
+#include "request.h"
 #include "contenthash.h"
 #include "fullio.h"
-#include "lib/call.h"
 
 #define SHA256_LEN 32
 /* The most data one chunk carries either way: one block of the content hash, which is the

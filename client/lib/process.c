@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "request.h"
 #include "cleanup.h"
-#include "lib/call.h"
 
 /* The most one ProcessWrite carries (the server's limit). */
 #define WRITE_MAX (1u << 20)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "boxkite/v1/boxkite.pb-c.h"
-#include "lib/call.h"
+#include "request.h"
 
 static int wait_ms(const bk_client *c, const bk_sync_request *rq)
 {

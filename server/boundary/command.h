@@ -5,7 +5,7 @@
 
 #include "boundary/link.h"
 #include "boxkite/v1/boxkite.pb-c.h"
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 /* What one command may ask: argv entries, variables, and bytes of argv (or shell) and of the
  * environment, each counting a NUL per string — together within one executor packet. */

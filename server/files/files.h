@@ -5,7 +5,7 @@
 #ifndef BK_FILES_FRONT_H
 #define BK_FILES_FRONT_H
 
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 #include "contenthash.h"
 

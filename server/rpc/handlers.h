@@ -2,7 +2,7 @@
 #ifndef BK_HANDLERS_H
 #define BK_HANDLERS_H
 
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 void bk_handle_health(bk_call *call, const ProtobufCMessage *request);
 

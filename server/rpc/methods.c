@@ -1,5 +1,5 @@
 /* The dispatch table: one row per rpc of service boxkite.v1.Sandbox. The generated service
- * descriptor gives each row its request and response types; bk_server_init() fails if a row
+ * descriptor gives each row its request and response types; bk_methods_init() fails if a row
  * names no rpc or an rpc has no row, so the table cannot drift from proto/. */
 #include "rpc/methods.h"
 
@@ -21,35 +21,36 @@ _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's 
 #define MiB BK_MiB
 
 static const bk_method method_rows[] = {
-	/* name                 auth   handler               max request body, max data */
-	{ "Health",             false, bk_handle_health,     1 * KiB, 0 },
-	{ "Exec",               true,  bk_handle_exec,       BK_BODY_MAX, 0 },
-	{ "FileUploadBegin",    true,  bk_handle_upload_begin, 16 * KiB, 0 },
+	/* name                 flags  handler               max request body, max data */
+	{ "Health",             BK_METHOD_UNKEYED | BK_METHOD_DURING_RESET,
+				       bk_handle_health,     1 * KiB, 0 },
+	{ "Exec",               0,     bk_handle_exec,       BK_BODY_MAX, 0 },
+	{ "FileUploadBegin",    0,     bk_handle_upload_begin, 16 * KiB, 0 },
 	/* the chunk is the data field; the body says where it goes */
-	{ "FileUploadChunk",    true,  bk_handle_upload_chunk, 1 * KiB, BK_DATA_MAX },
-	{ "FileUploadCommit",   true,  bk_handle_upload_commit, 1 * KiB, 0 },
-	{ "FileUploadAbort",    true,  bk_handle_upload_abort, 1 * KiB, 0 },
-	{ "FileDownload",       true,  bk_handle_file_download, 16 * KiB, 0 },
-	{ "FileStat",           true,  bk_handle_file_stat,  16 * KiB, 0 },
-	{ "FileList",           true,  bk_handle_file_list,  16 * KiB, 0 },
-	{ "FileMkdir",          true,  bk_handle_file_mkdir, 16 * KiB, 0 },
-	{ "FileRemove",         true,  bk_handle_file_remove, 16 * KiB, 0 },
-	{ "FileMove",           true,  bk_handle_file_move,  16 * KiB, 0 },
-	{ "FileSymlink",        true,  bk_handle_file_symlink, 16 * KiB, 0 },
-	{ "ProcessStart",       true,  bk_handle_process_start, 1 * MiB, 0 },
-	{ "ProcessRead",        true,  bk_handle_process_read, 1 * KiB, 0 },
-	{ "ProcessWrite",       true,  bk_handle_process_write, 1 * MiB + 1 * KiB, 0 },
-	{ "ProcessCloseStdin",  true,  bk_handle_process_close_stdin, 1 * KiB, 0 },
-	{ "ProcessSignal",      true,  bk_handle_process_signal, 1 * KiB, 0 },
-	{ "ProcessWait",        true,  bk_handle_process_wait, 1 * KiB, 0 },
-	{ "ProcessList",        true,  bk_handle_process_list, 1 * KiB, 0 },
-	{ "ProcessResize",      true,  bk_handle_process_resize, 1 * KiB, 0 },
-	{ "ProcessRemove",      true,  bk_handle_process_remove, 1 * KiB, 0 },
-	{ "SyncPush",           true,  bk_handle_sync_push,  16 * KiB, 0 },
-	{ "SyncPull",           true,  bk_handle_sync_pull,  16 * KiB, 0 },
-	{ "SyncList",           true,  bk_handle_sync_list,  1 * KiB, 0 },
-	{ "SyncStatus",         true,  bk_handle_sync_status, 1 * KiB, 0 },
-	{ "Reset",              true,  bk_handle_reset,      1 * KiB, 0 },
+	{ "FileUploadChunk",    0,     bk_handle_upload_chunk, 1 * KiB, BK_DATA_MAX },
+	{ "FileUploadCommit",   0,     bk_handle_upload_commit, 1 * KiB, 0 },
+	{ "FileUploadAbort",    0,     bk_handle_upload_abort, 1 * KiB, 0 },
+	{ "FileDownload",       0,     bk_handle_file_download, 16 * KiB, 0 },
+	{ "FileStat",           0,     bk_handle_file_stat,  16 * KiB, 0 },
+	{ "FileList",           0,     bk_handle_file_list,  16 * KiB, 0 },
+	{ "FileMkdir",          0,     bk_handle_file_mkdir, 16 * KiB, 0 },
+	{ "FileRemove",         0,     bk_handle_file_remove, 16 * KiB, 0 },
+	{ "FileMove",           0,     bk_handle_file_move,  16 * KiB, 0 },
+	{ "FileSymlink",        0,     bk_handle_file_symlink, 16 * KiB, 0 },
+	{ "ProcessStart",       0,     bk_handle_process_start, 1 * MiB, 0 },
+	{ "ProcessRead",        0,     bk_handle_process_read, 1 * KiB, 0 },
+	{ "ProcessWrite",       0,     bk_handle_process_write, 1 * MiB + 1 * KiB, 0 },
+	{ "ProcessCloseStdin",  0,     bk_handle_process_close_stdin, 1 * KiB, 0 },
+	{ "ProcessSignal",      0,     bk_handle_process_signal, 1 * KiB, 0 },
+	{ "ProcessWait",        0,     bk_handle_process_wait, 1 * KiB, 0 },
+	{ "ProcessList",        0,     bk_handle_process_list, 1 * KiB, 0 },
+	{ "ProcessResize",      0,     bk_handle_process_resize, 1 * KiB, 0 },
+	{ "ProcessRemove",      0,     bk_handle_process_remove, 1 * KiB, 0 },
+	{ "SyncPush",           0,     bk_handle_sync_push,  16 * KiB, 0 },
+	{ "SyncPull",           0,     bk_handle_sync_pull,  16 * KiB, 0 },
+	{ "SyncList",           0,     bk_handle_sync_list,  1 * KiB, 0 },
+	{ "SyncStatus",         0,     bk_handle_sync_status, 1 * KiB, 0 },
+	{ "Reset",              0,     bk_handle_reset,      1 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)
@@ -75,7 +76,7 @@ int bk_methods_init(bk_server *srv, bk_error **err)
 					    method_rows[i].name, svc->name);
 		m = &srv->methods[d - svc->methods];
 		m->name = method_rows[i].name;
-		m->auth = method_rows[i].auth;
+		m->flags = method_rows[i].flags;
 		m->handler = method_rows[i].handler;
 		m->max_body = method_rows[i].max_body;
 		m->max_data = method_rows[i].max_data;

@@ -8,11 +8,8 @@
 #include "auth/replaylog.h"
 #include "boundary/link.h"
 #include "log.h"
-#include "rpc/handlers.h"
-#include "rpc/methods.h"
 #include "runs/exec.h"
 #include "runs/process.h"
-#include "session/reset.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
@@ -40,9 +37,7 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 			bk_log(BK_LOG_INFO, "replay log: %zu requests of the last %lld s refused if re-sent",
 			       bk_replay_log_restored(srv->replay_log), (long long)(cfg->window_ms / 1000));
 	}
-	if ((ret = bk_reset_init(srv, err)) < 0 || (ret = bk_methods_init(srv, err)) < 0)
-		return ret;
-	if (bk_metrics_init(&srv->metrics, srv->nmethods) < 0)
+	if (bk_metrics_init(&srv->metrics, boxkite__v1__sandbox__descriptor.n_methods) < 0)
 		return bk_error_errno(err, ENOMEM, "metrics");
 	return 0;
 }
@@ -147,10 +142,19 @@ void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *
 	}
 }
 
+void bk_server_fail(bk_server *srv, const char *why)
+{
+	snprintf(srv->failure, sizeof(srv->failure), "%s", why);
+	atomic_store(&srv->gate, BK_GATE_FAILED);
+}
+
+const char *bk_server_failure(const bk_server *srv)
+{
+	return atomic_load(&srv->gate) == BK_GATE_FAILED ? srv->failure : NULL;
+}
+
 void bk_server_fini(bk_server *srv)
 {
-	bk_front_stop(srv);
-	bk_reset_fini(srv);
 	bk_replay_log_free(srv->replay_log);
 	bk_replay_free(srv->replay);
 	bk_keystore_free(srv->keystore);

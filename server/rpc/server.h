@@ -30,9 +30,16 @@ typedef void (*bk_handler_fn)(bk_call *call, const ProtobufCMessage *request);
 
 /* One row per rpc (server/rpc/methods.c): what it needs and who serves it. The request and response
  * types come from the generated service descriptor, not from this table. */
+/* What a method may do that others may not, one flag each (as OpenSSH's mon_table permits):
+ * the pipeline reads the row, it never compares handlers. */
+enum {
+	BK_METHOD_UNKEYED = 1 << 0,      /* may be called without a key (Health, for probes) */
+	BK_METHOD_DURING_RESET = 1 << 1, /* served while the gate is shut (a Reset runs or failed) */
+};
+
 typedef struct bk_method {
 	const char *name;
-	bool auth;          /* false: may be called without a key (Health, for probes) */
+	unsigned flags;     /* BK_METHOD_* */
 	bk_handler_fn handler; /* NULL: answers UNIMPLEMENTED */
 	size_t max_body;    /* largest request body accepted */
 	size_t max_data;    /* largest request data field accepted; 0: the method takes none */
@@ -84,12 +91,25 @@ struct bk_server {
 	struct bk_http *http; /* the HTTP listener (server/transport/http.c); NULL: none */
 	struct bk_proxy *proxy; /* the preview listener (server/transport/proxy.c); NULL: none */
 	bk_metrics metrics;
-	/* Reset (server/session/reset.c): its state (enum bk_reset_state; not NONE: calls but Health are
-	 * refused), the calls past that gate not yet ended (what a reset waits for), its own. */
-	atomic_int reset_state;
+	/* The gate (enum bk_gate): every call of a method without BK_METHOD_DURING_RESET passes it
+	 * before its handler. A Reset (server/session/reset.c) shuts it while it runs and for good
+	 * when it fails; calls_open counts the calls past it not yet ended (what a reset waits for). */
+	atomic_int gate;
+	char failure[1024];  /* why the gate is shut for good; written before gate is set FAILED */
 	atomic_long calls_open;
 	struct bk_reset *reset;
 };
+
+enum bk_gate {
+	BK_GATE_OPEN,     /* serving */
+	BK_GATE_RESET,    /* a reset runs: calls are refused UNAVAILABLE */
+	BK_GATE_FAILED,   /* a reset failed: refused FAILED_PRECONDITION until boxkited restarts */
+};
+
+/* Shut the gate for good: the sandbox may hold what it must not serve to anyone (why says what). */
+void bk_server_fail(bk_server *srv, const char *why);
+/* Why the gate is shut for good; NULL while it is not. */
+const char *bk_server_failure(const bk_server *srv);
 
 /* The executor's events (sandbox state, exec exits, a file worker's channel), routed to their
  * modules; the file worker's channel closing. */
@@ -98,39 +118,15 @@ void bk_server_files_event(void *srv, Boxkite__Executor__Reply *event, int *fds,
 
 void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong);
 
-/* Set up everything but the transport: keys, replay cache (and its log in cfg->state_dir, when
- * set), method table. */
+/* Set up the state every room shares: keys, replay cache (and its log in cfg->state_dir, when
+ * set), TLS configuration, metrics. The composition root (main.c) then fills the method table
+ * (rpc/methods.h) and starts each room. bk_server_fini() undoes a partial init too. */
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err);
 void bk_server_fini(bk_server *srv);
 
 /* Run one received message through the pipeline: envelope, auth, replay, decode, handler.
  * The call ends through call->done exactly once, possibly on another thread. */
 void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg);
-
-/* The handler will end the call later, after a wait of its own (a long-poll): the transport
- * serves other requests meanwhile, so that waiting calls never hold the admission limit
- * (--contexts). false when it cannot (BK_PARKED_MAX calls wait already): answer now instead. */
-#define BK_PARKED_MAX 1024
-bool bk_call_park(bk_call *call);
-
-/* End a call with a response message (status OK). */
-void bk_call_reply(bk_call *call, const ProtobufCMessage *response);
-
-/* An answer that carries data (a file chunk), built in two steps so that the data is written
- * straight into the message: bk_call_answer() lays out response and room for data_len bytes
- * and returns where they go (NULL when out of memory: end the call otherwise); the handler
- * writes them there, then bk_call_reply_data() signs the answer with the data's digest (which
- * the handler computed, and may have used for itself) and ends the call, or
- * bk_call_answer_drop() frees it and the handler ends the call another way. Such answers are
- * not kept for re-sends (docs/PROTOCOL.md, "Replay and resend"). */
-typedef struct bk_answer bk_answer;
-bk_answer *bk_call_answer(bk_call *call, const ProtobufCMessage *response, size_t data_len, uint8_t **data);
-void bk_call_reply_data(bk_call *call, bk_answer *answer, const bk_digest *data);
-void bk_call_answer_drop(bk_answer *answer);
-/* End a call with an error status and message; takes ownership of err. */
-void bk_call_fail(bk_call *call, bk_error *err);
-/* End a call with a status, a detail and a formatted message. */
-void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...) BK_PRINTF(4, 5);
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name);
 

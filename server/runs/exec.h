@@ -5,7 +5,7 @@
 #define BK_EXEC_H
 
 #include "boundary/link.h"
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 typedef struct bk_execs bk_execs;
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "boundary/link.h"
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 /* The exec ids of processes have this bit, Exec's never: the executor's Exited events are routed
  * by it. */

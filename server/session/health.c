@@ -1,5 +1,4 @@
 #include "rpc/handlers.h"
-#include "session/reset.h"
 #include "version.h"
 
 void bk_handle_health(bk_call *call, const ProtobufCMessage *request)
@@ -11,7 +10,7 @@ void bk_handle_health(bk_call *call, const ProtobufCMessage *request)
 	resp.version = (char *)BK_VERSION;
 	resp.mode = (char *)srv->mode;
 	/* A failed reset: the sandbox may hold the last tenant's processes or files. */
-	resp.not_ready_reason = (char *)bk_reset_failure(srv);
+	resp.not_ready_reason = (char *)bk_server_failure(srv);
 	resp.sandbox_ready = srv->sandbox_ready && !resp.not_ready_reason;
 	if (!resp.not_ready_reason)
 		resp.not_ready_reason = "";

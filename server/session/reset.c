@@ -41,7 +41,6 @@ struct bk_reset {
 	bool joinable;
 	bk_call *call;         /* the Reset running, and its request */
 	const Boxkite__V1__ResetRequest *rq;
-	char why[1024];        /* what failed, once BK_RESET_FAILED */
 };
 
 /* --- the tenant key on disk ------------------------------------------------------------------ */
@@ -210,12 +209,12 @@ static void *reset_main(void *arg)
 	const Boxkite__V1__ResetRequest *rq = r->rq;
 	Boxkite__V1__ResetResponse resp = BOXKITE__V1__RESET_RESPONSE__INIT;
 	bk_error *err = NULL;
-	char snapshot[256] = "";
+	char snapshot[256] = "", why[sizeof(srv->failure)];
 
 	if (reset_run(srv, call, rq, &resp, snapshot, sizeof(snapshot), &err) < 0) {
-		snprintf(r->why, sizeof(r->why), "a reset failed: %s", bk_error_msg(err));
+		snprintf(why, sizeof(why), "a reset failed: %s", bk_error_msg(err));
 		bk_error_prefix(&err, -1, "reset failed (this sidecar now serves only Health: discard it)");
-		atomic_store(&srv->reset_state, BK_RESET_FAILED);
+		bk_server_fail(srv, why);
 		bk_log(BK_LOG_ERROR, "%s", bk_error_msg(err));
 		bk_call_fail(call, err);
 		return NULL;
@@ -224,19 +223,19 @@ static void *reset_main(void *arg)
 	bk_log(BK_LOG_INFO, "reset: %llu commands killed, %llu entries removed%s%s%s",
 	       (unsigned long long)resp.processes_killed, (unsigned long long)resp.entries_removed,
 	       snapshot[0] ? ", pushed first as " : "", snapshot, rq->new_key_id[0] ? ", the new key installed" : "");
-	atomic_store(&srv->reset_state, BK_RESET_NONE);
+	atomic_store(&srv->gate, BK_GATE_OPEN);
 	bk_call_reply(call, &resp.base);
 	return NULL;
 }
 
-/* --- the rpc and the gate -------------------------------------------------------------------- */
+/* --- the rpc -------------------------------------------------------------------- */
 
 void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__ResetRequest *rq = (const Boxkite__V1__ResetRequest *)request;
 	bk_server *srv = call->srv;
 	struct bk_reset *r = srv->reset;
-	int expected = BK_RESET_NONE, rv;
+	int expected = BK_GATE_OPEN, rv;
 
 	if (!!rq->new_key_id[0] != !!rq->new_key_secret.len) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "give both new_key_id and new_key_secret, or neither");
@@ -261,7 +260,7 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "the sandbox is not ready: nothing to reset yet");
 		return;
 	}
-	if (!atomic_compare_exchange_strong(&srv->reset_state, &expected, BK_RESET_RUNNING)) {
+	if (!atomic_compare_exchange_strong(&srv->gate, &expected, BK_GATE_RESET)) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is already running");
 		return;
 	}
@@ -273,33 +272,11 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 	r->rq = rq;
 	rv = pthread_create(&r->thread, NULL, reset_main, r);
 	if (rv) {
-		atomic_store(&srv->reset_state, BK_RESET_NONE);
+		atomic_store(&srv->gate, BK_GATE_OPEN);
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "cannot start the reset: %s", strerror(rv));
 		return;
 	}
 	r->joinable = true;
-}
-
-bool bk_reset_refuses(bk_call *call)
-{
-	bk_server *srv = call->srv;
-
-	switch (atomic_load(&srv->reset_state)) {
-	case BK_RESET_RUNNING:
-		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is running: retry when it is over");
-		return true;
-	case BK_RESET_FAILED:
-		bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
-			      "this sidecar serves only Health: %s; restart or discard it", srv->reset->why);
-		return true;
-	default:
-		return false;
-	}
-}
-
-const char *bk_reset_failure(bk_server *srv)
-{
-	return srv->reset && atomic_load(&srv->reset_state) == BK_RESET_FAILED ? srv->reset->why : NULL;
 }
 
 void bk_reset_stop(bk_server *srv)

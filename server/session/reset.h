@@ -7,13 +7,7 @@
 
 #include <stdbool.h>
 
-#include "rpc/server.h"
-
-enum bk_reset_state {
-	BK_RESET_NONE,    /* serving */
-	BK_RESET_RUNNING, /* a reset runs: calls are refused UNAVAILABLE */
-	BK_RESET_FAILED,  /* a reset failed: refused FAILED_PRECONDITION until boxkited restarts */
-};
+#include "rpc/call.h"
 
 /* At start-up, as root: the state directory's tenant-key, opened for later Resets, and the key a
  * past Reset left there, which then is the only key (the key file is not read). */
@@ -21,12 +15,6 @@ int bk_reset_init(bk_server *srv, bk_error **err);
 /* Wait for a reset running to end (the links are closed first, so it ends soon). */
 void bk_reset_stop(bk_server *srv);
 void bk_reset_fini(bk_server *srv);
-
-/* The gate every call but Health passes before its handler: true when it was refused (and
- * ended). */
-bool bk_reset_refuses(bk_call *call);
-/* Why the sidecar does not serve after a failed reset; NULL when it does. */
-const char *bk_reset_failure(bk_server *srv);
 
 void bk_handle_reset(bk_call *call, const ProtobufCMessage *request);
 

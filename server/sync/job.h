@@ -1,5 +1,6 @@
 /* Inside the sync (sync.h): a job — one push, pull or listing — and what its parts share:
- * sync.c runs jobs and serves the rpcs, sync_push.c and sync_pull.c do the two directions. */
+ * sync.c runs jobs and serves the rpcs, push.c and pull.c do the two directions, walk.c holds
+ * what both use. */
 #ifndef BK_SYNC_JOB_H
 #define BK_SYNC_JOB_H
 
@@ -11,7 +12,7 @@
 
 #include "boundary/link.h"
 #include "boxkite/store/snapshot.pb-c.h"
-#include "rpc/server.h"
+#include "rpc/call.h"
 #include "rpc/workers.h"
 #include "sbpath.h"
 #include "sync/hashset.h"
@@ -108,7 +109,7 @@ struct dirent_info {
 	int64_t mtime_ns;
 };
 
-/* sync.c */
+/* walk.c */
 void sync_progress_add(struct job *j, uint64_t files, uint64_t bytes, uint64_t blobs);
 /* Send an order to the file worker and wait for its reply (with a descriptor into *fd when fd is
  * not NULL); the error in j->err, prefixed with what and path. */
@@ -123,11 +124,11 @@ void sync_blob_key(const bk_hash h, char out[BLOB_KEY_MAX]);
 /* A snapshot id: [A-Za-z0-9._-], 1 to ID_MAX bytes, not first '.'. */
 bool sync_id_valid(const char *id);
 
-/* sync_push.c */
+/* push.c */
 int sync_run_push(struct job *j);
 void sync_entry_free(Boxkite__Store__Entry *e);
 
-/* sync_pull.c */
+/* pull.c */
 int sync_run_pull(struct job *j);
 int sync_manifest_read(struct job *j, const char *id, Boxkite__Store__Manifest **out);
 

@@ -19,7 +19,7 @@
 #ifndef BK_SYNC_H
 #define BK_SYNC_H
 
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 #define BK_SYNC_READ_TRIES 3
 /* The largest manifest read back (compressed, and its content). */

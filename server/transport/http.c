@@ -9,7 +9,6 @@
 
 #include "boundary/link.h"
 #include "log.h"
-#include "session/reset.h"
 
 /* The executor must have answered a ping within this long for /readyz (pings go every second). */
 #define EXECUTOR_FRESH_MS 3000
@@ -70,7 +69,7 @@ static void handle_readyz(nng_aio *aio)
 		why = "the executor does not answer";
 	else if (!atomic_load(&srv->sandbox_ready))
 		why = "the sandbox is not found";
-	else if (bk_reset_failure(srv))
+	else if (bk_server_failure(srv))
 		why = "a reset failed: discard this sidecar";
 	if (why) {
 		int n = snprintf(body, sizeof(body), "not ready: %s\n", why);

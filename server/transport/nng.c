@@ -17,7 +17,7 @@
 
 #include "log.h"
 #include "mkdir.h"
-#include "rpc/server.h"
+#include "rpc/call.h"
 
 #include <nng/protocol/reqrep0/rep.h>
 

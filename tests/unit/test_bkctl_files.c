@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "cli/bkctl.h"
+#include "bkctl.h"
 
 /* What write(out) printed, as a string (freed by the caller). */
 #define CAPTURE(buf, write)                                                                        \

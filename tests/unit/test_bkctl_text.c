@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "cli/bkctl.h"
-#include "cli/json.h"
+#include "bkctl.h"
+#include "json.h"
 #include "mkdir.h"
 
 #define CAPTURE(buf, write)                                                                        \

@@ -1,7 +1,7 @@
 /* Inside libboxkite: the one generic call every typed function goes through, and how a
  * bk_status is filled (bkctl, linked with the static library, fills its own the same way). */
-#ifndef BK_CLIENT_CALL_H
-#define BK_CLIENT_CALL_H
+#ifndef BK_CLIENT_REQUEST_H
+#define BK_CLIENT_REQUEST_H
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,25 +82,5 @@ bool bk_client_private(const bk_client *c);
 /* Take *key over as the client's key from now on (the old one is wiped, *key zeroed). Must not
  * race with calls in progress. */
 void bk_client_set_key(bk_client *c, bk_key *key);
-
-/* Fill st (when not NULL) and return code. */
-int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-/* A local operation failed with errnum (reading a file to upload, say): bk_status_set() with the
- * status bk_status_from_errno() gives and the message ending in ": strerror(errnum)", as
- * bk_error_errno() does for a bk_error. */
-static inline int bk_status_errno(bk_status *st, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static inline int bk_status_errno(bk_status *st, int errnum, const char *fmt, ...)
-{
-	char what[sizeof(st->message)];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	return bk_status_set(st, bk_status_from_errno(errnum), 0, false, "%s: %s", what, strerror(errnum));
-}
 
 #endif

@@ -7,17 +7,14 @@
  * Nothing of the body is decoded before the MAC verified. Once it did, every answer, errors
  * included, is MAC'd with the caller's key and bound to its nonce; before, answers carry no MAC
  * and a client treats them as unverified. */
-#include <errno.h>
+#include "rpc/call.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "auth/replaylog.h"
 #include "log.h"
-#include "rpc/handlers.h"
-#include "rpc/server.h"
-#include "session/reset.h"
-#include "utf8.h"
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name)
 {
@@ -25,191 +22,6 @@ const bk_method *bk_server_method(const bk_server *srv, const char *name)
 		protobuf_c_service_descriptor_get_method_by_name(&boxkite__v1__sandbox__descriptor, name);
 
 	return d ? &srv->methods[d - boxkite__v1__sandbox__descriptor.methods] : NULL;
-}
-
-static bool nonce_ok(const bk_envelope *env)
-{
-	return env && env->nonce.len == BK_NONCE_LEN;
-}
-
-/* The call's audit line (one JSON line per request: server/log.c) and its counters. */
-static void call_account(const bk_call *call, const bk_log_request *r)
-{
-	bk_log_call(r);
-	bk_metrics_call(&call->srv->metrics, call->method ? (size_t)(call->method - call->srv->methods) : 0,
-			call->method != NULL, r->status, r->detail, r->bytes_in, r->bytes_out);
-}
-
-/* Free what the call holds and hand the answer (or NULL: no answer) to the transport. */
-static void call_release(bk_call *call, nng_msg *answer)
-{
-	bk_arena_free(call->arena);
-	call->arena = NULL;
-	call->env = NULL;
-	nng_msg_free(call->msg); /* NULL-safe in nng 1.5.2 */
-	call->msg = NULL;
-	call->data = NULL;
-	call->data_len = 0;
-	bk_keyring_ref_put(call->keys);
-	call->keys = NULL;
-	call->key = NULL;
-	if (call->open) {
-		call->open = false;
-		atomic_fetch_sub(&call->srv->calls_open, 1);
-	}
-	call->done(call, answer);
-}
-
-/* The answer's header: the request's nonce and method, our clock, the caller's key id once
- * its MAC verified. A BAD_VERSION refusal is written in the version of the request it refuses,
- * using only fields every version has, so that a client of that version can read why; every
- * other answer is in ours. escaped (2048 bytes) holds the message when it must be escaped. */
-static void answer_header(const bk_call *call, int status, int detail, const char *message, bk_envelope *hdr,
-			  char *escaped)
-{
-	const bk_envelope *env = call->env;
-
-	boxkite__v1__envelope__init(hdr);
-	hdr->version = env && detail == BK_DETAIL_BAD_VERSION ? env->version : BK_ENVELOPE_VERSION;
-	hdr->kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
-	hdr->key_id = call->key ? (char *)call->key->id : "";
-	hdr->timestamp_ms = bk_clock_realtime_ms();
-	if (nonce_ok(env))
-		hdr->nonce = env->nonce;
-	hdr->method = env && env->method ? env->method : "";
-	hdr->status = status;
-	hdr->detail = (Boxkite__V1__StatusDetail)detail;
-	hdr->message = message ? (char *)message : "";
-	/* A message about a file may quote its name, which need not be UTF-8: a protobuf string
-	 * must be, for decoders in other languages. */
-	if (message && !bk_utf8_valid(message))
-		hdr->message = bk_utf8_escape(message, escaped, 2048);
-}
-
-/* Log the call and hand its answer (len bytes; NULL: none could be made) to the transport. An
- * answer is kept for re-sends when store_answer; with store_answer but no copy to keep
- * (keep_bytes false: it carries data), the request is only marked answered. */
-static void call_send(bk_call *call, const bk_envelope *hdr, nng_msg *answer, size_t len, bool store_answer,
-		      bool keep_bytes)
-{
-	if (answer && store_answer)
-		bk_replay_answer(call->srv->replay, call->key->id, call->env->nonce.data,
-				 keep_bytes ? nng_msg_body(answer) : NULL, len);
-	call_account(call, &(bk_log_request){
-		.method = hdr->method,
-		.key_id = hdr->key_id,
-		.status = hdr->status,
-		.detail = (int)hdr->detail,
-		.duration_us = bk_elapsed_us(&call->started),
-		.bytes_in = call->bytes_in,
-		.bytes_out = answer ? len : 0,
-		.message = hdr->status ? hdr->message : NULL,
-	});
-	call_release(call, answer);
-}
-
-static void call_end(bk_call *call, int status, int detail, const char *message, const ProtobufCMessage *body,
-		     bool store_answer)
-{
-	bk_envelope hdr;
-	char escaped[2048];
-	nng_msg *answer = NULL;
-	size_t len = 0;
-
-	answer_header(call, status, detail, message, &hdr, escaped);
-	/* No room for the answer (a large one): its caller is told so, in a small answer, rather
-	 * than left waiting for one that never comes. */
-	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) != 0) {
-		answer = NULL;
-		body = NULL;
-		store_answer = false;
-		hdr.status = BK_RESOURCE_EXHAUSTED;
-		hdr.message = "boxkited is out of memory for this answer";
-	}
-	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) == 0) {
-		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
-		if (len == 0) {
-			/* The MAC could not be computed: send nothing rather than an unsigned answer. */
-			nng_msg_free(answer);
-			answer = NULL;
-		}
-	}
-	call_send(call, &hdr, answer, len, store_answer, true);
-}
-
-bool bk_call_park(bk_call *call)
-{
-	return call->park && call->park(call);
-}
-
-void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
-{
-	call_end(call, BK_OK, BK_DETAIL_NONE, NULL, response, call->key != NULL);
-}
-
-struct bk_answer {
-	nng_msg *msg;
-	bk_envelope hdr;
-	bk_layout layout;
-};
-
-bk_answer *bk_call_answer(bk_call *call, const ProtobufCMessage *response, size_t data_len, uint8_t **data)
-{
-	bk_answer *a = calloc(1, sizeof(*a));
-	char unused[2048];
-
-	if (!a)
-		return NULL;
-	answer_header(call, BK_OK, BK_DETAIL_NONE, NULL, &a->hdr, unused);
-	if (nng_msg_alloc(&a->msg, bk_envelope_sealed_size(&a->hdr, response, data_len, call->key != NULL)) != 0) {
-		free(a);
-		return NULL;
-	}
-	bk_envelope_layout(&a->hdr, response, data_len, call->key != NULL, nng_msg_body(a->msg), &a->layout);
-	*data = (uint8_t *)nng_msg_body(a->msg) + a->layout.data_at;
-	return a;
-}
-
-void bk_call_reply_data(bk_call *call, bk_answer *a, const bk_digest *data)
-{
-	nng_msg *answer = a->msg;
-	bk_envelope hdr = a->hdr;
-	size_t len = a->layout.len;
-
-	if (call->key && bk_envelope_sign(&a->hdr, call->key, data, nng_msg_body(answer), &a->layout) < 0) {
-		nng_msg_free(answer);
-		answer = NULL;
-	}
-	free(a);
-	/* Marked answered, not kept: a chunk is read again for the asking, and 4 MiB answers would
-	 * push every other kept answer out of the cache. */
-	call_send(call, &hdr, answer, len, call->key != NULL, false);
-}
-
-void bk_call_answer_drop(bk_answer *a)
-{
-	if (!a)
-		return;
-	nng_msg_free(a->msg);
-	free(a);
-}
-
-void bk_call_fail(bk_call *call, bk_error *err)
-{
-	call_end(call, err ? err->status : BK_INTERNAL, BK_DETAIL_NONE, bk_error_msg(err), NULL,
-		 call->key != NULL);
-	bk_error_free(err);
-}
-
-void bk_call_failf(bk_call *call, int status, int detail, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	call_end(call, status, detail, msg, NULL, call->key != NULL);
 }
 
 /* Refuse before a handler runs. Not stored for re-sends: nothing ran, and the same request
@@ -223,14 +35,14 @@ static void refuse(bk_call *call, int status, int detail, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	call_end(call, status, detail, msg, NULL, false);
+	bk_call_end(call, status, detail, msg, NULL, false);
 }
 
 /* Drop a request without an answer: its twin is still being served, and the REQ peer will take
  * that answer (a re-sent request carries the same nng request id). */
 static void drop(bk_call *call)
 {
-	call_account(call, &(bk_log_request){
+	bk_call_account(call, &(bk_log_request){
 		.method = call->env->method,
 		.key_id = call->key->id,
 		.status = BK_ABORTED,
@@ -239,7 +51,7 @@ static void drop(bk_call *call)
 		.bytes_in = call->bytes_in,
 		.message = "duplicate of a request in flight: dropped, the original answers",
 	});
-	call_release(call, NULL);
+	bk_call_release(call, NULL);
 }
 
 /* A re-sent request that was already answered: send the same bytes again. */
@@ -250,7 +62,7 @@ static void resend(bk_call *call, uint8_t *answer, size_t len)
 	if (nng_msg_alloc(&msg, len) == 0)
 		memcpy(nng_msg_body(msg), answer, len);
 	free(answer);
-	call_account(call, &(bk_log_request){
+	bk_call_account(call, &(bk_log_request){
 		.method = call->env->method,
 		.key_id = call->key->id,
 		.status = BK_OK,
@@ -259,7 +71,7 @@ static void resend(bk_call *call, uint8_t *answer, size_t len)
 		.bytes_out = len,
 		.message = "re-sent request: answered from the replay cache",
 	});
-	call_release(call, msg);
+	bk_call_release(call, msg);
 }
 
 /* Authenticate a keyed request: key, MAC, window, replay. Returns true when the call may go on
@@ -321,7 +133,7 @@ static bool authenticate(bk_server *srv, bk_call *call)
 					  : 0;
 		if (ret < 0) {
 			bk_log(BK_LOG_ERROR, "replay log: %s", strerror(-ret));
-			call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "the request could not be recorded against replay",
+			bk_call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "the request could not be recorded against replay",
 				 NULL, true);
 			return false;
 		}
@@ -342,6 +154,24 @@ static bool authenticate(bk_server *srv, bk_call *call)
 		return false;
 	}
 	return false;
+}
+
+/* The gate a Reset shuts (server/session/reset.c): true when the call was refused (and ended). */
+static bool gate_refuses(bk_call *call)
+{
+	bk_server *srv = call->srv;
+
+	switch (atomic_load(&srv->gate)) {
+	case BK_GATE_RESET:
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "a reset is running: retry when it is over");
+		return true;
+	case BK_GATE_FAILED:
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "this sidecar serves only Health: %s; restart or discard it",
+			      srv->failure);
+		return true;
+	default:
+		return false;
+	}
 }
 
 void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
@@ -395,7 +225,7 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		       env->version, BK_ENVELOPE_VERSION);
 		return;
 	}
-	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST || !nonce_ok(env) || !env->method[0] ||
+	if (env->kind != BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_REQUEST || !bk_call_nonce_ok(env) || !env->method[0] ||
 	    env->mac.len > BK_MAC_LEN) {
 		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED,
 		       "a request has kind REQUEST, a %d-byte nonce, a method and at most a %d-byte MAC", BK_NONCE_LEN,
@@ -408,16 +238,16 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		return;
 	}
 	call->method = method;
-	if ((method->auth || env->key_id[0] || env->mac.len) && !authenticate(srv, call))
+	if ((!(method->flags & BK_METHOD_UNKEYED) || env->key_id[0] || env->mac.len) && !authenticate(srv, call))
 		return;
 	if (env->body.len > method->max_body) {
-		call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED, "request body larger than this method allows",
+		bk_call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED, "request body larger than this method allows",
 			 NULL, call->key != NULL);
 		return;
 	}
 	if (call->data_len > method->max_data) {
 		if (method->max_data)
-			call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
+			bk_call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
 				 "request data larger than this method allows", NULL, call->key != NULL);
 		else
 			bk_call_failf(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, "%s takes no data field",
@@ -429,10 +259,10 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	if (!request) {
 		/* The body decoded past the per-request memory cap, or is not the method's type. */
 		if (bk_arena_exhausted(call->arena))
-			call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
+			bk_call_end(call, BK_RESOURCE_EXHAUSTED, BK_DETAIL_OVERSIZED,
 				 "request decodes to more memory than allowed", NULL, call->key != NULL);
 		else
-			call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
+			bk_call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
 				 "body is not a valid request for this method", NULL, call->key != NULL);
 		return;
 	}
@@ -440,25 +270,25 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	 * (a path "x\0/../../etc" acted on as "x"). And it holds no field this server does not
 	 * know: ignoring one would serve something other than what the client asked for. */
 	if (protobuf_c_message_get_packed_size(request) != env->body.len || request->n_unknown_fields) {
-		call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
+		bk_call_end(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY,
 			 "body is not canonically encoded (a NUL byte in a string?) or has a field this server does not "
 			 "know",
 			 NULL, call->key != NULL);
 		return;
 	}
 	if (!method->handler) {
-		call_end(call, BK_UNIMPLEMENTED, BK_DETAIL_NONE, "not implemented yet", NULL, call->key != NULL);
+		bk_call_end(call, BK_UNIMPLEMENTED, BK_DETAIL_NONE, "not implemented yet", NULL, call->key != NULL);
 		return;
 	}
 	if (atomic_load(&srv->stopping)) {
-		call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "boxkited is shutting down", NULL, call->key != NULL);
+		bk_call_end(call, BK_UNAVAILABLE, BK_DETAIL_NONE, "boxkited is shutting down", NULL, call->key != NULL);
 		return;
 	}
 	/* Counted before the reset gate is read, and a reset shuts the gate before it counts: one
 	 * of them sees the other (both seq_cst), so no call slips past a reset unseen. */
 	call->open = true;
 	atomic_fetch_add(&srv->calls_open, 1);
-	if (method->handler != bk_handle_health && bk_reset_refuses(call))
+	if (!(method->flags & BK_METHOD_DURING_RESET) && gate_refuses(call))
 		return;
 	atomic_fetch_add(&method->calls, 1);
 	method->handler(call, request);

@@ -30,6 +30,7 @@
 #include <openssl/evp.h>
 
 #include "fullio.h"
+#include "secretfile.h"
 
 #define TRIES 5
 #define BACKOFF_MS 100
@@ -63,13 +64,13 @@ static struct s3_store *of(bk_store *s)
 static int read_credentials(const char *path, char *key, size_t key_size, char *secret, size_t secret_size,
 			    char *token, size_t token_size, bk_error **err)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int fd = bk_secret_file_open("--s3-credentials", path, err);
 	_cleanup_free_ uint8_t *text = NULL;
 	size_t len;
 	int ret;
 
 	if (fd < 0)
-		return bk_error_errno(err, errno, "--s3-credentials %s", path);
+		return fd;
 	if ((ret = bk_read_all(fd, 8192, &text, &len)) < 0)
 		return bk_error_errno(err, -ret, "--s3-credentials %s", path);
 	text[len < 8192 ? len : 8191] = '\0';

@@ -50,6 +50,8 @@ typedef struct bk_config {
 	size_t exec_output_budget; /* bytes of output buffered for all execs at once */
 	size_t exec_memory;       /* memory cgroup limit per exec */
 	unsigned exec_pids;       /* pids cgroup limit per exec */
+	size_t sandbox_memory;    /* every exec together (their parent cgroup); 0: 4 x exec_memory */
+	unsigned sandbox_pids;    /* every exec together; 0: 4 x exec_pids */
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
 

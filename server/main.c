@@ -82,6 +82,9 @@ static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cf
 	c.tmp_size = cfg->tmp_size;
 	c.exec_memory = cfg->exec_memory;
 	c.exec_pids = cfg->exec_pids;
+	c.sandbox_memory = cfg->sandbox_memory;
+	c.sandbox_pids = cfg->sandbox_pids;
+	c.front_uid = cfg->front_uid;
 	c.exec_nofile = cfg->exec_nofile;
 	c.exec_nproc = cfg->exec_nproc;
 	c.exec_fsize = cfg->exec_fsize;

@@ -550,7 +550,9 @@ static int check_connect(const bk_roots *roots, const bk_order *o, bk_error **er
 
 /* The socket is made in the sandbox's network namespace and stays there whatever the executor
  * does next; the executor goes back to its own at once (single-threaded: nothing else runs in
- * between). Loopback connects at once, or is refused at once. */
+ * between). The connect is begun and not waited for: a listener in the sandbox whose backlog is
+ * full (backlog 0, never accepting) makes loopback's SYN wait for its retries, up to two minutes,
+ * and the executor blocked in connect() held every exec behind it. The front waits instead. */
 static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 {
 	struct executor *ex = server;
@@ -565,7 +567,7 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
 	if (setns(ex->sandbox.ns.net, CLONE_NEWNET) < 0)
 		return reply_error(ex, o->id, errno, "setns(net)", strerror(errno));
-	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	errnum = errno;
 	if (setns(ex->self_net, CLONE_NEWNET) < 0) {
 		/* Everything the executor made next would be in the sandbox's namespace. */
@@ -574,7 +576,7 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 	}
 	if (sock < 0)
 		return reply_error(ex, o->id, errnum, "socket", strerror(errnum));
-	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0)
+	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS)
 		return reply_error(ex, o->id, errno, "connect", strerror(errno));
 	return bk_answer_opened(&ex->ch, o->id, sock);
 }

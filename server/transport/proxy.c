@@ -1,6 +1,7 @@
 #include "transport/proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #define HEAD_WAIT_MS 10000       /* for the request's head to arrive */
 #define IDLE_MS (10 * 60 * 1000) /* a relay that moves nothing either way this long ends */
 #define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
+#define CONNECT_WAIT_MS 5000     /* for the exposed port to take the connection */
 #define RELAY_BUF (64 * 1024)
 
 struct bk_proxy {
@@ -142,9 +144,37 @@ static bool parse_target(const char *line, size_t len, struct target *t)
 	return true;
 }
 
-/* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
-static int connect_upstream(bk_server *srv, unsigned port)
+/* Wait for a connection begun on the non-blocking fd to be made, up to CONNECT_WAIT_MS (or the
+ * stop): 0 with fd blocking again, or -errno (-ETIMEDOUT: a listener that does not accept). */
+static int connect_wait(struct bk_proxy *px, int fd)
 {
+	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT }, { .fd = px->stop_fd, .events = POLLIN } };
+	int64_t deadline = bk_clock_monotonic_ms() + CONNECT_WAIT_MS;
+	int64_t left;
+	int n, err = 0;
+	socklen_t len = sizeof(err);
+
+	do {
+		left = deadline - bk_clock_monotonic_ms();
+		n = poll(p, 2, left > 0 ? (int)left : 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (p[1].revents & POLLIN)
+		return -ECANCELED;
+	if (n == 0)
+		return -ETIMEDOUT;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+/* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
+static int connect_upstream(struct bk_proxy *px, unsigned port)
+{
+	bk_server *srv = px->srv;
 	Boxkite__Executor__Connect connect = BOXKITE__EXECUTOR__CONNECT__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
@@ -161,7 +191,14 @@ static int connect_upstream(bk_server *srv, unsigned port)
 		return errnum ? -errnum : -EIO;
 	}
 	bk_reply_free(reply);
-	return nfds == 1 ? fd : -EPROTO;
+	if (nfds != 1)
+		return -EPROTO;
+	int ret = connect_wait(px, fd);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /* Bytes both ways until both sides have closed theirs, or nothing moves for IDLE_MS. */
@@ -248,7 +285,7 @@ static void *relay_main(void *arg)
 		outcome = "refused: no process exposes the port";
 		goto out;
 	}
-	r->upstream = connect_upstream(srv, t.port);
+	r->upstream = connect_upstream(r->px, t.port);
 	if (r->upstream < 0) {
 		char text[160];
 		snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", t.port,

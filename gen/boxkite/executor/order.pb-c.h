@@ -319,7 +319,9 @@ struct  Boxkite__Executor__KillAll
 /*
  * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
  * the sandbox's own), for the preview relay (server/transport/proxy.c): where a process that exposes a port
- * listens. Replies Opened with the connected socket.
+ * listens. Replies Opened with the socket, non-blocking, its connection begun and perhaps not
+ * made yet: the front waits for it (with a deadline), never the executor — a server in the
+ * sandbox that listens and never accepts must not hold the process every exec needs.
  */
 struct  Boxkite__Executor__Connect
 {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "rpc/methods.h"
+#include "transport/door.h"
+#include "transport/proxy.h"
 #include "sync/store.h"
 #include "version.h"
 
@@ -378,6 +380,13 @@ static int config_finish(bk_config *cfg, bk_error **err)
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
 	return 0;
+}
+
+size_t bk_config_descriptors(const bk_config *cfg)
+{
+	return BK_FRONT_FIXED_FDS + cfg->max_connections + (cfg->http_listen ? BK_DOOR_MAX : 0) +
+	       (cfg->preview_listen ? BK_DOOR_MAX + 2 * BK_PROXY_MAX : 0) + BK_EXEC_FDS * cfg->contexts +
+	       BK_PROCESS_FDS * cfg->processes_max + cfg->uploads_max;
 }
 
 static void usage(FILE *out)

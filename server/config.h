@@ -79,6 +79,17 @@ typedef struct bk_config {
 	char *s3_credentials;     /* a file "ACCESS_KEY_ID SECRET [TOKEN]"; NULL: the AWS_* environment */
 } bk_config;
 
+/* The descriptors the front may hold at once, each kind bounded by a setting: the fixed ones
+ * (stdio, channels, epoll and event descriptors, the log and state files, nng's own, the sync's
+ * store and the file pool's reads), a connection per --max-connections, each HTTP listener's
+ * door, two per preview relay, an exec's pipes and timer per context (Exec holds its context),
+ * a process's three streams, an upload's file. boxkited raises its soft RLIMIT_NOFILE to the
+ * hard one and refuses to start below this sum: running out is never how a bound is found. */
+#define BK_FRONT_FIXED_FDS 96
+#define BK_EXEC_FDS 4
+#define BK_PROCESS_FDS 3
+size_t bk_config_descriptors(const bk_config *cfg);
+
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or
  * --version printed and the program should exit 0, or a negative errno with *err set. */
 int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err);

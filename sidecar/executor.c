@@ -796,7 +796,7 @@ static int receive_configure(struct executor *ex)
 		;
 	if (ret < 0)
 		return -errno;
-	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
+	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds, NULL)) < 0)
 		return ret;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);

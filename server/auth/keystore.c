@@ -141,9 +141,10 @@ int bk_keystore_open_env(const char *name, bool claim, bk_keystore **out, bk_err
 		return bk_error_set(err, BK_INVALID_ARGUMENT, ENOENT, "environment variable %s (the keys) is not set", name);
 	len = strlen(text);
 	ret = bk_keyring_parse(text, len, name, &ring, err);
-	/* The secret leaves our environment, and its bytes the block /proc/PID/environ shows. */
-	OPENSSL_cleanse(text, len);
+	/* The variable leaves our environment, and its bytes -- "NAME=" too, which getenv's answer
+	 * follows -- the block /proc/PID/environ shows: nothing there says a key was ever passed. */
 	unsetenv(name);
+	OPENSSL_cleanse(text - strlen(name) - 1, strlen(name) + 1 + len);
 	if (ret < 0)
 		return ret;
 	ret = bk_keystore_open(NULL, claim, out, err);

@@ -127,14 +127,14 @@ static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 /* in as a normalized sandbox path in out; *root (root may be NULL) is the root it lies under. */
 static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root)
 {
-	const char *why;
+	_cleanup_error_ bk_error *err = NULL;
 
 	if (!in[0]) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "empty path");
 		return false;
 	}
-	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, root, &why) < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, why);
+	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, root, &err) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, bk_error_msg(err));
 		return false;
 	}
 	return true;

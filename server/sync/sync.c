@@ -39,7 +39,6 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 {
 	struct job *j = calloc(1, sizeof(*j));
 	const bk_root *root;
-	const char *why;
 
 	if (!j) {
 		bk_error_errno(err, ENOMEM, "sync");
@@ -57,8 +56,8 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 	if (bk_store_url_allowed(url, srv->cfg.sync_store, srv->cfg.nsync_store, err) < 0)
 		goto fail;
 	snprintf(j->url, sizeof(j->url), "%s", url);
-	if (bk_sandbox_path(&srv->cfg.roots, path[0] ? path : BK_WORKSPACE, j->root, sizeof(j->root), &root, &why) < 0) {
-		bk_error_set(err, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", path, why);
+	if (bk_sandbox_path(&srv->cfg.roots, path[0] ? path : BK_WORKSPACE, j->root, sizeof(j->root), &root, err) < 0) {
+		bk_error_prefix(err, 0, "'%.200s'", path);
 		goto fail;
 	}
 	if (op == PULL && root->read_only) {

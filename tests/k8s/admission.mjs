@@ -71,6 +71,15 @@ function compile(expression) {
 
 const request = JSON.parse(fs.readFileSync(0, 'utf8'));
 const spec = request.policy.spec;
+// What this does not model is refused, not ignored: a policy using it would be judged wrongly.
+for (const field of ['matchConditions', 'auditAnnotations']) {
+  if (spec[field]) throw new Error(`admission.mjs does not model spec.${field}`);
+}
+if (spec.failurePolicy !== 'Fail') throw new Error('admission.mjs models failurePolicy Fail only (an error refuses)');
+if ((spec.matchConstraints.namespaceSelector || spec.matchConstraints.objectSelector
+     || spec.matchConstraints.excludeResourceRules)) {
+  throw new Error('admission.mjs does not model matchConstraints beyond resourceRules');
+}
 const variables = (spec.variables || []).map((v) => ({ name: v.name, run: compile(v.expression) }));
 const validations = spec.validations.map((v) => ({ message: v.message, run: compile(v.expression) }));
 

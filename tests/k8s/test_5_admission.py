@@ -268,6 +268,18 @@ class Admission(unittest.TestCase):
         self.assertTrue(k8skit.admission(self.base, [{"name": "p", "object": self.kube_pod}],
                                          params=rollout)["p"]["admitted"])
 
+    def test_it_denies_and_fails_closed(self):
+        """Deny, not warn or audit; an expression that errs, or a missing parameter, refuses."""
+        binding = k8skit.one(self.base, "ValidatingAdmissionPolicyBinding")
+        self.assertEqual(self.policy["spec"]["failurePolicy"], "Fail")
+        self.assertEqual(binding["spec"]["validationActions"], ["Deny"])
+        self.assertEqual(binding["spec"]["policyName"], self.policy["metadata"]["name"])
+        self.assertEqual(binding["spec"]["paramRef"]["parameterNotFoundAction"], "Deny")
+        self.assertNotIn("namespace", binding["spec"]["paramRef"], "the parameters of the pod's own namespace")
+        rules = self.policy["spec"]["matchConstraints"]["resourceRules"]
+        self.assertEqual([(r["operations"], r["resources"]) for r in rules],
+                         [(["CREATE", "UPDATE"], ["pods", "pods/ephemeralcontainers"])])
+
     def test_only_the_namespace_is_guarded(self):
         """The binding selects the boxkite namespace; elsewhere this policy does not apply."""
         pod = copy.deepcopy(self.kube_pod)

@@ -65,6 +65,9 @@ struct bk_call {
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
 	bool (*park)(bk_call *call); /* the transport's bk_call_park(); NULL: it cannot */
+	/* Told when a fresh request whose MAC verified reaches its handler: its connection is a
+	 * client's with a key (the transport keeps such connections at its cap). NULL: not told. */
+	void (*keyed)(bk_call *call);
 	void *transport;
 };
 

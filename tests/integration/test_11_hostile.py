@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -132,6 +133,84 @@ class Listeners(unittest.TestCase):
             for s in socks:
                 s.close()
         self.assertIsNone(self.d.proc.poll(), self.d.log_text())
+
+
+class NngListener(unittest.TestCase):
+    """The nng listener at its connection cap, under a flood of connections that never show a
+    key, from one source: a client that holds a key keeps its connection, and new ones from
+    elsewhere — Health, a keyed exec — are served meanwhile. Before, with the cap reached, every
+    new connection was refused until the flood ended."""
+
+    def test_keyed_clients_and_health_get_their_share_at_the_cap(self):
+        sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
+        import boxkite_client as bc
+        from boxkite_client import pb
+        cap = 64  # the default --max-connections
+        d = bkit.Daemon("nng-flood", tcp=("127.0.0.1", bkit.free_tcp_port())).start()
+        key_id, secret = bc.load_key_file(str(d.key))
+        url = "tcp://%s:%d" % d.tcp
+        with bc.Client(*d.tcp, key_id, secret, timeout=GUARD) as keyed:
+            keyed.call("Exec", pb.ExecRequest(argv=["true"]), pb.ExecResponse)
+            stop, flood_socks, opened = threading.Event(), [], [0]
+
+            def flood_loop():
+                # Ten times the cap, always, from another address of the loopback than the
+                # clients': a new connection for each the server closes.
+                while not stop.is_set():
+                    flood_socks[:] = [s for s in flood_socks if not closed_now(s)]
+                    while len(flood_socks) < 10 * cap and not stop.is_set():
+                        s = sp_connect_from("127.0.0.2", d.tcp)
+                        opened[0] += 1
+                        if s is not None:
+                            flood_socks.append(s)
+                    time.sleep(0.01)
+            t = threading.Thread(target=flood_loop, daemon=True)
+            t.start()
+            try:
+                bkit.wait_for(lambda: opened[0] >= 10 * cap, GUARD, what="the flood to pass the cap")
+                for i in range(5):
+                    r = keyed.call("Exec", pb.ExecRequest(argv=["echo", str(i)]), pb.ExecResponse).message
+                    self.assertEqual(r.stdout, b"%d\n" % i, "the keyed client's own connection")
+                    self.assertEqual(d.health(url=url).get("status"), "OK", "Health on a new connection")
+                    r = d.bkctl("--url", url, "-o", "json", "exec", "--", "echo", "new")
+                    self.assertEqual((r.returncode, json.loads(r.stdout or "{}").get("stdout")), (0, "new\n"),
+                                     r.stderr)
+            finally:
+                stop.set()
+                t.join(GUARD)
+                for s in flood_socks:
+                    s.close()
+        self.assertIn("%d connections already" % cap, d.log.read_text(errors="replace"), "the cap was reached")
+
+
+def sp_connect_from(source, addr):
+    """A raw nng REQ peer over TCP from source, past the SP header exchange; None if closed."""
+    s = socket.socket()
+    s.settimeout(GUARD)
+    try:
+        s.bind((source, 0))
+        s.connect(addr)
+        s.sendall(b"\0SP\0\0\x30\0\0")
+        got = b""
+        while len(got) < 8:
+            part = s.recv(8 - len(got))
+            if not part:
+                raise ConnectionResetError
+            got += part
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def closed_now(s):
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def exec_result(d, shell, out, i, timeout=GUARD):

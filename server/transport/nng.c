@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "log.h"
 #include "mkdir.h"
+#include "nngclose.h"
 #include "rpc/call.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -447,15 +448,20 @@ void bk_front_serve(bk_server *srv)
 		slot_recv(&f->slots[i]);
 }
 
-void bk_front_stop(bk_server *srv)
+bool bk_front_stop(bk_server *srv)
 {
 	struct front *f = srv->front;
 
 	if (!f)
-		return;
+		return true;
 	/* No new requests; then wait for every call a handler still holds to end (its answer
 	 * fails to send on the closed socket), so no slot is freed under a call. */
-	nng_close(f->sock);
+	if (bk_nng_close(f->sock, BK_FRONT_CLOSE_MS) < 0) {
+		bk_log(BK_LOG_ERROR, "nng_close did not return within %d ms (libnng 1.5.2's close race): exiting "
+				     "without waiting for it",
+		       BK_FRONT_CLOSE_MS);
+		return false;
+	}
 	pthread_mutex_lock(&f->lock);
 	while (f->in_calls)
 		pthread_cond_wait(&f->idle, &f->lock);
@@ -483,4 +489,5 @@ void bk_front_stop(bk_server *srv)
 	pthread_cond_destroy(&f->idle);
 	free(f);
 	srv->front = NULL;
+	return true;
 }

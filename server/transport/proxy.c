@@ -20,9 +20,6 @@
 #include "runs/process.h"
 #include "transport/door.h"
 
-#define IDLE_MS (10 * 60 * 1000) /* a relay that moves nothing either way this long ends */
-#define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
-#define CONNECT_WAIT_MS 5000     /* for the exposed port to take the connection */
 #define RELAY_BUF (64 * 1024)
 
 struct bk_proxy {
@@ -94,12 +91,12 @@ static bool parse_target(const char *line, size_t len, struct target *t)
 	return true;
 }
 
-/* Wait for a connection begun on the non-blocking fd to be made, up to CONNECT_WAIT_MS (or the
+/* Wait for a connection begun on the non-blocking fd to be made, up to BK_PROXY_CONNECT_WAIT_MS (or the
  * stop): 0 with fd blocking again, or -errno (-ETIMEDOUT: a listener that does not accept). */
 static int connect_wait(struct bk_proxy *px, int fd)
 {
 	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT }, { .fd = px->stop_fd, .events = POLLIN } };
-	int64_t deadline = bk_clock_monotonic_ms() + CONNECT_WAIT_MS;
+	int64_t deadline = bk_clock_monotonic_ms() + BK_PROXY_CONNECT_WAIT_MS;
 	int64_t left;
 	int n, err = 0;
 	socklen_t len = sizeof(err);
@@ -151,7 +148,7 @@ static int connect_upstream(struct bk_proxy *px, unsigned port)
 	return fd;
 }
 
-/* Bytes both ways until both sides have closed theirs, or nothing moves for IDLE_MS. */
+/* Bytes both ways until both sides have closed theirs, or nothing moves for BK_PROXY_IDLE_MS. */
 static void relay_bytes(struct relay *r, uint64_t moved[2])
 {
 	int fds[2] = { r->client, r->upstream };
@@ -162,7 +159,7 @@ static void relay_bytes(struct relay *r, uint64_t moved[2])
 		struct pollfd p[3] = { { .fd = open[0] ? fds[0] : -1, .events = POLLIN },
 				       { .fd = open[1] ? fds[1] : -1, .events = POLLIN },
 				       { .fd = r->px->stop_fd, .events = POLLIN } };
-		int n = poll(p, 3, IDLE_MS);
+		int n = poll(p, 3, BK_PROXY_IDLE_MS);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0 || (p[2].revents & POLLIN))
@@ -198,7 +195,7 @@ static void relay_done(struct bk_proxy *px)
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
-	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = BK_PROXY_SEND_TIMEOUT_S };
 	uint64_t moved[2] = { 0, 0 };
 	const char *outcome = "relayed";
 	char *answer = NULL;

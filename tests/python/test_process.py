@@ -657,7 +657,7 @@ class LimitsTest(Base):
         time.sleep(1.0)
         probe = bk.Client("127.0.0.1", self.daemon.port, self.key[0], self.key[1], timeout=10)
         self.assertTrue(probe.call("Health", pb.HealthRequest(), pb.HealthResponse).message.version)
-        r = probe.call("Exec", pb.ExecRequest(argv=["echo", "served"]), pb.ExecResponse)
+        r = probe.call("Exec", pb.ExecRequest(argv=["echo", "served"]), pb.ExecResponse).message
         self.assertEqual(r.stdout, b"served\n")
         probe.close()
         self.assertEqual(answers, [], "the readers are still waiting")

@@ -58,7 +58,12 @@ struct bk_call {
 	bk_digest data_digest;    /* its SHA-256, computed once for the MAC: the chunk's hash */
 	bool open;                /* counted in bk_server.calls_open (it reached its handler's gate) */
 	bk_keyring_ref *keys;     /* held while the call lives when keyed */
-	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
+	const bk_key *key;        /* set once the MAC verified: the key that signed the request */
+	/* The key the answer is MAC'd with when not key's: one a Reset installed (server/session/reset.c),
+	 * and the keyring holding it. */
+	bk_keyring_ref *answer_keys;
+	const bk_key *answer_key;
+	bool private_channel;     /* it came over ipc:// or tls+tcp://: its body crossed no network in clear */
 	struct timespec started;
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */

@@ -109,9 +109,9 @@ static int rotate_key(bk_server *srv, bk_call *call, const Boxkite__V1__ResetReq
 	OPENSSL_cleanse(text, sizeof(text));
 	if (ret < 0 || (ret = bk_keystore_pin(srv->keystore, ring, err)) < 0)
 		return ret;
-	bk_keyring_ref_put(call->keys);
-	call->keys = bk_keystore_get(srv->keystore);
-	call->key = bk_keyring_find(bk_keyring_ref_ring(call->keys), rq->new_key_id);
+	/* The answer is MAC'd with the key installed; the audit line still names the signer's. */
+	call->answer_keys = bk_keystore_get(srv->keystore);
+	call->answer_key = bk_keyring_find(bk_keyring_ref_ring(call->answer_keys), rq->new_key_id);
 	return 0;
 }
 
@@ -244,6 +244,14 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 	if (rq->new_key_id[0] && (!bk_key_id_valid(rq->new_key_id) || rq->new_key_secret.len != 32)) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
 			      "the new key is an id of 1..%d of [A-Za-z0-9._-] and a secret of 32 bytes", BK_KEY_ID_MAX);
+		return;
+	}
+	/* The new secret is in the body, which the MAC authenticates but does not hide: one that came
+	 * over plain tcp:// has been on the network in clear, whichever client sent it. */
+	if (rq->new_key_id[0] && !call->private_channel) {
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
+			      "a new key is not taken over plain tcp://: it crossed the network in clear (use tls+tcp:// "
+			      "or ipc://, and another key)");
 		return;
 	}
 	if (rq->new_key_id[0] && r->key_fd < 0) {

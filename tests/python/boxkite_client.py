@@ -225,12 +225,25 @@ def _recv_exact(sock, n):
 
 
 class SPRequester:
-    """One TCP connection speaking SP REQ (nng's req0) to a REP peer; one request at a time."""
+    """One connection speaking SP REQ (nng's req0) to a REP peer; one request at a time. Over
+    TCP (port given), or over a Unix socket (port None, host its path: nng's ipc://, whose
+    messages carry one more byte before their length, the message type 1)."""
 
     def __init__(self, host, port, timeout):
-        self._sock = socket.create_connection((host, port), timeout=timeout)
-        try:
+        if port is None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.settimeout(timeout)
+            self._kind = b"\x01"
+            try:
+                self._sock.connect(host)
+            except BaseException:
+                self._sock.close()
+                raise
+        else:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._kind = b""
+        try:
             self._sock.sendall(b"\x00SP\x00" + struct.pack(">HH", SP_PROTO_REQ, 0))
             head = _recv_exact(self._sock, 8)
             if head[:4] != b"\x00SP\x00" or head[6:] != b"\x00\x00":
@@ -254,9 +267,12 @@ class SPRequester:
         them."""
         req_id = SP_REQUEST_ID_BIT | self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        self._sock.sendall(struct.pack(">QI", 4 + len(payload), req_id) + payload)
+        self._sock.sendall(self._kind + struct.pack(">QI", 4 + len(payload), req_id) + payload)
         while True:
-            length = struct.unpack(">Q", _recv_exact(self._sock, 8))[0]
+            head = _recv_exact(self._sock, len(self._kind) + 8)
+            if head[:len(self._kind)] != self._kind:
+                raise ProtocolError("ipc message of type %d, not 1" % head[0])
+            length = struct.unpack(">Q", head[len(self._kind):])[0]
             if length < 4 or length > RECV_MAX:
                 raise ProtocolError("answer of %d bytes: not a REP message" % length)
             message = _recv_exact(self._sock, length)
@@ -267,8 +283,9 @@ class SPRequester:
 # --- the client -----------------------------------------------------------------------------
 
 class Client:
-    """A boxkited client over tcp://host:port. With key_id and secret every request is MAC'd
-    and only MAC'd success answers are accepted; without, only Health can be called."""
+    """A boxkited client over tcp://host:port, or ipc://host (port None). With key_id and secret
+    every request is MAC'd and only MAC'd success answers are accepted; without, only Health can
+    be called."""
 
     def __init__(self, host, port, key_id=None, secret=None, timeout=30.0):
         if (key_id is None) != (secret is None):

@@ -78,7 +78,9 @@ struct bk_server {
 	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
-	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
+	/* CLOCK_MONOTONIC: when boxkited started, or the last Reset ended (Health's uptime: how long
+	 * this tenant has had the sandbox, not how long the pod served others before it). */
+	_Atomic int64_t served_since_ms;
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
 	atomic_bool sandbox_ready;

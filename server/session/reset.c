@@ -29,6 +29,7 @@
 #include "rpc/handlers.h"
 #include "runs/process.h"
 #include "sync/sync.h"
+#include "transport/proxy.h"
 
 /* The key a Reset installed, in the state directory. */
 #define TENANT_KEY "tenant-key"
@@ -184,6 +185,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
 	 * every call to end. */
 	bk_processes_reset(srv);
+	/* No preview connection of the last tenant stays open (new ones are refused while the gate
+	 * is shut). */
+	bk_proxy_cut_all(srv);
 	if ((ret = quiesce(srv, err)) < 0)
 		return ret;
 	/* A sync that runs is no call: it ends first. Then, with --sync-on-reset, the last
@@ -223,6 +227,7 @@ static void *reset_main(void *arg)
 	bk_log(BK_LOG_INFO, "reset: %llu commands killed, %llu entries removed%s%s%s",
 	       (unsigned long long)resp.processes_killed, (unsigned long long)resp.entries_removed,
 	       snapshot[0] ? ", pushed first as " : "", snapshot, rq->new_key_id[0] ? ", the new key installed" : "");
+	atomic_store(&srv->served_since_ms, bk_clock_monotonic_ms());
 	atomic_store(&srv->gate, BK_GATE_OPEN);
 	bk_call_reply(call, &resp.base);
 	return NULL;

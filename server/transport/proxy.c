@@ -18,6 +18,7 @@
 #include "log.h"
 #include "preview.h"
 #include "runs/process.h"
+#include "transport/httpreq.h"
 
 #define HEAD_MAX (16 * 1024)     /* a request line and headers larger than this: 431 */
 #define HEAD_WAIT_MS 10000       /* for the request's head to arrive */
@@ -25,23 +26,29 @@
 #define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
 #define RELAY_BUF (64 * 1024)
 
+struct relay;
+
 struct bk_proxy {
 	bk_server *srv;
 	int lfd, stop_fd;
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t lock;
-	pthread_cond_t idle;
+	pthread_cond_t idle;     /* a relay ended */
 	unsigned active;         /* relays running */
+	struct relay *relays;    /* the same, listed: a Reset cuts them all */
 };
 
 struct relay {
+	struct relay *next;      /* in bk_proxy.relays (lock) */
 	struct bk_proxy *px;
-	int client, upstream;
+	int client, upstream;    /* upstream set under the lock */
+	bool cut;                /* a Reset shut its sockets down (lock) */
 	char peer[64];
 	char head[HEAD_MAX + 1];
 	size_t head_len;         /* bytes received, the head and whatever followed it */
 	size_t head_end;         /* the head's length, its blank line included */
+	size_t held;             /* bytes of head past head_end held for an upgrade's tunnel */
 };
 
 static void respond(int fd, int code, const char *reason, const char *text)
@@ -94,54 +101,6 @@ static int read_head(struct relay *r)
 	}
 }
 
-struct target {
-	const char *method, *version;
-	size_t method_len, version_len;
-	unsigned port;
-	char token[BK_PREVIEW_TOKEN_MAX];
-	const char *rest;        /* what follows the token: "/..." or "?...", or "" */
-	size_t rest_len;
-};
-
-/* METHOD SP /preview/PORT/TOKEN[/REST] SP HTTP/1.x CRLF */
-static bool parse_target(const char *line, size_t len, struct target *t)
-{
-	const char *sp1 = memchr(line, ' ', len), *sp2, *at, *tok, *tok_end;
-	const char *end = line + len;
-	char *digits_end;
-	unsigned long port;
-
-	if (!sp1 || sp1 == line)
-		return false;
-	sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
-	if (!sp2 || end - sp2 - 1 < 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0)
-		return false;
-	t->method = line;
-	t->method_len = (size_t)(sp1 - line);
-	t->version = sp2 + 1;
-	t->version_len = (size_t)(end - sp2 - 1);
-	at = sp1 + 1;
-	if (sp2 - at < 10 || memcmp(at, "/preview/", 9) != 0)
-		return false;
-	at += 9;
-	if (*at < '1' || *at > '9')
-		return false;
-	port = strtoul(at, &digits_end, 10);
-	if (port > 65535 || digits_end >= sp2 || *digits_end != '/')
-		return false;
-	t->port = (unsigned)port;
-	tok = digits_end + 1;
-	for (tok_end = tok; tok_end < sp2 && *tok_end != '/' && *tok_end != '?'; tok_end++)
-		;
-	if (tok_end == tok || (size_t)(tok_end - tok) >= sizeof(t->token))
-		return false;
-	memcpy(t->token, tok, (size_t)(tok_end - tok));
-	t->token[tok_end - tok] = '\0';
-	t->rest = tok_end;
-	t->rest_len = (size_t)(sp2 - tok_end);
-	return true;
-}
-
 /* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
 static int connect_upstream(bk_server *srv, unsigned port)
 {
@@ -164,48 +123,144 @@ static int connect_upstream(bk_server *srv, unsigned port)
 	return nfds == 1 ? fd : -EPROTO;
 }
 
-/* Bytes both ways until both sides have closed theirs, or nothing moves for IDLE_MS. */
-static void relay_bytes(struct relay *r, uint64_t moved[2])
+/* Write n bytes of buf to fd; false when it cannot take them. */
+static bool forward(int fd, const char *buf, size_t n)
 {
-	int fds[2] = { r->client, r->upstream };
-	bool open[2] = { true, true };
-	char buf[RELAY_BUF];
-
-	while (open[0] || open[1]) {
-		struct pollfd p[3] = { { .fd = open[0] ? fds[0] : -1, .events = POLLIN },
-				       { .fd = open[1] ? fds[1] : -1, .events = POLLIN },
-				       { .fd = r->px->stop_fd, .events = POLLIN } };
-		int n = poll(p, 3, IDLE_MS);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || (p[2].revents & POLLIN))
-			return;
-		for (int i = 0; i < 2; i++) {
-			if (!open[i] || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t got = recv(fds[i], buf, sizeof(buf), 0);
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got <= 0) {
-				/* This side is done: the other hears its end, and may still answer. */
-				open[i] = false;
-				shutdown(fds[1 - i], SHUT_WR);
-				continue;
-			}
-			if (bk_write_full(fds[1 - i], (const uint8_t *)buf, (size_t)got) < 0)
-				return;
-			moved[i] += (uint64_t)got;
-		}
-	}
+	return n == 0 || bk_write_full(fd, (const uint8_t *)buf, n) == 0;
 }
 
-/* A relay slot given back (the stop waits for all of them). */
-static void relay_done(struct bk_proxy *px)
+/* After the request's head went to the sandbox: its body (and nothing after it), then the answer
+ * back until the sandbox closes — an upgrade answered 101 becomes a tunnel both ways until both
+ * sides have closed theirs. Anything more the client sends on the connection is not forwarded: its
+ * next request comes on a connection of its own, with its token checked. The relay ends at the
+ * token's expiry (expires_ms, CLOCK_MONOTONIC), after IDLE_MS without a byte forwarded, at the
+ * stop, or when a Reset shuts its sockets. Returns how it ended. */
+static const char *relay_bytes(struct relay *r, bk_httpreq *rq, int64_t expires_ms, uint64_t moved[2])
+{
+	int fds[2] = { r->client, r->upstream };
+	bool open[2] = { true, true }, body_done = false, tunnel = false, decided = !rq->upgrade;
+	char buf[RELAY_BUF], first[13];
+	size_t nfirst = 0;
+	int64_t active_ms = bk_clock_monotonic_ms();
+	ssize_t n;
+
+	/* What came with the head: the body's start, and after it (an upgrade's) the tunnel's. */
+	n = bk_httpreq_body(rq, r->head + r->head_end, r->head_len - r->head_end, &body_done);
+	if (n < 0 || !forward(r->upstream, r->head + r->head_end, (size_t)n))
+		return n < 0 ? "failed: a malformed chunked body" : "failed: the request did not go through";
+	moved[0] += (uint64_t)n;
+	if (body_done && rq->upgrade)
+		r->held = r->head_len - r->head_end - (size_t)n;
+	while (open[1] || (tunnel && open[0])) {
+		int64_t now = bk_clock_monotonic_ms();
+		int64_t deadline = active_ms + IDLE_MS < expires_ms ? active_ms + IDLE_MS : expires_ms;
+		/* The client is read for the body, in a tunnel, and once the answer is coming (to notice
+		 * it going away; its bytes dropped); not while an upgrade waits for its answer. */
+		bool read_client = open[0] && (!body_done || tunnel || decided);
+		struct pollfd p[3] = { { .fd = open[0] ? fds[0] : -1, .events = read_client ? POLLIN : 0 },
+				       { .fd = open[1] ? fds[1] : -1, .events = POLLIN },
+				       { .fd = r->px->stop_fd, .events = POLLIN } };
+		if (deadline <= now)
+			return deadline == expires_ms ? "ended: its token expired" : "ended: idle";
+		int ready = poll(p, 3, (int)(deadline - now));
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready < 0 || (p[2].revents & POLLIN))
+			return "ended: boxkited stops";
+		if (ready == 0)
+			continue;
+		if (open[1] && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = recv(fds[1], buf, sizeof(buf), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				open[1] = false;
+				if (!tunnel)
+					return "relayed";
+				shutdown(fds[0], SHUT_WR);
+				continue;
+			}
+			if (!decided) {
+				size_t take = (size_t)n < sizeof(first) - nfirst ? (size_t)n : sizeof(first) - nfirst;
+				memcpy(first + nfirst, buf, take);
+				nfirst += take;
+			}
+			if (!forward(fds[0], buf, (size_t)n))
+				return "ended: the client takes nothing";
+			moved[1] += (uint64_t)n;
+			active_ms = bk_clock_monotonic_ms();
+			if (!decided && bk_httpreq_switched(first, nfirst) >= 0) {
+				decided = true;
+				tunnel = bk_httpreq_switched(first, nfirst) == 1;
+				/* What the client sent past the upgrade's head opens the tunnel. */
+				if (tunnel && !forward(fds[1], r->head + r->head_len - r->held, r->held))
+					return "failed: the tunnel did not open";
+			}
+		}
+		if (open[0] && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (!read_client) {
+				/* Gone before the upgrade was answered. */
+				if (p[0].revents & (POLLHUP | POLLERR))
+					return "ended: the client went away";
+				continue;
+			}
+			n = recv(fds[0], buf, sizeof(buf), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				open[0] = false;
+				if (!body_done)
+					return "ended: the client went away in its request";
+				if (tunnel)
+					shutdown(fds[1], SHUT_WR);
+				continue;
+			}
+			size_t take = (size_t)n;
+			if (!body_done) {
+				ssize_t b = bk_httpreq_body(rq, buf, (size_t)n, &body_done);
+				if (b < 0)
+					return "failed: a malformed chunked body";
+				take = (size_t)b;
+			} else if (!tunnel) {
+				continue; /* not this request's: dropped */
+			}
+			if (!forward(fds[1], buf, take))
+				return "ended: the sandbox takes nothing";
+			moved[0] += take;
+			active_ms = bk_clock_monotonic_ms();
+		}
+	}
+	return "relayed";
+}
+
+/* A relay slot given back (the stop and a Reset wait for them), r off the list when listed. */
+static void relay_done(struct bk_proxy *px, struct relay *r)
 {
 	pthread_mutex_lock(&px->lock);
-	if (--px->active == 0)
-		pthread_cond_broadcast(&px->idle);
+	for (struct relay **pp = &px->relays; r && *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	px->active--;
+	pthread_cond_broadcast(&px->idle);
 	pthread_mutex_unlock(&px->lock);
+}
+
+/* The upstream connection, kept unless a Reset cut the relay meanwhile. */
+static bool relay_attach(struct relay *r, int upstream)
+{
+	bool cut;
+
+	pthread_mutex_lock(&r->px->lock);
+	cut = r->cut;
+	if (!cut)
+		r->upstream = upstream;
+	pthread_mutex_unlock(&r->px->lock);
+	if (cut)
+		close(upstream);
+	return !cut;
 }
 
 static void *relay_main(void *arg)
@@ -214,27 +269,30 @@ static void *relay_main(void *arg)
 	bk_server *srv = r->px->srv;
 	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
 	struct timespec started;
-	struct target t = { 0 };
+	bk_httpreq rq = { 0 };
+	char head[HEAD_MAX + 64];
+	size_t head_len = 0;
 	uint64_t moved[2] = { 0, 0 };
-	const char *line_end;
 	const char *outcome = "relayed";
-	int code;
+	int64_t expires_s = 0;
+	int code, upstream;
 
 	clock_gettime(CLOCK_MONOTONIC, &started);
 	setsockopt(r->client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	code = read_head(r);
-	line_end = code ? NULL : memmem(r->head, r->head_end, "\r\n", 2);
-	if (code || !parse_target(r->head, (size_t)(line_end - r->head), &t)) {
-		respond(r->client, code ? code : 400, code == 431 ? "Request Header Fields Too Large"
-						 : code == 408 ? "Request Timeout" : "Bad Request",
+	if (!code)
+		code = bk_httpreq_parse(r->head, r->head_end, &rq, head, sizeof(head), &head_len);
+	if (code) {
+		respond(r->client, code, code == 431 ? "Request Header Fields Too Large" : code == 408 ? "Request Timeout"
+					 : code == 501 ? "Not Implemented" : "Bad Request",
 			"a preview is /preview/PORT/TOKEN/PATH (bkctl preview PORT prints one)\n");
 		outcome = "refused: not a preview request";
 		goto out;
 	}
 	bk_keyring_ref *keys = bk_keystore_get(srv->keystore);
-	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, t.token,
-						      (uint16_t)t.port, bk_clock_realtime_ms() / 1000,
-						      srv->cfg.preview_ttl_max_ms / 1000);
+	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, rq.token,
+						      (uint16_t)rq.port, bk_clock_realtime_ms() / 1000,
+						      srv->cfg.preview_ttl_max_ms / 1000, &expires_s);
 	bk_keyring_ref_put(keys);
 	if (v != BK_PREVIEW_OK) {
 		char text[128];
@@ -243,39 +301,50 @@ static void *relay_main(void *arg)
 		outcome = bk_preview_verdict_name(v);
 		goto out;
 	}
-	if (!bk_processes_exposing(srv, t.port)) {
+	/* A Reset running (or failed) serves nothing of the sandbox: what exposes the port may be
+	 * the last tenant's. */
+	if (atomic_load(&srv->gate) != BK_GATE_OPEN) {
+		respond(r->client, 503, "Service Unavailable", "the sandbox is being reset: retry\n");
+		outcome = "refused: a reset";
+		goto out;
+	}
+	if (!bk_processes_exposing(srv, rq.port)) {
 		respond(r->client, 404, "Not Found", "no process exposes this port (bkctl start --expose PORT)\n");
 		outcome = "refused: no process exposes the port";
 		goto out;
 	}
-	r->upstream = connect_upstream(srv, t.port);
-	if (r->upstream < 0) {
+	upstream = connect_upstream(srv, rq.port);
+	if (upstream < 0) {
 		char text[160];
-		snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", t.port,
-			 strerror(-r->upstream));
+		snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", rq.port,
+			 strerror(-upstream));
 		respond(r->client, 502, "Bad Gateway", text);
 		outcome = "refused: the port does not answer";
 		goto out;
 	}
+	if (!relay_attach(r, upstream)) {
+		outcome = "ended: a reset";
+		goto out;
+	}
 	setsockopt(r->upstream, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	/* The request line without the preview's part of the path, then the rest as it came. */
-	char line[HEAD_MAX + 64];
-	int n = snprintf(line, sizeof(line), "%.*s %s%.*s %.*s", (int)t.method_len, t.method,
-			 t.rest_len && t.rest[0] == '/' ? "" : "/", (int)t.rest_len, t.rest, (int)t.version_len, t.version);
-	if (n < 0 || (size_t)n >= sizeof(line) || bk_write_full(r->upstream, (const uint8_t *)line, (size_t)n) < 0 ||
-	    bk_write_full(r->upstream, (const uint8_t *)line_end, r->head_len - (size_t)(line_end - r->head)) < 0) {
+	if (!forward(r->upstream, head, head_len)) {
 		outcome = "failed: the request did not go through";
 		goto out;
 	}
-	relay_bytes(r, moved);
+	/* The token's expiry, on the clock the relay keeps its deadlines by. */
+	outcome = relay_bytes(r, &rq, bk_clock_monotonic_ms() + (expires_s * 1000 - bk_clock_realtime_ms()), moved);
 out:
+	pthread_mutex_lock(&r->px->lock);
+	if (r->cut)
+		outcome = "ended: a reset";
+	pthread_mutex_unlock(&r->px->lock);
 	bk_log(BK_LOG_INFO, "preview from %s: port %u, %s; %llu bytes in, %llu out, %llu us", r->peer,
-	       t.port, outcome, (unsigned long long)moved[0], (unsigned long long)moved[1],
+	       rq.port, outcome, (unsigned long long)moved[0], (unsigned long long)moved[1],
 	       (unsigned long long)bk_elapsed_us(&started));
 	close(r->client);
 	if (r->upstream >= 0)
 		close(r->upstream);
-	relay_done(r->px);
+	relay_done(r->px, r);
 	free(r);
 	return NULL;
 }
@@ -298,32 +367,38 @@ static void *accept_main(void *arg)
 		fd = accept4(px->lfd, (struct sockaddr *)&from, &from_len, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
+		r = calloc(1, sizeof(*r));
+		if (r) {
+			r->px = px;
+			r->client = fd;
+			r->upstream = -1;
+			if (getnameinfo((struct sockaddr *)&from, from_len, r->peer, sizeof(r->peer), NULL, 0,
+					NI_NUMERICHOST))
+				snprintf(r->peer, sizeof(r->peer), "?");
+		}
+		/* Listed from the start: a Reset cuts it wherever it is. */
 		pthread_mutex_lock(&px->lock);
-		bool room = px->active < BK_PROXY_MAX;
-		if (room)
+		bool room = r && px->active < BK_PROXY_MAX;
+		if (room) {
 			px->active++;
+			r->next = px->relays;
+			px->relays = r;
+		}
 		pthread_mutex_unlock(&px->lock);
-		r = room ? calloc(1, sizeof(*r)) : NULL;
-		if (!r) {
+		if (!room) {
 			respond(fd, 503, "Service Unavailable", "too many previews at once: retry\n");
 			close(fd);
-			if (room)
-				relay_done(px);
+			free(r);
 			continue;
 		}
-		r->px = px;
-		r->client = fd;
-		r->upstream = -1;
-		if (getnameinfo((struct sockaddr *)&from, from_len, r->peer, sizeof(r->peer), NULL, 0, NI_NUMERICHOST))
-			snprintf(r->peer, sizeof(r->peer), "?");
 		pthread_attr_t attr;
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&t, &attr, relay_main, r) != 0) {
 			respond(fd, 503, "Service Unavailable", "boxkited cannot take a preview now: retry\n");
 			close(fd);
+			relay_done(px, r);
 			free(r);
-			relay_done(px);
 		}
 		pthread_attr_destroy(&attr);
 	}
@@ -417,4 +492,29 @@ void bk_proxy_stop(bk_server *srv)
 	pthread_cond_destroy(&px->idle);
 	free(px);
 	srv->proxy = NULL;
+}
+
+void bk_proxy_cut_all(bk_server *srv)
+{
+	struct bk_proxy *px = srv->proxy;
+	bool cut;
+
+	if (!px)
+		return;
+	pthread_mutex_lock(&px->lock);
+	for (struct relay *r = px->relays; r; r = r->next) {
+		r->cut = true;
+		/* Both ends see the connection end at once; the relay's thread wakes and goes. */
+		shutdown(r->client, SHUT_RDWR);
+		if (r->upstream >= 0)
+			shutdown(r->upstream, SHUT_RDWR);
+	}
+	do {
+		cut = false;
+		for (struct relay *r = px->relays; r; r = r->next)
+			cut = cut || r->cut;
+		if (cut)
+			pthread_cond_wait(&px->idle, &px->lock);
+	} while (cut);
+	pthread_mutex_unlock(&px->lock);
 }

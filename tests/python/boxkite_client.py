@@ -212,6 +212,15 @@ def content_hash(data=None, blocks=None):
     return hashlib.sha256(b"".join(block_hashes(data) if blocks is None else blocks)).digest()
 
 
+def preview_token(key_id, secret, port, expires):
+    """A preview token (docs/PROTOCOL.md, "Preview tokens"; common/preview.h): base64url of 0x01 |
+    port u16 | expiry i64 | len(key id) | key id | MAC, no padding."""
+    import base64
+    signed = struct.pack(">BHqB", 1, port, expires, len(key_id)) + key_id.encode()
+    mac = hmac.new(secret, b"boxkite-preview-v1\0" + signed, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(signed + mac).rstrip(b"=").decode()
+
+
 # --- transport ------------------------------------------------------------------------------
 
 def _recv_exact(sock, n):

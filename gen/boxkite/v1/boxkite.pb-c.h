@@ -243,6 +243,9 @@ struct  Boxkite__V1__HealthResponse
    * at least one key is loaded
    */
   protobuf_c_boolean auth_configured;
+  /*
+   * since boxkited started or the last Reset ended (the tenant's time)
+   */
   uint64_t uptime_ms;
   /*
    * why sandbox_ready is false, when boxkited knows (a failed Reset)

@@ -1,9 +1,12 @@
 /* Reset, in the order a reviewer checks it against docs/PROTOCOL.md ("Reset"):
  *
  *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
- *   Spawn until the end) → wait until no other call is in flight, and no sync runs → with
- *   --sync-on-reset, push the workspace → forget uploads and the file index → wipe and verify (the file worker, as the sandbox user) → forget kept answers →
- *   install the new key (persisted first) → release the hold → answer (MAC'd with the new key)
+ *   Spawn until the end; the sandbox's network namespace made anew) → forget the processes,
+ *   cut the preview connections → wait until no other call is in flight, and no sync runs →
+ *   with --sync-on-reset, push the workspace under the departing tenant's prefix → forget the
+ *   syncs, uploads and the file index → wipe and verify (the file worker, as the sandbox user) →
+ *   forget kept answers → install the new key (persisted first) → release the hold → answer
+ *   (MAC'd with the new key), the uptime counted from now
  *
  * It runs on a thread of its own: it waits on the executor and the file worker (bk_link_call),
  * which a handler on an nng callback must not. Any failure once it started leaves the gate shut
@@ -194,8 +197,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * tenant's workspace is pushed — while the file index still knows its files — before it
 	 * goes. A push that fails fails the reset: nothing is wiped that was to be kept. */
 	bk_sync_idle(srv);
-	if ((ret = bk_sync_final_push(srv, snapshot, snapshot_size, err)) < 0)
+	if ((ret = bk_sync_final_push(srv, call->key, snapshot, snapshot_size, err)) < 0)
 		return ret;
+	bk_sync_reset(srv);
 	bk_files_reset(srv);
 	if ((ret = wipe(srv, &resp->entries_removed, err)) < 0)
 		return ret;

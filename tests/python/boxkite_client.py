@@ -212,6 +212,13 @@ def content_hash(data=None, blocks=None):
     return hashlib.sha256(b"".join(block_hashes(data) if blocks is None else blocks)).digest()
 
 
+def store_prefix(key_id, secret):
+    """A key's store prefix (docs/PROTOCOL.md, "Sync: whose snapshots"): where its snapshots are
+    under every store, "t-" and the first 16 bytes of HMAC-SHA256(secret, "boxkite-store-prefix-v1"
+    NUL key id) in lowercase hex."""
+    return "t-" + hmac.new(secret, b"boxkite-store-prefix-v1\0" + key_id.encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def preview_token(key_id, secret, port, expires):
     """A preview token (docs/PROTOCOL.md, "Preview tokens"; common/preview.h): base64url of 0x01 |
     port u16 | expiry i64 | len(key id) | key id | MAC, no padding."""

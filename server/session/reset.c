@@ -2,11 +2,11 @@
  *
  *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
  *   Spawn until the end; the sandbox's network namespace made anew) → forget the processes,
- *   cut the preview connections → wait until no other call is in flight, and no sync runs →
- *   with --sync-on-reset, push the workspace under the departing tenant's prefix → forget the
- *   syncs, uploads and the file index → wipe and verify (the file worker, as the sandbox user) →
- *   forget kept answers → install the new key (persisted first) → release the hold → answer
- *   (MAC'd with the new key), the uptime counted from now
+ *   cut the preview connections, cancel a sync → wait until no other call is in flight, and no
+ *   sync runs → with --sync-on-reset, push the workspace under the departing tenant's prefix →
+ *   forget the syncs, uploads and the file index → wipe and verify (the file worker, as the
+ *   sandbox user) → forget kept answers → install the new key (persisted first) → release the
+ *   hold → answer (MAC'd with the new key), the uptime counted from now
  *
  * It runs on a thread of its own: it waits on the executor and the file worker (bk_link_call),
  * which a handler on an nng callback must not. Any failure once it started leaves the gate shut
@@ -191,6 +191,8 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	/* No preview connection of the last tenant stays open (new ones are refused while the gate
 	 * is shut). */
 	bk_proxy_cut_all(srv);
+	/* A sync of the last tenant's is cancelled, not waited out: its store may never answer. */
+	bk_sync_cancel(srv);
 	if ((ret = quiesce(srv, err)) < 0)
 		return ret;
 	/* A sync that runs is no call: it ends first. Then, with --sync-on-reset, the last

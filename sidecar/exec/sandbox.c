@@ -284,8 +284,9 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 }
 
 /* A host directory the sandbox shows (the workspace, the home), created if missing, owned by
- * the sandbox user, cloned as a detached mount without set-id and device files. Cloned here, in
- * the mount namespace the path lives in (the host's); the child attaches the copy in its own. */
+ * the sandbox user with mode 0755 — what a Reset gives it back (sidecar/files/fsops.c, ROOT_MODE)
+ * —, cloned as a detached mount without set-id and device files. Cloned here, in the mount
+ * namespace the path lives in (the host's); the child attaches the copy in its own. */
 static int user_tree(const bk_sandbox_config *cfg, const char *what, const char *dir, bk_error **err)
 {
 	_cleanup_close_ int fd = -1;
@@ -299,9 +300,10 @@ static int user_tree(const bk_sandbox_config *cfg, const char *what, const char 
 	if (fd < 0)
 		return bk_error_errno(err, errno, "cannot open the %s %s", what, dir);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	/* A umask may have narrowed a directory we made. Before the chown, while it is still
-	 * ours: the executor holds no CAP_FOWNER. */
-	if (created && chmod(path, 0755) < 0)
+	/* A umask may have narrowed a directory we made, and a last tenant may have changed one
+	 * that was there. Before the chown, while it is still ours: the executor holds no
+	 * CAP_FOWNER. */
+	if (chown(path, 0, 0) < 0 || chmod(path, 0755) < 0)
 		return bk_error_errno(err, errno, "chmod %s", dir);
 	if (chown(path, cfg->uid, cfg->gid) < 0)
 		return bk_error_errno(err, errno, "cannot give the %s %s to uid %u", what, dir, (unsigned)cfg->uid);

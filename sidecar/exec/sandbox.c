@@ -265,8 +265,6 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
-	if (sp->userns >= 0 && setns(sp->userns, CLONE_NEWUSER) < 0)
-		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_USERNS);
 	failed = bk_child_drop_privileges(&sp->creds);
 	if (failed)
 		bk_child_fail(report, failed);

@@ -55,7 +55,7 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/transport/,nng.c http.c proxy.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
-              $(addprefix server/runs/,exec.c process.c) \
+              $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)

@@ -19,6 +19,7 @@
 #include "rpc/server.h"
 #include "runs/exec.h"
 #include "runs/process.h"
+#include "runs/runs.h"
 #include "session/reset.h"
 #include "sync/store.h"
 #include "sync/sync.h"
@@ -210,7 +211,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	srv.files_link = files;
-	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_processes_start(&srv, &err)) < 0 ||
+	if ((ret = bk_runs_start(&srv, &err)) < 0 || (ret = bk_execs_start(&srv, &err)) < 0 ||
+	    (ret = bk_processes_start(&srv, &err)) < 0 ||
 	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
@@ -239,8 +241,8 @@ int main(int argc, char **argv)
 		ret = -1;
 out:
 	/* Order matters: the executor goes first (its teardown kills every command, and their
-	 * exits come back as events), then the exec and process threads answer what is left, then the
-	 * transport closes. */
+	 * exits come back as events), then Exec and the processes answer what is left, then the
+	 * transport closes, and the run engine's thread stops last. */
 	atomic_store(&srv.stopping, true);
 	bk_http_stop(&srv);
 	bk_proxy_stop(&srv);
@@ -254,6 +256,10 @@ out:
 	bk_sync_stop(&srv);
 	bk_files_stop(&srv);
 	bk_front_stop(&srv);
+	/* Every call has ended: nothing reaches the runs any more. */
+	bk_runs_stop(&srv);
+	bk_execs_free(&srv);
+	bk_processes_free(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

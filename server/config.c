@@ -28,6 +28,8 @@ static const struct option_def option_defs[] = {
 	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc:///PATH); repeatable" },
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
 	{ "key-env", OPT_STRING, FIELD(key_env), "NAME", "read the keys from environment variable NAME instead (a Kubernetes secretKeyRef); never reloaded" },
+	{ "claim-key-file", OPT_STRING, FIELD(claim_key_file), "PATH", "a warm pool's claim key instead: Health and Reset only, until a Reset installs the tenant's key (kept in --state-dir: the claim key is refused for good)" },
+	{ "claim-key-env", OPT_STRING, FIELD(claim_key_env), "NAME", "the claim key from environment variable NAME (a Kubernetes secretKeyRef); never reloaded" },
 	{ "http-listen", OPT_STRING, FIELD(http_listen), "URL", "serve /livez, /readyz and /metrics on URL (http://HOST:PORT)" },
 	{ "preview-listen", OPT_STRING, FIELD(preview_listen), "URL", "relay previews (/preview/PORT/TOKEN/...) to exposed ports on URL (http://HOST:PORT)" },
 	{ "preview-ttl-max", OPT_SECONDS, FIELD(preview_ttl_max_ms), "SECONDS", "the longest a preview token may be good for (default 86400)" },
@@ -117,6 +119,8 @@ void bk_config_free(bk_config *cfg)
 		free(cfg->listen[i]);
 	free(cfg->key_file);
 	free(cfg->key_env);
+	free(cfg->claim_key_file);
+	free(cfg->claim_key_env);
 	free(cfg->http_listen);
 	free(cfg->preview_listen);
 	free(cfg->tls_cert);
@@ -340,8 +344,18 @@ static int config_finish(bk_config *cfg, bk_error **err)
 		return ret;
 	if (!cfg->executor_path && (ret = next_to_self("boxkite-executor", &cfg->executor_path, err)) < 0)
 		return ret;
-	if (cfg->key_file && cfg->key_env)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--key-file and --key-env: one source of keys");
+	if (!!cfg->key_file + !!cfg->key_env + !!cfg->claim_key_file + !!cfg->claim_key_env > 1)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--key-file, --key-env, --claim-key-file, --claim-key-env: one source of keys (a pod's "
+				    "own key, or a warm pool's claim key)");
+	/* A claim key is read like any key; only what it may do differs. --state-dir always names
+	 * a directory (the default above), where the tenant key its Reset installs outlives a
+	 * restart, and the claim key with it stays refused. */
+	if (cfg->claim_key_file || cfg->claim_key_env) {
+		cfg->claim = true;
+		cfg->key_file = TAKE_PTR(cfg->claim_key_file);
+		cfg->key_env = TAKE_PTR(cfg->claim_key_env);
+	}
 	bool tls = false;
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		tls = tls || strncmp(cfg->listen[i], "tls+tcp://", 10) == 0;

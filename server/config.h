@@ -18,6 +18,11 @@ typedef struct bk_config {
 	size_t nlisten;
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
 	char *key_env;            /* or the keys from this environment variable (Kubernetes) */
+	/* The keys are a warm pool's claim key (--claim-key-file/--claim-key-env, put in key_file or
+	 * key_env once parsed): Health and a Reset that installs the tenant's key only, until such a
+	 * Reset (server/session/reset.c). */
+	bool claim;
+	char *claim_key_file, *claim_key_env; /* as given; NULL once moved to key_file/key_env */
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
 	char *preview_listen;     /* the preview relay (server/transport/proxy.c); NULL: none */
 	int64_t preview_ttl_max_ms; /* the longest a preview token may still be good for */

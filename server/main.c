@@ -131,6 +131,17 @@ static int key_file_via_executor(void *arg, const char *path)
 }
 
 /* Wait for SIGTERM/SIGINT; reload the keys on SIGHUP, and each second if the file changed. */
+/* Say what a warm pod waits for: a claim key that a Reset has not retired yet. */
+static void claim_pending_log(bk_server *srv)
+{
+	bk_keyring_ref *ref = bk_keystore_get(srv->keystore);
+
+	if (bk_keyring_ref_claim(ref))
+		bk_log(BK_LOG_INFO, "keys: a warm pool's claim key: Health and Reset only, until a Reset installs the "
+				    "tenant's key");
+	bk_keyring_ref_put(ref);
+}
+
 static void serve_until_signal(bk_server *srv, const sigset_t *set)
 {
 	struct timespec tick = { .tv_sec = 1 };
@@ -221,6 +232,7 @@ int main(int argc, char **argv)
 	}
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
+	claim_pending_log(&srv);
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
 	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
@@ -244,6 +256,8 @@ out:
 	 * exits come back as events), then Exec and the processes answer what is left, then the
 	 * transport closes, and the run engine's thread stops last. */
 	atomic_store(&srv.stopping, true);
+	/* A sync waiting on its store ends now, so that nothing below waits for it. */
+	bk_sync_cancel(&srv);
 	bk_http_stop(&srv);
 	bk_proxy_stop(&srv);
 	bk_link_close(link);

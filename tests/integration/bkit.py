@@ -429,7 +429,8 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None):
+                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None,
+                 claim=False):
         self.tag = tag
         self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
         self.dir = temp_dir(tag)
@@ -459,10 +460,13 @@ class Daemon:
         self.key_env = key_env
         if key_env:
             self.extra_env[key_env] = self.key.read_text()
+        # claim: the key is a warm pool's claim key (--claim-key-env / --claim-key-file).
+        self.claim = claim
 
     def argv(self):
         a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
-        a += ["--key-env", self.key_env] if self.key_env else ["--key-file", str(self.key)]
+        option = "--claim-key" if self.claim else "--key"
+        a += [f"{option}-env", self.key_env] if self.key_env else [f"{option}-file", str(self.key)]
         if self.tcp:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
@@ -801,7 +805,7 @@ class Pod:
     mistaken for one of the few small pids inside an exec's own PID namespace.
     """
 
-    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None):
+    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None, claim=False):
         require_tools("unshare", "nsenter", "setpriv")
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)
@@ -833,6 +837,7 @@ class Pod:
         # e.g. SYS_ADMIN) and a read-only /sys/fs/cgroup (sidecar_container.sh).
         container = [] if caps is None else ["/bin/bash", HERE / "sidecar_container.sh", ",".join(caps), "--"]
         self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False, key_env=key_env,
+                             claim=claim,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
                                      "unshare", "--mount", "--propagation", "private", "--mount-proc",
                                      *container])

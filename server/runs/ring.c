@@ -39,17 +39,16 @@ void bk_ring_free(bk_ring *r)
 	}
 }
 
-/* A buffer that holds `need` bytes, or all it may (cap): doubled until it does. Without memory,
- * the ring is as large as it got. */
-static void grow(bk_ring *r, uint64_t need)
+/* Room past pos: the buffer doubles (from RING_INITIAL) when pos has reached its end and it may
+ * grow, so that a ring holds about what was written to it, not its cap. Without memory, the ring
+ * is as large as it got. */
+static void grow(bk_ring *r, size_t pos)
 {
-	size_t want = r->alloc ? r->alloc : RING_INITIAL;
+	size_t want = r->alloc ? r->alloc * 2 : RING_INITIAL;
 	uint8_t *buf;
 
-	if (r->alloc == r->cap || need <= r->alloc)
+	if (pos < r->alloc || r->alloc == r->cap)
 		return;
-	while (want < need && want < r->cap)
-		want *= 2;
 	if (want > r->cap)
 		want = r->cap;
 	buf = realloc(r->buf, want);
@@ -68,19 +67,19 @@ static size_t space(bk_ring *r, size_t max, uint8_t **at)
 	size_t pos, room;
 
 	if (r->policy == BK_RING_KEEP_HEAD) {
-		grow(r, r->last + max);
-		if (r->last >= r->cap)
-			return 0;
 		pos = (size_t)r->last;
-		room = r->alloc - pos;
+		grow(r, pos);
+		if (pos >= r->cap)
+			return 0;
 	} else {
-		grow(r, r->end + max);
+		/* Growing, the end is below what is allocated; full size, it wraps at cap. */
+		if (r->end < r->cap)
+			grow(r, (size_t)r->end);
 		if (r->cap == 0)
 			return 0;
-		/* Growing, the end is below what is allocated; full size, it wraps at cap. */
 		pos = (size_t)(r->end % r->cap);
-		room = r->alloc - pos;
 	}
+	room = r->alloc - pos;
 	*at = r->buf + pos;
 	return room < max ? room : max;
 }

@@ -86,7 +86,9 @@ all: $(BINS) $(LIBS)
 help:
 	@echo "make            build boxkited, bkctl, libboxkite into build/"
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
-	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
+	@echo "make test       deps + build + every test tier, then again under ASan+UBSan; ends with each tier's time"
+	@echo "make test-TIER  one tier (unit wire fuzz integration workloads files python k8s install ...);"
+	@echo "                T=NAME runs only the tests whose names hold NAME, TEST_TIMEOUT=S a Python test's limit"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
 	@echo "make docs       regenerate SECURITY.md's seccomp list and PROTOCOL.md's limits (CI checks they are current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "rpc/methods.h"
+#include "transport/door.h"
+#include "transport/proxy.h"
 #include "sync/store.h"
 #include "version.h"
 
@@ -60,6 +62,8 @@ static const struct option_def option_defs[] = {
 	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output buffered for all running execs together (default 256M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
 	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
+	{ "sandbox-memory", OPT_SIZE, FIELD(sandbox_memory), "BYTES", "memory of every exec and process together (default 4 x --exec-memory)" },
+	{ "sandbox-pids", OPT_UINT, FIELD(sandbox_pids), "N", "processes of every exec and process together (default 4 x --exec-pids)" },
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
 	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
@@ -338,6 +342,13 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    "(at most %zu) or raise --exec-memory",
 				    cfg->tmp_size, cfg->shm_size, cfg->exec_memory,
 				    cfg->exec_memory - cfg->exec_memory / 4 - cfg->shm_size);
+	if (!cfg->sandbox_memory)
+		cfg->sandbox_memory = 4 * cfg->exec_memory;
+	if (!cfg->sandbox_pids)
+		cfg->sandbox_pids = 4 * cfg->exec_pids;
+	if (cfg->sandbox_memory < cfg->exec_memory || cfg->sandbox_pids < cfg->exec_pids)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--sandbox-memory and --sandbox-pids are at least one exec's (--exec-memory, --exec-pids)");
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
 		return bk_error_errno(err, ENOMEM, "config");
 	if (!cfg->init_path && (ret = next_to_self("boxkite-init", &cfg->init_path, err)) < 0)
@@ -383,6 +394,13 @@ static int config_finish(bk_config *cfg, bk_error **err)
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
 	return 0;
+}
+
+size_t bk_config_descriptors(const bk_config *cfg)
+{
+	return BK_FRONT_FIXED_FDS + cfg->max_connections + (cfg->http_listen ? BK_DOOR_MAX : 0) +
+	       (cfg->preview_listen ? BK_DOOR_MAX + 2 * BK_PROXY_MAX : 0) + BK_EXEC_FDS * cfg->contexts +
+	       BK_PROCESS_FDS * cfg->processes_max + cfg->uploads_max;
 }
 
 static void usage(FILE *out)

@@ -430,9 +430,10 @@ class Daemon:
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
                  config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None,
-                 claim=False):
+                 claim=False, nofile=None):
         self.tag = tag
         self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
+        self.nofile = nofile  # (soft, hard) RLIMIT_NOFILE to start boxkited with
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)  # the pod emulation's sandbox init is copied from here
         self.key = self.dir / "key"
@@ -482,6 +483,12 @@ class Daemon:
         env.update(self.extra_env)
         self._logf = open(self.log, "wb")
         setup = _child_setup(self.netns, self.cgroup)
+        if self.nofile:
+            def setup_with_limit(setup=setup, nofile=self.nofile):
+                setup()
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+            setup = setup_with_limit
         stdio = dict(stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf)
         if self.tty is not None:
             def setup_with_terminal(setup=setup):

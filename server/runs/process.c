@@ -905,9 +905,13 @@ out:
 static unsigned drop_all(bk_processes *ps, int status, const char *why)
 {
 	unsigned killed = 0;
+	int64_t now = bk_clock_monotonic_ms();
 
 	while (ps->procs) {
 		struct proc *p = ps->procs;
+		/* One that exited (a reset's KillAll has ended them all) ends with what it wrote: whoever
+		 * follows it is answered its end, not the drop. */
+		bk_run_finish(&p->run, now);
 		for (bk_run_waiter *bw = bk_run_unwait_all(&p->run), *next; bw; bw = next) {
 			next = bw->next;
 			post_fail(ps, (struct waiter *)((char *)bw - offsetof(struct waiter, wait)), status, "%s", why);

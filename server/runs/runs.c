@@ -494,8 +494,14 @@ void bk_runs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 			unwatch_close(run, &run->in.fd);
 		if (run->ops->exited)
 			run->ops->exited(run, now);
-		/* Usually its streams ended already. If something outside its tree holds them, what
-		 * that writes is not this run's output: they end after the grace. */
+		/* Its init's exit means its whole PID namespace is gone: what its pipes hold is all there
+		 * is, and their end is readable now — read here, so that the run ends with its exit and
+		 * not whenever the I/O thread gets to it (a reset that follows a KillAll finds it ended).
+		 * If something outside its tree holds them, what that writes is not this run's output:
+		 * they end after the grace. */
+		for (int i = 0; i < 2; i++)
+			if (!run->out[i].paused)
+				stream_read(run, &run->out[i], false);
 		if (!run->out[0].eof || !run->out[1].eof) {
 			run->grace_at = now + EXIT_GRACE_MS;
 			wake_by(rs, run->grace_at);
@@ -503,6 +509,19 @@ void bk_runs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
 		run_check(run, now);
 	}
 	bk_runs_unlock(rs);
+}
+
+void bk_run_finish(bk_run *run, int64_t now)
+{
+	if (!run->live || !run->exited)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (!run->out[i].paused)
+			stream_read(run, &run->out[i], true);
+		unwatch_close(run, &run->out[i].fd);
+		run->out[i].eof = true;
+	}
+	run_check(run, now);
 }
 
 void bk_run_drop(bk_run *run)

@@ -171,6 +171,10 @@ size_t bk_run_stdin_cancel(bk_run *run);
  * stream paused for room goes on. */
 void bk_run_asked(bk_run *run, int i, uint64_t off);
 
+/* A run that exited, ended now: what its streams hold is read (a lossless stream whose ring is
+ * full is not read further) and they end, without waiting for the grace; its waiting calls are
+ * asked as at any end. For a reset, whose KillAll left nothing of the run's tree. */
+void bk_run_finish(bk_run *run, int64_t now);
 /* End the run now: killed (its whole tree) if live, its descriptors closed, nothing more read;
  * its waiting calls are the owner's to answer (bk_run_unwait_all, bk_run_notify). One whose
  * Spawn is still out ends when its answer comes (ops->spawned with ECANCELED). */

@@ -73,7 +73,8 @@ struct bk_processes {
 	struct proc *procs, **tail;
 	unsigned count;
 	size_t ring_reserved;
-	uint64_t next_n;
+	uint64_t names;          /* the last name given (p1, p2...): a tenant's count, from 1 again after a
+				  * Reset (exec ids are the engine's, never reused) */
 };
 
 static struct proc *proc_of(bk_run *run)
@@ -559,8 +560,7 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 		status = BK_RESOURCE_EXHAUSTED;
 	}
 	if (!refused) {
-		uint64_t n = ++ps->next_n;
-		snprintf(p->name, sizeof(p->name), "p%" PRIu64, n);
+		snprintf(p->name, sizeof(p->name), "p%" PRIu64, ++ps->names);
 		*ps->tail = p;
 		ps->tail = &p->next;
 		ps->count++;
@@ -956,6 +956,8 @@ unsigned bk_processes_reset(bk_server *srv)
 		return 0;
 	bk_runs_lock(ps->rs);
 	killed = drop_all(ps, BK_ABORTED, "the sandbox was reset");
+	/* The next tenant's first process is p1: how many ran before it is not its to know. */
+	ps->names = 0;
 	bk_runs_unlock(ps->rs);
 	return killed;
 }

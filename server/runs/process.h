@@ -28,7 +28,7 @@ void bk_processes_stop(bk_server *srv);
 void bk_processes_free(bk_server *srv);
 
 /* Reset: every process killed (SIGKILL, whole tree) and every record, ring and waiting call
- * gone (answered ABORTED). Returns how many were running. */
+ * gone (answered ABORTED); the next process is p1 again. Returns how many were running. */
 unsigned bk_processes_reset(bk_server *srv);
 
 /* Whether a live process exposes port (the preview relay's check). */

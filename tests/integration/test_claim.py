@@ -34,7 +34,8 @@ def setUpModule():
 
 
 def client(d, key, timeout=GUARD):
-    return bc.Client(*d.tcp, *key, timeout=timeout)
+    """Over the daemon's ipc:// socket: a claim's new key is refused over plain tcp://."""
+    return bc.Client(str(d.sock), None, *key, timeout=timeout)
 
 
 def tenant_key():

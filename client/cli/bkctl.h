@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "boxkite/boxkite.h"
+#include "keys.h"
 
 /* Exit codes (bkctl(1), EXIT STATUS). `exec` instead exits with the command's own status. */
 enum {
@@ -47,6 +48,11 @@ int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, co
 
 /* The global options as the library takes them (client/cli/report.c). */
 bk_client_options bkctl_client_options(const bkctl *ctl);
+
+/* The key the global options name (--key-file, --key-id; the file's first by default), for what
+ * bkctl signs or derives itself (a preview's token, a store prefix): 0 with *ring (free it) and
+ * *key in it, or bkctl's exit code, the reason reported (`what` says what needs the key). */
+int bkctl_key(const bkctl *ctl, const char *what, bk_keyring **ring, const bk_key **key);
 
 /* Connect with the global options. On failure reports it, sets *exit_code and returns NULL. */
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code);

@@ -137,7 +137,8 @@ static const bkctl_command commands[] = {
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 	{ "sync", bkctl_sync, "push the workspace to a snapshot store, pull it back, list snapshots",
-	  "push [--to URL] [--id ID] [-x PATTERN]... | pull [--from URL] [--id ID] [--mirror] | ls [--from URL]",
+	  "push [--to URL] [--id ID] [-x PATTERN]... | pull [--from URL] [--id ID] [--mirror] | ls [--from URL] |\n"
+	  "       prefix",
 	  "  --to, --from URL     the store: a --sync-store of boxkited's, or a prefix under one\n"
 	  "                       (default: its first)\n"
 	  "  --id ID              push: the snapshot's id (default: made of the time); pull: which\n"
@@ -148,7 +149,9 @@ static const bkctl_command commands[] = {
 	  "  --default-excludes   push: also node_modules, .cache, __pycache__ and other caches\n"
 	  "  --mirror             pull: also remove what the snapshot does not have\n",
 	  "A snapshot is content-addressed: a push uploads only the blocks the store lacks. On a\n"
-	  "terminal a progress line shows on stderr; -o json prints the counts.\n" },
+	  "terminal a progress line shows on stderr; -o json prints the counts. Snapshots are the\n"
+	  "key's: boxkited keeps them under the key's store prefix (sync prefix prints it, for\n"
+	  "an operator's --restore-from STORE/PREFIX), and another key sees none of them.\n" },
 };
 
 /* bkctl's own usage: every command, and the global options. */

@@ -178,7 +178,7 @@ void bkctl_term_init(bkctl_term *t, int fd, bool raw)
 int bkctl_term_write(bkctl_term *t, const uint8_t *data, size_t len)
 {
 	if (!t->escape)
-		return len ? bk_write_full(t->fd, data, len) : 0;
+		return bk_write_full(t->fd, data, len);
 
 	_cleanup_free_ uint8_t *in = malloc(t->nheld + len + 1), *out = malloc(4 * (t->nheld + len) + 1);
 	size_t total = t->nheld + len, o = 0, i = 0;
@@ -186,6 +186,7 @@ int bkctl_term_write(bkctl_term *t, const uint8_t *data, size_t len)
 	if (!in || !out)
 		return -ENOMEM;
 	memcpy(in, t->held, t->nheld);
+	/* An empty stream's bytes may be NULL (an Exec's stdout or stderr that nothing was written to). */
 	if (len)
 		memcpy(in + t->nheld, data, len);
 	t->nheld = 0;

@@ -1,4 +1,4 @@
-"""10. Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
+"""Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
 instance running.
 
 Reset is called with the Python client (tests/python/boxkite_client.py): bkctl reset is another

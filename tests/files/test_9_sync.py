@@ -21,12 +21,12 @@ import threading
 import time
 import unittest
 
-from fileskit import HERE, MiB, Daemon, FilesTestCase, bk, boxkited_process, pb, undo_at_exit, undone, zstd
+from fileskit import (HERE, MiB, Daemon, FilesTestCase, boxkite, boxkited_process, pb, status_name, undo_at_exit,
+                      undone, wire, zstd)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "gen", "python"))
 try:
     from boxkite.store import snapshot_pb2 as spb
-except ImportError:  # the files tier's skip_reason() says why (gen/python missing)
+except ImportError:  # the files tier's skip_reason() says why (the package is not installed)
     spb = None
 
 UID = 1001
@@ -399,8 +399,7 @@ class SyncSuite:
 
     def daemon_files(self, d):
         from fileskit import Files
-        key_id, secret = bk.load_key_file(d.key_file)
-        f = Files(d.port, key_id, secret)
+        f = Files(d.port, wire.load_key_file(d.key_file))
         self.addCleanup(f.close)
         return f
 
@@ -465,8 +464,8 @@ class SyncSuite:
             while time.monotonic() < stop - 2:
                 try:
                     r = self.push()
-                except bk.CallError as e:
-                    self.assertEqual(bk.status_name(e.code), "ABORTED", str(e))
+                except boxkite.BoxkiteError as e:
+                    self.assertEqual(status_name(e.code), "ABORTED", str(e))
                     self.assertIn("/workspace/f", e.message)
                     outcomes.append("aborted")
                     continue
@@ -563,8 +562,7 @@ class SyncSuite:
         before = tree_of(self.ws)
         from fileskit import Files
         d = self.new_daemon(["--sync-on-reset", self.store.url + "/recycled"], workspace=self.ws)
-        key_id, secret = bk.load_key_file(d.key_file)
-        fs = Files(d.port, key_id, secret)
+        fs = Files(d.port, wire.load_key_file(d.key_file))
         self.addCleanup(fs.close)
         r = fs.call("Reset")
         self.assertTrue(r.snapshot, "the snapshot's id is in the answer")
@@ -763,12 +761,12 @@ class S3Store(FileStore):
                    data=zstd().compress(m.SerializeToString()))
 
 
-@unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")
+@unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")
 class FileStoreSyncTest(SyncSuite, FilesTestCase):
     STORE = FileStore
 
 
-@unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")
+@unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")
 class S3StoreSyncTest(SyncSuite, FilesTestCase):
     """The same suite on s3://, and what only S3 has: credentials, 403, 404."""
     STORE = S3Store

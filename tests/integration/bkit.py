@@ -438,6 +438,7 @@ class Daemon:
         self.sock = self.dir / "s.sock"
         self.url = f"ipc://{self.sock}"
         self.tcp = tcp  # (host, port) or None
+        self.tcp_url = f"tcp://{tcp[0]}:{tcp[1]}" if tcp else None
         self.log = self.dir / "boxkited.log"
         self.config = self.dir / config_name
         self.config.write_text(config_text)
@@ -464,7 +465,7 @@ class Daemon:
         a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
         a += ["--key-env", self.key_env] if self.key_env else ["--key-file", str(self.key)]
         if self.tcp:
-            a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
+            a += ["--listen", self.tcp_url]
         if self.workspace:
             a += ["--workspace", str(self.workspace)]
         # Its own state (the replay log), kept across restarts of this daemon.
@@ -755,17 +756,8 @@ def tcp_listener(host, port, netns=None):
 # --- TLS and HTTP ------------------------------------------------------------------------------
 
 def tls_files(directory, name="bk-itest"):
-    """A sidecar's certificate and key as `bkctl kube NAME` makes them (its Secret's tls.crt and
-    tls.key, decoded), written to directory; returns (cert path, key path)."""
-    import base64
-    r = run([BKCTL, "kube", name], check=True)
-    secret = r.stdout.split("\n---\n", 1)[0]
-    data = dict(line.strip().split(": ", 1) for line in secret.split("data:\n", 1)[1].splitlines() if ": " in line)
-    cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
-    cert.write_bytes(base64.b64decode(data["tls.crt"]))
-    key.write_bytes(base64.b64decode(data["tls.key"]))
-    os.chmod(key, 0o400)
-    return cert, key
+    """A sidecar's certificate and key as `bkctl kube NAME` makes them: (cert path, key path)."""
+    return tuple(Path(p) for p in boxkited_process.tls_files(directory, name))
 
 
 def http_get(url, timeout=5, method="GET"):

@@ -4,7 +4,8 @@
 # that cannot run here says SKIP and why. INTEGRATION_ARGS="-k NAME" runs only matching tests.
 #
 # It needs root (namespaces, cgroups beneath its own, network namespaces of its own), util-linux
-# (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3. It never touches the machine's own
+# (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3 (run with the Python package
+# installed: tests/python/python.mk). It never touches the machine's own
 # interfaces or routes, dials nothing but loopback and addresses inside the namespaces it makes,
 # and removes everything it starts, also when a test fails.
 
@@ -13,10 +14,10 @@ include tests/escape/escape.mk
 INTEGRATION_ARGS ?=
 
 test-integration: all $(B)/bk-probe test-escape-selftest
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py $(INTEGRATION_ARGS)
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(SDK_RUN) $(INTEGRATION_ARGS)
 
 # Once more against the SAN=1 build (make test-san): boxkited, boxkite-executor and its file
 # worker under ASan+UBSan, a sanitizer's report in any daemon's log failing the tier
 # (bkit.sanitizer_check). The probes are the same static programs: their self-test is not rerun.
 test-integration-san: all $(B)/bk-probe
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py --tier integration-san $(INTEGRATION_ARGS)
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(SDK_RUN) --tier integration-san $(INTEGRATION_ARGS)

@@ -1,6 +1,7 @@
-"""Background processes through the Python client against a real boxkited (local mode, as root):
-rings and offsets, long-polls, stdin, signals to the whole tree, deadlines, the terminal, the
-exposed-port exception, and the limits — each asserted on what the sandbox really did."""
+"""Background processes, rpc by rpc through the boxkite package's wire layer (the client's
+Process is test_client.py's), against a real boxkited (local mode, as root): rings and offsets,
+long-polls, stdin, signals to the whole tree, deadlines, the terminal, the exposed-port
+exception, and the limits — each asserted on what the sandbox really did."""
 
 import os
 import re
@@ -12,12 +13,14 @@ import time
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import Status, wire
+    from boxkite.errors import detail_name, status_name
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
 def skip_reason():
@@ -65,12 +68,12 @@ class Base(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.daemon = boxkited_process.Boxkited(args=cls.ARGS).__enter__()
-        cls.key = bk.load_key_file(cls.daemon.key_file)
+        cls.key = wire.load_key_file(cls.daemon.key_file)
         cls.client = cls.new_client()
 
     @classmethod
     def new_client(cls):
-        return bk.Client("127.0.0.1", cls.daemon.port, cls.key[0], cls.key[1], timeout=GUARD_S + 10)
+        return wire.Channel(cls.daemon.url, key=cls.key, timeout=GUARD_S + 10)
 
     @classmethod
     def tearDownClass(cls):
@@ -134,7 +137,7 @@ class Base(unittest.TestCase):
         self.fail("the streams did not end")
 
     def expect_error(self, code, method, req, resp):
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.client.call(method, req, resp)
         self.assertEqual(cm.exception.code, code, cm.exception)
         return cm.exception
@@ -288,7 +291,7 @@ class StdinTest(Base):
                 self.call("ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"y" * (1 << 20)),
                           pb.ProcessWriteResponse, self.new_client())
                 result["answer"] = "OK"
-            except bk.CallError as e:
+            except boxkite.BoxkiteError as e:
                 result["answer"] = e
 
         t = threading.Thread(target=write)
@@ -302,7 +305,7 @@ class StdinTest(Base):
         self.wait(pid)
         self.assertFalse(t.is_alive())
         e = result.get("answer")
-        self.assertIsInstance(e, bk.CallError, e)
+        self.assertIsInstance(e, boxkite.BoxkiteError, e)
         self.assertEqual(e.code, 9, e)
         m = re.search(r"\((\d+) of 1048576 bytes written\)", e.message)
         self.assertTrue(m, e.message)
@@ -606,7 +609,7 @@ class LimitsTest(Base):
         for t in threads:
             t.start()
         time.sleep(1.0)
-        probe = bk.Client("127.0.0.1", self.daemon.port, self.key[0], self.key[1], timeout=10)
+        probe = wire.Channel(self.daemon.url, key=self.key, timeout=10)
         self.assertTrue(probe.call("Health", pb.HealthRequest(), pb.HealthResponse).message.version)
         r = probe.call("Exec", pb.ExecRequest(argv=["echo", "served"]), pb.ExecResponse).message
         self.assertEqual(r.stdout, b"served\n")

@@ -165,6 +165,34 @@ class HealthTest(unittest.TestCase):
                 self.assertEqual(cm.exception.code, Status.DATA_LOSS)
                 self.assertFalse(cm.exception.verified)
 
+    def test_data_is_taken_only_in_the_answers_that_carry_it(self):
+        """docs/PROTOCOL.md, "what a client must check", step 7: FileDownload's and ProcessRead's
+        answers carry data; any other answer carrying some is refused, MAC'd or not."""
+        c = self.client()
+
+        def answer_to(request, body, data):
+            env = pb.Envelope(version=wire.ENVELOPE_VERSION, kind=pb.ENVELOPE_KIND_RESPONSE, key_id=self.key.key_id,
+                              timestamp_ms=request.timestamp_ms, nonce=request.nonce, method=request.method,
+                              body=body, data=data)
+            env.mac = wire.envelope_mac(self.key.secret, env)
+            return env.SerializeToString()
+
+        request = c.seal("Health", pb.HealthRequest())
+        real = pb.Envelope.FromString(c.exchange(request.SerializeToString()))
+        with self.assertRaises(boxkite.DataLossError) as cm:
+            c.open_answer(answer_to(request, real.body, b"smuggled"), request)
+        self.assertIn("data this call does not take", cm.exception.message)
+        body = pb.ProcessReadResponse(stdout=pb.StreamChunk(length=2, end=2), stderr=pb.StreamChunk(),
+                                      status=pb.ProcessStatus()).SerializeToString()
+        for method, req in (("ProcessRead", pb.ProcessReadRequest(process_id="p1")),
+                            ("FileDownload", pb.FileDownloadRequest(path="x"))):
+            with self.subTest(method=method):
+                request = c.seal(method, req)
+                reply = c.open_answer(answer_to(request, body if method == "ProcessRead" else b"", b"ab"), request)
+                self.assertEqual((reply.data, reply.verified), (b"ab", True))
+                with self.assertRaises(boxkite.DataLossError):
+                    c.open_answer(answer_to(request, b"", b"ab"), request, answer_data=False)
+
     def test_answer_to_another_request_is_refused(self):
         c = self.client()
         request = c.seal("Health", pb.HealthRequest())

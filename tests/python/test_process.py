@@ -203,6 +203,22 @@ class StreamsTest(Base):
         self.expect_error(11, "ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=total + 1),
                           pb.ProcessReadResponse)
 
+    def test_read_answers_are_not_kept_for_resends(self):
+        # PROTOCOL.md, "Replay and resend": a read's answer carries data and is not kept, even with
+        # no bytes in it: its re-send is refused REPLAYED (the client reads again). A wait's is kept.
+        pid = self.start(shell="echo x")
+        self.wait(pid)
+        for offset, data in ((0, b"x\n"), (2, b"")):
+            env = self.client.seal("ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=offset))
+            raw = env.SerializeToString()
+            self.assertEqual(self.client.open_answer(self.client.exchange(raw), env).data, data)
+            with self.assertRaises(boxkite.UnauthenticatedError) as cm:
+                self.client.open_answer(self.client.exchange(raw), env)
+            self.assertEqual((cm.exception.detail, cm.exception.verified), (boxkite.Detail.REPLAYED, True))
+        env = self.client.seal("ProcessWait", pb.ProcessWaitRequest(process_id=pid))
+        raw = env.SerializeToString()
+        self.assertEqual(self.client.exchange(raw), self.client.exchange(raw))
+
     def test_a_lossless_stream_waits_for_its_reader(self):
         # Nobody reads: once its 4 KiB ring is full (and the pipe's 1 MiB behind it) the
         # process blocks writing instead of losing output; reading lets it go on, and every
@@ -417,6 +433,43 @@ class SignalsTest(Base):
         pid = self.start(shell="sleep 2; echo done", lease_ms=700)
         out, _, st = self.read_all(pid)  # long-polls of 5 s: present all along
         self.assertEqual((out, st.lease_expired, st.exit_code), (b"done\n", False, 0))
+
+    def test_every_call_for_the_process_renews_its_lease_but_one_refused_for_its_arguments(self):
+        # PROTOCOL.md, "Deadlines": one process per kind of call, each renewed by that call alone
+        # (one refused for the process's state included), round after round; beside them one given
+        # only calls refused for their arguments, which must die of its lease all the same. The
+        # renewed ones are looked at once it did: still running.
+        def req(method, **kw):
+            return getattr(pb, method + "Request")(**kw), getattr(pb, method + "Response")
+
+        size = pb.TerminalSize(rows=10, cols=10)
+        calls = {
+            "ProcessCloseStdin": lambda pid: self.call("ProcessCloseStdin", *req("ProcessCloseStdin", process_id=pid)),
+            "ProcessSignal": lambda pid: self.signal(pid, signal.SIGCONT),
+            "ProcessResize (no terminal)": lambda pid: self.expect_error(
+                9, "ProcessResize", *req("ProcessResize", process_id=pid, size=size)),
+            "ProcessRemove (running)": lambda pid: self.expect_error(
+                9, "ProcessRemove", *req("ProcessRemove", process_id=pid)),
+            "ProcessWrite (stdin not open)": lambda pid: self.expect_error(
+                9, "ProcessWrite", *req("ProcessWrite", process_id=pid, data=b"x")),
+        }
+        lease_ms = 3000
+        renewed = {name: self.start(argv=["sleep", "300"], lease_ms=lease_ms) for name in calls}
+        refused = self.start(argv=["sleep", "300"], lease_ms=lease_ms)
+        deadline = time.monotonic() + GUARD_S
+        while self.status_of(refused).status.running:
+            self.assertLess(time.monotonic(), deadline, "calls refused for their arguments kept the lease")
+            for name, call in calls.items():
+                call(renewed[name])
+            self.expect_error(3, "ProcessSignal", *req("ProcessSignal", process_id=refused, signal=65))
+            self.expect_error(3, "ProcessRead", *req("ProcessRead", process_id=refused, max_bytes=(4 << 20) + 1))
+            self.expect_error(3, "ProcessResize", *req("ProcessResize", process_id=refused))
+        self.assertTrue(self.status_of(refused).status.lease_expired)
+        for name, pid in renewed.items():
+            st = self.status_of(pid).status
+            self.assertEqual((st.running, st.lease_expired), (True, False), name)
+            self.signal(pid, signal.SIGKILL)
+            self.wait(pid)
 
     def test_oom_is_reported_as_oom(self):
         pid = self.start(argv=["python3", "-c", "b = bytearray(2 << 30); print(len(b))"])

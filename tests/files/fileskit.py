@@ -42,7 +42,7 @@ except ImportError as e:  # not run through make test-files, which installs the 
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-files installs it" % e
 
 MiB = 1 << 20
-CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files.h)
+CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files/files.h)
 
 
 def sha256(data):

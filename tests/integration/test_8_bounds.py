@@ -17,7 +17,7 @@ from boxkite import wire
 from boxkite.v1 import boxkite_pb2 as pb
 
 MiB = 1 << 20
-# server/methods.h BK_REQUEST_MAX: the largest body of the method table (Exec's, 8 MiB) and every
+# server/rpc/methods.h BK_REQUEST_MAX: the largest body of the method table (Exec's, 8 MiB) and every
 # other field an Envelope may add (1 KiB): the largest message read.
 LARGEST_BODY = 8 * MiB
 LARGEST_MESSAGE = LARGEST_BODY + 1024

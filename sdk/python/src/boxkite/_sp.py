@@ -25,7 +25,7 @@ SP_PROTO_REQ = 0x0030
 SP_PROTO_REP = 0x0031
 REQUEST_ID_BIT = 0x80000000
 IPC_MESSAGE_TYPE = b"\x01"
-# The largest answer taken, as libboxkite's (CLIENT_RECV_MAX, client/client.c): an Exec answer
+# The largest answer taken, as libboxkite's (CLIENT_RECV_MAX, client/lib/client.c): an Exec answer
 # carries both streams at the limits asked, up to 2 x --exec-output-max.
 RECV_MAX = 1 << 30
 

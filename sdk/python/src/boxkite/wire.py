@@ -12,7 +12,7 @@ wrap, or to look at the envelope itself (tests and tools do)::
 
 Everything here follows docs/PROTOCOL.md: the Envelope and its MAC ("The MAC"; bk_envelope_mac()
 in common/envelope.c), what a client checks of an answer ("Responses: what a client must check";
-bk_request_call() in client/client.c), the key file ("Key file"; bk_keyring_parse() in
+bk_request_call() in client/lib/client.c), the key file ("Key file"; bk_keyring_parse() in
 common/keys.c) and the content hash ("Content hash").
 """
 

@@ -80,7 +80,7 @@ int main(void)
 	       "INVALID_ARGUMENT |\n",
 	       bytes(cfg.exec_output, a, sizeof(a)), bytes(cfg.exec_output_max, b, sizeof(b)));
 	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
-	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
+	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
 	printf("| background processes kept, running or ended and not removed | %u | `--processes-max` | "
 	       "ProcessStart: 8 RESOURCE_EXHAUSTED |\n",
@@ -117,7 +117,7 @@ int main(void)
 	printf("| largest legal request Envelope (the largest body, or data, and every other field) | %s |\n\n",
 	       bytes(BK_REQUEST_MAX, a, sizeof(a)));
 
-	printf("Per method ([server/rpc/methods.c](../server/methods.c)): the largest request `body` and `data`, "
+	printf("Per method ([server/rpc/methods.c](../server/rpc/methods.c)): the largest request `body` and `data`, "
 	       "larger refused 8 RESOURCE_EXHAUSTED / OVERSIZED before decoding (data to a method that takes "
 	       "none: 3 INVALID_ARGUMENT / BAD_BODY); whether it needs a key; whether this server serves it "
 	       "(if not: 12 UNIMPLEMENTED, `not implemented yet`, after every check):\n\n");

@@ -444,7 +444,8 @@ class Channel:
         UnavailableError when the server cannot be reached."""
         limit = self.timeout if timeout is None else timeout
         conn = self._take(what)
-        for attempt in (1, 2):
+        resent = False
+        while True:
             try:
                 answer = conn.request(raw, limit)
             except (OSError, _sp.ProtocolError) as e:
@@ -453,13 +454,13 @@ class Channel:
                     raise DeadlineExceededError("%s: no answer in time" % what) from e
                 # The connection closed under the request (a pooled one the server had closed,
                 # or the server restarting): nng's REQ sends it again on a new one.
-                if attempt == 1 and isinstance(e, ConnectionError):
+                if not resent and isinstance(e, ConnectionError):
+                    resent = True
                     conn = self._dial(what)
                     continue
                 raise UnavailableError("%s: %s" % (what, _why(e))) from e
             self._give_back(conn)
             return answer
-        raise AssertionError("unreachable")
 
     # --- sealing and checking ---------------------------------------------------------------
 

@@ -97,8 +97,7 @@ int bk_channel_socketpair(int sv[2])
 	for (int i = 0; i < 2; i++) {
 		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0) {
 			int ret = -errno;
-			sv[0] = bk_close(sv[0]);
-			sv[1] = bk_close(sv[1]);
+			bk_close_pair(sv);
 			return ret;
 		}
 	}

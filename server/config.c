@@ -208,10 +208,8 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		*(size_t *)field = (size_t)v;
 		return 0;
 	case OPT_ROOT: {
-		const char *why = NULL;
-		if (bk_roots_add(&cfg->roots, value, &why) < 0)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--root %s: %s", value, why);
-		return 0;
+		int ret = bk_roots_add(&cfg->roots, value, err);
+		return ret < 0 ? bk_error_prefix(err, ret, "--root %s", value) : 0;
 	}
 	case OPT_FLAG:
 		if (strcmp(value, "true") && strcmp(value, "1") && strcmp(value, "yes"))

@@ -242,6 +242,8 @@ out:
 	 * exits come back as events), then the exec and process threads answer what is left, then the
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
+	/* A sync waiting on its store ends now, so that nothing below waits for it. */
+	bk_sync_cancel(&srv);
 	bk_http_stop(&srv);
 	bk_proxy_stop(&srv);
 	bk_link_close(link);

@@ -152,22 +152,34 @@ static void cgroups_restage(struct executor *ex)
  * environment, a cwd inside a sandbox root (the child resolves the rest beneath its root as
  * the sandbox user). The command runs unprivileged whatever its environment: any well-formed
  * variable is its own business. */
-static const char *check_spawn(const bk_roots *roots, const bk_order *o)
+static int check_spawn(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	const Boxkite__Executor__Spawn *s = o->spawn;
 
 	if (s->exec_id == 0)
-		return "exec id 0";
+		return bk_error_invalid(err, "exec id 0");
 	if (s->n_argv == 0 || !s->argv[0][0])
-		return "empty argv";
+		return bk_error_invalid(err, "empty argv");
 	for (size_t i = 0; i < s->n_env; i++) {
 		const char *eq = strchr(s->env[i], '=');
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
-			return "malformed environment entry";
+			return bk_error_invalid(err, "malformed environment entry");
 	}
 	if (s->tty ? s->rows == 0 || s->rows > 65535 || s->cols == 0 || s->cols > 65535 : s->rows || s->cols)
-		return "a terminal's size is 1-65535 rows and columns, and only a terminal has one";
-	return bk_order_check_path(roots, s->cwd);
+		return bk_error_invalid(err, "a terminal's size is 1-65535 rows and columns, and only a terminal has one");
+	return bk_order_check_path(roots, s->cwd, err);
+}
+
+/* The exec e did not start: the executor leaves its cgroup for a fresh one (sidecar/exec/
+ * cgroup.h, "Staging"), e's goes, and the order failed at `step` (child_step: a step of the
+ * child's). */
+static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, int errnum, bk_step child_step,
+			const char *step, const char *message)
+{
+	cgroups_restage(ex);
+	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+	free(e);
+	return reply_failure(ex, id, errnum, child_step, step, message);
 }
 
 static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
@@ -179,10 +191,10 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
 	struct bk_step_report report;
 	struct exec_entry *e = NULL;
-	bk_error *err = NULL;
+	_cleanup_error_ bk_error *err = NULL;
 	bk_spawned out;
-	char cwd[4096], msg[512];
-	const char *why, *cwd_rel;
+	char cwd[4096];
+	const char *cwd_rel;
 	const bk_root *root = NULL;
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
@@ -194,8 +206,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	if (ex->hold)
 		return reply_error(ex, id, EAGAIN, "reset", "a reset holds the sandbox: nothing starts until it is over");
 	/* Checked (check_spawn): normalized here, and its root found. */
-	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &why) < 0)
-		return reply_error(ex, id, EINVAL, "order", why);
+	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &err) < 0)
+		return reply_error(ex, id, EINVAL, "order", bk_error_msg(err));
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
 
@@ -214,10 +226,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	e->id = s->exec_id;
 	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
 	if (ret < 0) {
-		ret = reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
-		bk_error_free(err);
 		free(e);
-		return ret;
+		return reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
 	}
 	bk_spawn_request rq = {
 		.argv = argv,
@@ -241,57 +251,34 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		.rows = (unsigned short)s->rows,
 		.cols = (unsigned short)s->cols,
 	};
-	if (s->sandbox_net && rq.netns < 0) {
-		ret = reply_error(ex, id, errno, "setns(net)", "cannot open the sandbox's network namespace");
-		cgroups_restage(ex);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		free(e);
-		return ret;
-	}
+	if (s->sandbox_net && rq.netns < 0)
+		return spawn_failed(ex, e, id, errno, BOXKITE__EXECUTOR__STEP__STEP_NONE, "setns(net)",
+				    "cannot open the sandbox's network namespace");
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
 	/* The child holds the namespace now (or it was never entered): ours goes. */
 	bk_close(rq.netns);
-	if (ret != 0) {
-		/* Out of the cgroup before it is removed. */
-		cgroups_restage(ex);
-		if (ret > 0) {
-			snprintf(msg, sizeof(msg), "%s: %s", bk_step_name(report.step), strerror(report.errnum));
-			ret = reply_failure(ex, id, report.errnum, report.step, bk_step_name(report.step), msg);
-		} else {
-			ret = reply_error(ex, id, -ret, "clone", bk_error_msg(err));
-		}
-		bk_error_free(err);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		free(e);
-		return ret;
-	}
-	e->pidfd = out.pidfd;
-	e->status_fd = out.status_r;
+	if (ret < 0)
+		return spawn_failed(ex, e, id, -ret, report.step, report.step ? bk_step_name(report.step) : "clone",
+				    bk_error_msg(err));
 	/* Unwatched, its exit would never be reported and its call never answered: it does not
 	 * run at all. */
-	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, out.pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
 		int errnum = errno;
-		bk_pidfd_kill_reap(e->pidfd);
-		bk_close(e->pidfd);
-		bk_close(e->status_fd);
-		bk_close(out.stdin_w);
-		bk_close(out.stdout_r);
-		bk_close(out.stderr_r);
-		cgroups_restage(ex);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		free(e);
-		return reply_error(ex, id, errnum, "epoll_ctl", "cannot watch the exec");
+		bk_pidfd_kill_reap(out.pidfd);
+		bk_spawned_close(&out);
+		return spawn_failed(ex, e, id, errnum, BOXKITE__EXECUTOR__STEP__STEP_NONE, "epoll_ctl",
+				    "cannot watch the exec");
 	}
+	e->pidfd = TAKE_FD(out.pidfd);
+	e->status_fd = TAKE_FD(out.status_r);
 	e->next = ex->execs;
 	ex->execs = e;
 
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
 	reply.spawned = &spawned;
-	int fds[3] = { out.stdin_w, out.stdout_r, out.stderr_r };
-	ret = send_reply(ex, &reply, fds, 3);
-	for (int i = 0; i < 3; i++)
-		bk_close(fds[i]);
+	ret = send_reply(ex, &reply, (const int[]){ out.stdin_w, out.stdout_r, out.stderr_r }, 3);
+	bk_spawned_close(&out);
 	/* The answer is out: now, off its latency path, wait in the next exec's cgroup. */
 	cgroups_restage(ex);
 	return ret;
@@ -299,12 +286,14 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 
 /* --- KILL and exits -------------------------------------------------------------------------- */
 
-static const char *check_kill(const bk_roots *roots, const bk_order *o)
+static int check_kill(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	(void)roots;
 	if (o->kill->exec_id == 0)
-		return "exec id 0";
-	return o->kill->signal < 0 || o->kill->signal > 64 ? "bad signal" : NULL;
+		return bk_error_invalid(err, "exec id 0");
+	if (o->kill->signal < 0 || o->kill->signal > 64)
+		return bk_error_invalid(err, "bad signal");
+	return 0;
 }
 
 static int order_kill(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -551,10 +540,12 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 
 /* --- CONNECT: the preview relay's way into the sandbox's network namespace ------------------ */
 
-static const char *check_connect(const bk_roots *roots, const bk_order *o)
+static int check_connect(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	(void)roots;
-	return o->connect->port < 1 || o->connect->port > 65535 ? "a port is 1-65535" : NULL;
+	if (o->connect->port < 1 || o->connect->port > 65535)
+		return bk_error_invalid(err, "a port is 1-65535");
+	return 0;
 }
 
 /* The socket is made in the sandbox's network namespace and stays there whatever the executor
@@ -589,34 +580,36 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 }
 
 /* Configure: what the front configured boxkited with, checked as any order is. */
-static const char *check_configure(const bk_roots *roots, const bk_order *o)
+static int check_configure(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	const Boxkite__Executor__Configure *c = o->configure;
 	bk_roots all = { .n = 0 };
-	const char *why = NULL;
 
 	(void)roots;
 	if (c->sandbox_uid == 0)
-		return "the sandbox user cannot be root";
+		return bk_error_invalid(err, "the sandbox user cannot be root");
 	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
-		return "an exec limit of 0";
+		return bk_error_invalid(err, "an exec limit of 0");
 	if (c->init_path[0] != '/')
-		return "the init is not an absolute path";
+		return bk_error_invalid(err, "the init is not an absolute path");
 	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->home[0] != '/' || !c->tmp_size || !c->shm_size)
-		return c->pod ? "pod mode needs the name of the sandbox's init"
-			      : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm";
+		return bk_error_invalid(err, "%s",
+					c->pod ? "pod mode needs the name of the sandbox's init"
+					       : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm");
 	if (c->key_file[0] && c->key_file[0] != '/')
-		return "the key file is not an absolute path";
+		return bk_error_invalid(err, "the key file is not an absolute path");
 	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
-		return "1 to 8 roots";
+		return bk_error_invalid(err, "1 to 8 roots");
 	for (size_t i = 0; i < c->n_roots; i++) {
 		char spec[BK_ROOT_PATH_MAX + 8];
 		if (snprintf(spec, sizeof(spec), "%s%s", c->roots[i]->path, c->roots[i]->read_only ? ":ro" : "") >=
-			    (int)sizeof(spec) ||
-		    bk_roots_add(&all, spec, &why) < 0)
-			return why ? why : "a root's path is too long";
+		    (int)sizeof(spec))
+			return bk_error_invalid(err, "a root's path is too long");
+		int ret = bk_roots_add(&all, spec, err);
+		if (ret < 0)
+			return ret;
 	}
-	return NULL;
+	return 0;
 }
 
 static int serve_configure(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -776,40 +769,41 @@ static const bk_order_row first_rows[] = {
 
 const bk_order_table bk_executor_first_order = { first_rows, BK_ARRAY_SIZE(first_rows) };
 
-/* The first packet on the channel, waited for: Configure, or the executor does not run. */
+/* The first packet on the channel, waited for: Configure, or the executor does not run. 0, or
+ * -errno (logged). */
 static int receive_configure(struct executor *ex)
 {
 	struct pollfd pfd = { .fd = ex->ch.fd, .events = POLLIN };
 	const bk_order_row *row;
 	const uint8_t *buf;
 	size_t len, nfds;
-	const char *why;
+	_cleanup_error_ bk_error *err = NULL;
 	int fds[BK_CHANNEL_MAX_FDS], ret;
 
 	while ((ret = poll(&pfd, 1, -1)) < 0 && errno == EINTR)
 		;
-	if (ret < 0 || (ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
-		return -1;
+	if (ret < 0)
+		return -errno;
+	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
+		return ret;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);
-	switch (bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
-	case BK_ORDER_OK:
-		break;
-	case BK_ORDER_REFUSED:
-		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", why);
-		reply_error(ex, ex->configure->id, EINVAL, "configure", why);
+	ret = bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &err);
+	if (ret < 0 && ex->configure) {
+		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", bk_error_msg(err));
+		reply_error(ex, ex->configure->id, EINVAL, "configure", bk_error_msg(err));
 		bk_channel_flush(&ex->ch);
-		return -1;
-	case BK_ORDER_GARBAGE:
-	default:
+		return ret;
+	}
+	if (ret < 0) {
 		bk_log(BK_LOG_ERROR, "executor: the front's first packet is not an order");
-		return -1;
+		return ret;
 	}
 	ex->cfg = ex->configure->configure;
 	for (size_t i = 0; i < ex->cfg->n_roots; i++) {
 		char spec[BK_ROOT_PATH_MAX + 8];
 		snprintf(spec, sizeof(spec), "%s%s", ex->cfg->roots[i]->path, ex->cfg->roots[i]->read_only ? ":ro" : "");
-		bk_roots_add(&ex->roots, spec, &why); /* checked above */
+		bk_roots_add(&ex->roots, spec, NULL); /* checked above */
 	}
 	return 0;
 }

@@ -73,6 +73,7 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 {
 	const bk_config *cfg = &call->srv->cfg;
 	const char *bad = NULL, *why = NULL;
+	_cleanup_error_ bk_error *path_err = NULL;
 	size_t strings = 0, env_bytes = 1;
 	int nenv;
 
@@ -100,8 +101,8 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 		return -1;
 	}
 	cmd->cwd_asked = rq->cwd[0] ? rq->cwd : BK_WORKSPACE;
-	if (bk_sandbox_path(&cfg->roots, cmd->cwd_asked, cmd->cwd, sizeof(cmd->cwd), NULL, &why) < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, why);
+	if (bk_sandbox_path(&cfg->roots, cmd->cwd_asked, cmd->cwd, sizeof(cmd->cwd), NULL, &path_err) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, bk_error_msg(path_err));
 		return -1;
 	}
 	/* Exactly what the request's variables need: "NAME=value\0" each. */

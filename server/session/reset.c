@@ -1,7 +1,7 @@
 /* Reset, in the order a reviewer checks it against docs/PROTOCOL.md ("Reset"):
  *
  *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
- *   Spawn until the end) → wait until no other call is in flight, and no sync runs → with
+ *   Spawn until the end) → cancel a sync → wait until no other call is in flight, and no sync runs → with
  *   --sync-on-reset, push the workspace → forget uploads and the file index → wipe and verify (the file worker, as the sandbox user) → forget kept answers →
  *   install the new key (persisted first) → release the hold → answer (MAC'd with the new key)
  *
@@ -184,6 +184,8 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
 	 * every call to end. */
 	bk_processes_reset(srv);
+	/* A sync of the last tenant's is cancelled, not waited out: its store may never answer. */
+	bk_sync_cancel(srv);
 	if ((ret = quiesce(srv, err)) < 0)
 		return ret;
 	/* A sync that runs is no call: it ends first. Then, with --sync-on-reset, the last

@@ -1010,6 +1010,91 @@ static void test_bad_body(void **state)
 	}
 }
 
+/* A body whose only content is one string 0xff (not UTF-8) at the end of path (field ids from
+ * the request type inwards): each level a length-delimited field holding the next. */
+static uint8_t *string_at_path(const uint32_t *path, size_t depth, size_t *len)
+{
+	uint8_t inner[256], outer[256];
+	size_t n = 1;
+
+	inner[0] = 0xff;
+	for (size_t level = depth; level-- > 0;) {
+		size_t at = 0;
+		for (uint32_t v = path[level] << 3 | 2; ; v >>= 7) {
+			outer[at++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
+			if (v < 0x80)
+				break;
+		}
+		assert_true(n < 0x80);
+		outer[at++] = (uint8_t)n;
+		memcpy(outer + at, inner, n);
+		n += at;
+		memcpy(inner, outer, n);
+	}
+	*len = n;
+	return memcpy(malloc(n), inner, n);
+}
+
+/* Every string field of every request type, nested ones included (found from the descriptors,
+ * as the server finds them): one that is not UTF-8 is refused BAD_BODY before any handler, the
+ * field named. Before, ProcessStart kept such a shell and tag and every ProcessList answer then
+ * carried them, which strict protobuf decoders refuse whole. */
+struct string_case {
+	wire *w;
+	const char *method;
+	unsigned sent;
+};
+
+static void strings_of(struct string_case *sc, const ProtobufCMessageDescriptor *d, uint32_t *path, size_t depth)
+{
+	if (depth == 4)
+		return;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+		path[depth] = f->id;
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			strings_of(sc, f->descriptor, path, depth + 1);
+		} else if (f->type == PROTOBUF_C_TYPE_STRING) {
+			bk_envelope hdr;
+			uint8_t nonce[BK_NONCE_LEN];
+			size_t blen, len;
+			char want[256];
+			_cleanup_free_ uint8_t *body = string_at_path(path, depth + 1, &blen), *req = NULL;
+			unsigned long runs = wire_handler_runs(sc->w);
+
+			wire_header(&hdr, nonce, sc->method, WIRE_KEY_ID);
+			req = wire_forge(&hdr, body, blen, sc->w->key, &len);
+			_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(sc->w, req, len);
+			wire_assert_answer(ans, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, nonce, sc->method, sc->w->key);
+			assert_int_equal(wire_handler_runs(sc->w), runs);
+			snprintf(want, sizeof(want), "%s.%s is not UTF-8", d->short_name, f->name);
+			assert_string_equal(ans->message, want);
+			sc->sent++;
+		}
+	}
+}
+
+static void test_strings_not_utf8(void **state)
+{
+	const ProtobufCServiceDescriptor *svc = &boxkite__v1__sandbox__descriptor;
+	struct string_case sc = { .w = *state };
+	uint32_t path[4];
+
+	for (unsigned m = 0; m < svc->n_methods; m++) {
+		sc.method = svc->methods[m].name;
+		strings_of(&sc, svc->methods[m].input, path, 0);
+	}
+	/* ProcessStart's shell and tag, Exec's argv, every path: dozens of fields. */
+	assert_true(sc.sent > 30);
+	/* And a valid request around such bytes still runs: an Exec whose argv is UTF-8. */
+	bk_envelope hdr;
+	uint8_t nonce[BK_NONCE_LEN];
+	size_t len;
+	_cleanup_free_ uint8_t *req = exec_request(sc.w, &hdr, nonce, &len);
+	expect_served(sc.w, req, len, nonce, "Exec", sc.w->key);
+}
+
 /* --- dispatch ------------------------------------------------------------------------------- */
 
 /* A row without a handler answers UNIMPLEMENTED through the whole pipeline, MAC'd. Reset's row
@@ -1100,6 +1185,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kind_not_request, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_nonce_length, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_body, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_strings_not_utf8, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_unimplemented_rpc, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_no_key_configured, setup_unkeyed, teardown),
 	};

@@ -550,7 +550,9 @@ static int check_connect(const bk_roots *roots, const bk_order *o, bk_error **er
 
 /* The socket is made in the sandbox's network namespace and stays there whatever the executor
  * does next; the executor goes back to its own at once (single-threaded: nothing else runs in
- * between). Loopback connects at once, or is refused at once. */
+ * between). The connect is begun and not waited for: a listener in the sandbox whose backlog is
+ * full (backlog 0, never accepting) makes loopback's SYN wait for its retries, up to two minutes,
+ * and the executor blocked in connect() held every exec behind it. The front waits instead. */
 static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 {
 	struct executor *ex = server;
@@ -565,7 +567,7 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
 	if (setns(ex->sandbox.ns.net, CLONE_NEWNET) < 0)
 		return reply_error(ex, o->id, errno, "setns(net)", strerror(errno));
-	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	errnum = errno;
 	if (setns(ex->self_net, CLONE_NEWNET) < 0) {
 		/* Everything the executor made next would be in the sandbox's namespace. */
@@ -574,7 +576,7 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 	}
 	if (sock < 0)
 		return reply_error(ex, o->id, errnum, "socket", strerror(errnum));
-	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0)
+	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS)
 		return reply_error(ex, o->id, errno, "connect", strerror(errno));
 	return bk_answer_opened(&ex->ch, o->id, sock);
 }
@@ -590,6 +592,10 @@ static int check_configure(const bk_roots *roots, const bk_order *o, bk_error **
 		return bk_error_invalid(err, "the sandbox user cannot be root");
 	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
 		return bk_error_invalid(err, "an exec limit of 0");
+	if (c->sandbox_memory < c->exec_memory || c->sandbox_pids < c->exec_pids)
+		return bk_error_invalid(err, "the sandbox's limits are below one exec's");
+	if (c->front_uid == 0 || c->front_uid == c->sandbox_uid)
+		return bk_error_invalid(err, "the front's user is neither root nor the sandbox's");
 	if (c->init_path[0] != '/')
 		return bk_error_invalid(err, "the init is not an absolute path");
 	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->home[0] != '/' || !c->tmp_size || !c->shm_size)
@@ -672,6 +678,13 @@ static int executor_setup(struct executor *ex)
 	};
 	int ret;
 
+	const bk_cgroup_limits limits = {
+		.exec_memory = ex->cfg->exec_memory,
+		.exec_pids = ex->cfg->exec_pids,
+		.sandbox_memory = ex->cfg->sandbox_memory,
+		.sandbox_pids = ex->cfg->sandbox_pids,
+	};
+
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ex->self_net = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (ex->epfd < 0 || ex->self_net < 0)
@@ -682,8 +695,7 @@ static int executor_setup(struct executor *ex)
 	 * spawner reads the bounding set its children have to empty once, already final. */
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
 	    (ret = bk_seccomp_compile_files(&ex->files_filter, &err)) < 0 ||
-	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", ex->cfg->exec_memory,
-				   ex->cfg->exec_pids, &err)) < 0) {
+	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", &limits, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;
@@ -784,7 +796,7 @@ static int receive_configure(struct executor *ex)
 		;
 	if (ret < 0)
 		return -errno;
-	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
+	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds, NULL)) < 0)
 		return ret;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);
@@ -842,6 +854,18 @@ int bk_executor_main(int sock)
 	if (executor_setup(&ex) < 0) {
 		reply_error(&ex, ex.configure->id, EIO, "executor set-up", "the executor could not start: see its log");
 		bk_channel_flush(&ex.ch);
+		executor_teardown(&ex);
+		return 1;
+	}
+	/* The front's death signal (PR_SET_PDEATHSIG, SIGKILL) is sent with the dying front's
+	 * credentials, and the kernel checks them as for kill(2): a front that became --front-uid
+	 * may not signal a process of root's, so the signal was dropped, and an executor that was
+	 * stopped or busy (not reading its channel's end) outlived the front. With the front's uid
+	 * as its saved set-user-ID the executor is one the front may signal; its real and effective
+	 * uid stay root's, so its privilege is what it was, and what it made before this (its
+	 * helpers, the sandbox, the file worker) is not affected. */
+	if (setresuid(-1, -1, ex.cfg->front_uid) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: setresuid: %s", strerror(errno));
 		executor_teardown(&ex);
 		return 1;
 	}

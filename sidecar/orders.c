@@ -153,7 +153,8 @@ int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roo
 		const bk_order_row *row;
 		_cleanup_error_ bk_error *err = NULL;
 		bk_order *order;
-		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds);
+		bool lost = false;
+		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds, &lost);
 
 		if (ret == -EAGAIN)
 			return 0;
@@ -162,6 +163,9 @@ int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roo
 		ret = bk_order_decode(t, roots, buf, len, nfds, &order, &row, &err);
 		if (ret == 0) {
 			ret = row->serve(server, order, fds, nfds);
+		} else if (order && lost) {
+			/* Out of descriptors here: this order fails, the channel goes on. */
+			ret = bk_answer_error(ch, order->id, EMFILE, "order", "its descriptors did not arrive");
 		} else if (order) {
 			ret = bk_answer_error(ch, order->id, EINVAL, "order", bk_error_msg(err));
 		} else {

@@ -125,6 +125,14 @@ static bool authenticate(bk_server *srv, bk_call *call)
 	default:
 		break;
 	}
+	/* A warm pool's claim key, shared by the pool's pods, opens no sandbox: it may only hand
+	 * one to its tenant, by a Reset that installs the tenant's key (the handler checks that). */
+	if (bk_keyring_ref_claim(call->keys) && !(call->method->flags & BK_METHOD_CLAIM)) {
+		refuse(call, BK_PERMISSION_DENIED, BK_DETAIL_CLAIM_KEY,
+		       "%s refused: a warm pool's claim key serves Health and Reset only, until a Reset installs the "
+		       "tenant's key", call->method->name);
+		return false;
+	}
 	switch (bk_replay_check(srv->replay, key->id, env->nonce.data, now, &answer, &answer_len)) {
 	case BK_REPLAY_FRESH: {
 		/* Recorded before it runs, so that a restarted boxkited refuses it too; a request that

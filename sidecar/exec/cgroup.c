@@ -255,17 +255,18 @@ static int hierarchies(const bk_cgroups *cg)
 	return cg->mode == BK_CGROUP_V1 ? 2 : cg->mode == BK_CGROUP_V2 ? 1 : 0;
 }
 
-/* Write the limits: pids in the pids hierarchy ([0]), memory in the memory one ([1] on v1). */
-static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, bk_error **err)
+/* Write limits to a cgroup (dirs as an exec's: pids in the pids hierarchy, [0]; memory in the
+ * memory one, [1] on v1). */
+static int set_limits(const bk_cgroups *cg, char *const *dirs, uint32_t pids, uint64_t memory, bk_error **err)
 {
-	const char *pids_dir = ecg->path[0], *mem_dir = ecg->path[hierarchies(cg) - 1];
+	const char *pids_dir = dirs[0], *mem_dir = dirs[hierarchies(cg) - 1];
 	char value[32];
 	int ret;
 
-	snprintf(value, sizeof(value), "%u", cg->pids);
+	snprintf(value, sizeof(value), "%u", pids);
 	if ((ret = write_file(pids_dir, "pids.max", value)) < 0)
 		return bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
-	snprintf(value, sizeof(value), "%" PRIu64, cg->memory_bytes);
+	snprintf(value, sizeof(value), "%" PRIu64, memory);
 	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) < 0)
 		return bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
 	return 0;
@@ -404,18 +405,29 @@ static int mover_wait(bk_cgroups *cg)
 	return result < 0 ? result : 0;
 }
 
-int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, const bk_cgroup_limits *limits,
 		    bk_error **err)
 {
 	int ret;
 
 	memset(cg, 0, sizeof(*cg));
 	cg->mover_req = cg->mover_ack = cg->remover_req = -1;
-	cg->memory_bytes = memory_bytes;
-	cg->pids = pids;
+	cg->limits = *limits;
 	ret = is_cgroup2(root) ? init_v2(cg, root, self_cgroup) : init_v1(cg, root, self_cgroup);
 	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
 		return ret;
+	/* The sandbox as a whole, on the parent of every exec's cgroup (v1's memory hierarchy counts
+	 * children in their parent only with use_hierarchy, the default and on kernels since 6.x the
+	 * only mode; asked for anyway, before any child exists). */
+	if (cg->mode == BK_CGROUP_V1)
+		write_file(cg->base[1], "memory.use_hierarchy", "1");
+	if ((ret = set_limits(cg, cg->base, limits->sandbox_pids, limits->sandbox_memory, err)) < 0) {
+		for (int i = 0; i < 2; i++)
+			if (cg->base[i])
+				rmdir(cg->base[i]);
+		none(cg, "the sandbox's limits could not be set");
+		return bk_error_prefix(err, ret, "the sandbox's limits");
+	}
 	/* Two helpers, so that a slow removal never holds up a move the next exec waits for. */
 	if ((ret = helper_start(cg, "bk-cgroup-mover", &cg->mover, &cg->mover_req, &cg->mover_ack)) < 0 ||
 	    (ret = helper_start(cg, "bk-cgroup-rm", &cg->remover, &cg->remover_req, NULL)) < 0) {
@@ -464,7 +476,7 @@ int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 		}
 	}
 	cg->next++;
-	if ((ret = set_limits(cg, &cg->stage, err)) < 0)
+	if ((ret = set_limits(cg, cg->stage.path, cg->limits.exec_pids, cg->limits.exec_memory, err)) < 0)
 		goto fail;
 	/* The move goes to the mover: we go on serving while the kernel takes its time. */
 	for (int i = 0; i < nh; i++)

@@ -74,7 +74,7 @@ int bk_netns_pool_take(bk_netns_pool *pool)
 	size_t nfds;
 
 	/* fd stays -1 if a packet came without one. */
-	if (pool->sock < 0 || bk_fd_recv(pool->sock, &byte, 1, MSG_DONTWAIT, &fd, 1, &nfds) != 1)
+	if (pool->sock < 0 || bk_fd_recv(pool->sock, &byte, 1, MSG_DONTWAIT, &fd, 1, &nfds, NULL) != 1)
 		return -1;
 	/* One taken, one more to make. */
 	if (write(pool->sock, "c", 1) != 1)

@@ -373,7 +373,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		char tag;
 		size_t n = 0;
 
-		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n) != 1 || n != 1)
+		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n, NULL) != 1 || n != 1)
 			return bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
 		bk_close(in[1]);
 		bk_close(o[0]);

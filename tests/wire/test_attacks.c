@@ -42,6 +42,11 @@ static int setup_decode_cap(void **state)
 	return wire_start((wire **)state, true, flags_decode_cap);
 }
 
+static int setup_claim(void **state)
+{
+	return wire_start_claim((wire **)state);
+}
+
 static int setup_unkeyed(void **state)
 {
 	return wire_start((wire **)state, false, NULL);
@@ -1153,11 +1158,69 @@ static void test_no_key_configured(void **state)
 	assert_int_equal(atomic_load(&wire_method(w, "Health")->calls), 1);
 }
 
+/* A warm pool's claim key: every rpc but Health and Reset refused PERMISSION_DENIED/CLAIM_KEY,
+ * MAC'd under it (its holder is authenticated, only not allowed), before any handler ran; Health
+ * served; a Reset with it refused by its handler unless it installs a key other than the claim
+ * key. */
+static void test_claim_key_serves_health_and_reset_only(void **state)
+{
+	const ProtobufCServiceDescriptor *svc = &boxkite__v1__sandbox__descriptor;
+	Boxkite__V1__HealthRequest health = BOXKITE__V1__HEALTH_REQUEST__INIT;
+	Boxkite__V1__ResetRequest reset = BOXKITE__V1__RESET_REQUEST__INIT;
+	uint8_t nonce[BK_NONCE_LEN];
+	wire *w = *state;
+	bk_envelope hdr;
+	size_t len, refused = 0;
+
+	for (size_t i = 0; i < svc->n_methods; i++) {
+		const char *name = svc->methods[i].name;
+		unsigned long runs = wire_handler_runs(w);
+
+		if (strcmp(name, "Health") == 0 || strcmp(name, "Reset") == 0)
+			continue;
+		wire_header(&hdr, nonce, name, WIRE_KEY_ID);
+		_cleanup_free_ uint8_t *req = wire_forge(&hdr, NULL, 0, w->key, &len);
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(w, req, len);
+		wire_assert_answer(ans, BK_PERMISSION_DENIED, BK_DETAIL_CLAIM_KEY, nonce, name, w->key);
+		assert_int_equal(wire_handler_runs(w), runs);
+		refused++;
+	}
+	assert_int_equal(refused, svc->n_methods - 2);
+
+	wire_header(&hdr, nonce, "Health", WIRE_KEY_ID);
+	_cleanup_free_ uint8_t *h = wire_seal(&hdr, &health.base, w->key, &len);
+	expect_served(w, h, len, nonce, "Health", w->key);
+
+	/* Reset: its handler runs, and refuses before anything happens. */
+	struct {
+		const char *id;
+		const uint8_t *secret;
+		int status;
+	} resets[] = {
+		{ "", NULL, BK_PERMISSION_DENIED },                      /* no new key */
+		{ WIRE_KEY_ID, w->key->secret, BK_INVALID_ARGUMENT },    /* the claim key itself */
+		{ "tenant", w->key->secret, BK_INVALID_ARGUMENT },       /* ... under another id */
+	};
+	for (size_t i = 0; i < BK_ARRAY_SIZE(resets); i++) {
+		unsigned long runs = wire_handler_runs(w);
+
+		reset.new_key_id = (char *)resets[i].id;
+		reset.new_key_secret.data = (uint8_t *)resets[i].secret;
+		reset.new_key_secret.len = resets[i].secret ? w->key->len : 0;
+		wire_header(&hdr, nonce, "Reset", WIRE_KEY_ID);
+		_cleanup_free_ uint8_t *req = wire_seal(&hdr, &reset.base, w->key, &len);
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(w, req, len);
+		wire_assert_answer(ans, resets[i].status, BK_DETAIL_CLAIM_KEY, nonce, "Reset", w->key);
+		assert_int_equal(wire_handler_runs(w), runs + 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_keyed_exec_reaches_handler, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_health_unkeyed_and_keyed, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_claim_key_serves_health_and_reset_only, setup_claim, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_answered_from_cache, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_refused_when_answer_not_kept, setup_answer_cap, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_in_flight_duplicate_dropped, setup_keyed, teardown),

@@ -1375,7 +1375,7 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[15] =
+static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[18] =
 {
   {
     "pod",
@@ -1557,6 +1557,42 @@ static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "front_uid",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, front_uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_memory",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, sandbox_memory),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_pids",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, sandbox_pids),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
   10,   /* field[10] = exec_fsize */
@@ -1564,12 +1600,15 @@ static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
   8,   /* field[8] = exec_nofile */
   9,   /* field[9] = exec_nproc */
   7,   /* field[7] = exec_pids */
+  15,   /* field[15] = front_uid */
   13,   /* field[13] = home */
   3,   /* field[3] = init_name */
   2,   /* field[2] = init_path */
   12,   /* field[12] = key_file */
   0,   /* field[0] = pod */
   11,   /* field[11] = roots */
+  16,   /* field[16] = sandbox_memory */
+  17,   /* field[17] = sandbox_pids */
   4,   /* field[4] = sandbox_uid */
   14,   /* field[14] = shm_size */
   5,   /* field[5] = tmp_size */
@@ -1578,7 +1617,7 @@ static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__configure__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
 {
@@ -1588,7 +1627,7 @@ const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
   "Boxkite__Executor__Configure",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Configure),
-  15,
+  18,
   boxkite__executor__configure__field_descriptors,
   boxkite__executor__configure__field_indices_by_name,
   1,  boxkite__executor__configure__number_ranges,

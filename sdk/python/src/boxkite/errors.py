@@ -61,6 +61,7 @@ class Detail(enum.IntEnum):
     AUTH_NOT_CONFIGURED = 10
     REPLAY_CACHE_FULL = 11
     BAD_BODY = 12
+    CLAIM_KEY = 13
 
 
 def status_name(code: int) -> str:
@@ -181,7 +182,9 @@ class AlreadyExistsError(BoxkiteError):
 
 
 class PermissionDeniedError(BoxkiteError):
-    """PERMISSION_DENIED: the sandbox user may not, a read-only root, a path leaving its root."""
+    """PERMISSION_DENIED: the sandbox user may not, a read-only root, a path leaving its root; a
+    warm pool's claim key used for anything but Health and the claiming Reset (detail
+    CLAIM_KEY)."""
 
     STATUS = Status.PERMISSION_DENIED
 

@@ -440,7 +440,6 @@ class Daemon:
         self.sock = self.dir / "s.sock"
         self.url = f"ipc://{self.sock}"
         self.tcp = tcp  # (host, port) or None
-        self.tcp_url = f"tcp://{tcp[0]}:{tcp[1]}" if tcp else None
         self.log = self.dir / "boxkited.log"
         self.config = self.dir / config_name
         self.config.write_text(config_text)
@@ -464,6 +463,11 @@ class Daemon:
             self.extra_env[key_env] = self.key.read_text()
         # claim: the key is a warm pool's claim key (--claim-key-env / --claim-key-file).
         self.claim = claim
+
+    @property
+    def tcp_url(self):
+        """The tcp:// URL of self.tcp (None without one)."""
+        return f"tcp://{self.tcp[0]}:{self.tcp[1]}" if self.tcp else None
 
     def argv(self):
         a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]

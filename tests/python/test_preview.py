@@ -253,7 +253,7 @@ class PreviewTest(unittest.TestCase):
             for t in threads:
                 t.start()
             time.sleep(0.5)  # the previews on their way in; asserted below, not timed
-            with bk.Client("127.0.0.1", self.daemon.port, self.key[0], self.key[1], timeout=GUARD_S) as c:
+            with wire.Channel(self.daemon.url, key=self.key, timeout=GUARD_S) as c:
                 for i in range(20):
                     r = c.call("Exec", pb.ExecRequest(argv=["echo", str(i)]), pb.ExecResponse).message
                     self.assertEqual(r.stdout, b"%d\n" % i)

@@ -53,7 +53,7 @@ DAEMON_SRC := common/channel.c common/log.c
 # Its rooms (docs/ARCHITECTURE.md, "Module map and layer rule"); main.c is the composition root.
 FRONT_SRC  := server/config.c \
               $(addprefix server/boundary/,privsep.c privdrop.c link.c command.c) \
-              $(addprefix server/transport/,nng.c door.c http.c proxy.c metrics.c) \
+              $(addprefix server/transport/,nng.c door.c http.c proxy.c httpreq.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
               $(addprefix server/runs/,exec.c process.c) \

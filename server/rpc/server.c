@@ -16,7 +16,7 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	int ret;
 
 	srv->cfg = *cfg;
-	srv->started_ms = bk_clock_monotonic_ms();
+	atomic_init(&srv->served_since_ms, bk_clock_monotonic_ms());
 	srv->mode = "none";
 	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, cfg->claim, &srv->keystore, err)
 			   : bk_keystore_open(cfg->key_file, cfg->claim, &srv->keystore, err);

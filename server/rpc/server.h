@@ -60,7 +60,12 @@ struct bk_call {
 	bk_digest data_digest;    /* its SHA-256, computed once for the MAC: the chunk's hash */
 	bool open;                /* counted in bk_server.calls_open (it reached its handler's gate) */
 	bk_keyring_ref *keys;     /* held while the call lives when keyed */
-	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
+	const bk_key *key;        /* set once the MAC verified: the key that signed the request */
+	/* The key the answer is MAC'd with when not key's: one a Reset installed (server/session/reset.c),
+	 * and the keyring holding it. */
+	bk_keyring_ref *answer_keys;
+	const bk_key *answer_key;
+	bool private_channel;     /* it came over ipc:// or tls+tcp://: its body crossed no network in clear */
 	struct timespec started;
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
@@ -78,7 +83,9 @@ struct bk_server {
 	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
-	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
+	/* CLOCK_MONOTONIC: when boxkited started, or the last Reset ended (Health's uptime: how long
+	 * this tenant has had the sandbox, not how long the pod served others before it). */
+	_Atomic int64_t served_since_ms;
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
 	atomic_bool sandbox_ready;

@@ -113,7 +113,8 @@ struct bk_processes {
 	struct waiter *outbox;   /* answered, to be sent once the lock is let go */
 	unsigned count;
 	size_t ring_reserved;
-	uint64_t next_n;
+	uint64_t next_n;         /* exec ids: never reused, so a late answer of a dropped one cannot match */
+	uint64_t names;          /* the last name given (p1, p2...): a tenant's count, from 1 again after a Reset */
 	uint8_t scratch[SCRATCH_SIZE];
 };
 
@@ -883,9 +884,8 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 		}
 	}
 	if (!refused) {
-		uint64_t n = ++ps->next_n;
-		p->exec_id = BK_PROCESS_ID_BIT | n;
-		snprintf(p->name, sizeof(p->name), "p%" PRIu64, n);
+		p->exec_id = BK_PROCESS_ID_BIT | ++ps->next_n;
+		snprintf(p->name, sizeof(p->name), "p%" PRIu64, ++ps->names);
 		*ps->tail = p;
 		ps->tail = &p->next;
 		ps->count++;
@@ -1314,6 +1314,8 @@ unsigned bk_processes_reset(bk_server *srv)
 		return 0;
 	pthread_mutex_lock(&ps->lock);
 	killed = drop_all(ps, BK_ABORTED, "the sandbox was reset");
+	/* The next tenant's first process is p1: how many ran before it is not its to know. */
+	ps->names = 0;
 	pthread_mutex_unlock(&ps->lock);
 	send_answers(ps);
 	return killed;

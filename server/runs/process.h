@@ -29,7 +29,7 @@ int bk_processes_start(bk_server *srv, bk_error **err);
 void bk_processes_stop(bk_server *srv);
 
 /* Reset: every process killed (SIGKILL, whole tree) and every record, ring and waiting call
- * gone (answered ABORTED). Returns how many were running. */
+ * gone (answered ABORTED); the next process is p1 again. Returns how many were running. */
 unsigned bk_processes_reset(bk_server *srv);
 
 /* Whether a live process exposes port (the preview relay's check). */

@@ -15,6 +15,6 @@ void bk_handle_health(bk_call *call, const ProtobufCMessage *request)
 	if (!resp.not_ready_reason)
 		resp.not_ready_reason = "";
 	resp.auth_configured = bk_keystore_configured(srv->keystore);
-	resp.uptime_ms = (uint64_t)(bk_clock_monotonic_ms() - srv->started_ms);
+	resp.uptime_ms = (uint64_t)(bk_clock_monotonic_ms() - atomic_load(&srv->served_since_ms));
 	bk_call_reply(call, &resp.base);
 }

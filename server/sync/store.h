@@ -51,6 +51,14 @@ int bk_store_prepare(const char *url, uid_t owner, bk_error **err);
  * ("/"-separated, no "." or ".." component). */
 int bk_store_url_allowed(const char *url, char *const *configured, size_t n, bk_error **err);
 
+/* Where a tenant's url is (docs/PROTOCOL.md, "Sync: whose snapshots"): url checked as
+ * bk_store_url_allowed does, then the same place under prefix (a key's store prefix, keys.h) in
+ * the store it is in — STORE/rest is STORE/prefix/rest, in the most specific configured store
+ * that holds url — into out. A tenant names nothing outside its prefix: every URL it can write
+ * is under it. prefix NULL (the operator's own --restore-from): url as it is. */
+int bk_store_url_scope(const char *url, char *const *configured, size_t n, const char *prefix, char *out, size_t size,
+		       bk_error **err);
+
 static inline void bk_store_freep(bk_store **s)
 {
 	bk_store_free(*s);

@@ -56,6 +56,9 @@ struct conn {
 
 struct front {
 	nng_socket sock;
+	/* Each listener's id and whether its transport keeps bytes off the network in clear. */
+	struct { int id; bool private; } listeners[BK_LISTEN_MAX];
+	size_t nlisteners;
 	pthread_mutex_t conns_lock; /* conns, nconns, seq */
 	struct conn *conns;     /* max_pipes of them */
 	unsigned *order;        /* max_pipes: conn_victim's scratch */
@@ -125,6 +128,18 @@ static void slot_call_done(bk_call *call, nng_msg *answer)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* Whether msg came through a listener whose transport hides it from the network (ipc://,
+ * tls+tcp://): a secret in its body did not cross a network in clear. */
+static bool came_privately(const struct front *f, nng_msg *msg)
+{
+	int id = nng_listener_id(nng_pipe_listener(nng_msg_get_pipe(msg)));
+
+	for (size_t i = 0; id > 0 && i < f->nlisteners; i++)
+		if (f->listeners[i].id == id)
+			return f->listeners[i].private;
+	return false;
+}
+
 static void call_begins(struct front *f)
 {
 	pthread_mutex_lock(&f->lock);
@@ -153,6 +168,7 @@ static void slot_cb(void *arg)
 		s->call.park = slot_park;
 		s->call.keyed = slot_keyed;
 		s->call.transport = s;
+		s->call.private_channel = came_privately(s->srv->front, nng_aio_get_msg(s->aio));
 		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
 		return;
 	case SLOT_SEND:
@@ -432,10 +448,13 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 		if ((rv = slot_open(srv, f, &f->slots[i])))
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
-		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls);
+		nng_listener l;
+		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls, &l);
 		if (rv)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,
 					    "cannot listen on %s: %s", srv->cfg.listen[i], nng_strerror(rv));
+		f->listeners[f->nlisteners].id = nng_listener_id(l);
+		f->listeners[f->nlisteners++].private = bk_url_private(srv->cfg.listen[i]);
 	}
 	return 0;
 }

@@ -601,7 +601,10 @@ class SyncTest(Base):
                          (False, "push", "first", 0))
         [snap] = self.box.sync.list()
         self.assertEqual((snap.name, snap.files, snap.path), ("first", 2, "/workspace"))
-        self.assertEqual(sorted(os.listdir(os.path.join(self.store, "snapshots"))), ["first"])
+        # Under this key's store prefix (docs/PROTOCOL.md, "Whose snapshots").
+        prefix = wire.store_prefix(self.box.channel.key)
+        self.assertEqual(os.listdir(self.store), [prefix])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.store, prefix, "snapshots"))), ["first"])
         self.box.rm("proj/main.py")
         self.box.upload(b"stray", "proj/stray.txt")
         pulled = self.box.sync.pull(mirror=True)

@@ -13,6 +13,7 @@ import unittest
 
 try:
     import boxkite
+    from boxkite import wire
     import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
@@ -100,13 +101,17 @@ class ExamplesTest(unittest.TestCase):
     def test_warm_pool(self):
         next_key = os.path.join(self.daemon.dir, "next-key")
         out = self.run_example("warm_pool.py", next_key, url=self.daemon.ipc_url)
-        self.assertRegex(out, r"pushed \S+: 1 files\n")
-        self.assertRegex(out, r"reset: 0 processes killed, 1 entries removed\n")
-        self.assertIn("after the reset: []", out)
-        self.assertIn("restored for tenant-2: work of tenant 1", out)
-        self.assertIn("the old key: unknown key id", out)
-        self.assertEqual(boxkite.load_key_file(next_key).key_id, "tenant-2")
+        self.assertRegex(out, r"A pushed \S+: 1 files\n")
+        self.assertIn("reset for B: 0 processes killed, 1 entries removed\n", out)
+        self.assertIn("B finds: [] snapshots: []\n", out)
+        self.assertIn("A's work is back: work of tenant A\n", out)
+        self.assertIn("B's key now: unknown key id\n", out)
+        self.assertEqual(boxkite.load_key_file(next_key).key_id, "tenant-b")
         self.assertEqual(os.stat(next_key).st_mode & 0o777, 0o600)
+        # A's snapshot lies under A's store prefix, and nothing under B's.
+        a, b = boxkite.load_key_file(self.daemon.key_file), boxkite.load_key_file(next_key)
+        self.assertEqual(len(os.listdir(os.path.join(self.store, wire.store_prefix(a), "snapshots"))), 1)
+        self.assertFalse(os.path.exists(os.path.join(self.store, wire.store_prefix(b))))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ import unittest
 
 try:
     import boxkite
-    from boxkite import Status, wire
-    from boxkite.errors import detail_name, status_name
+    from boxkite import wire
+    from boxkite.errors import status_name
     from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None

@@ -8,7 +8,7 @@ import unittest
 
 try:
     import boxkite
-    from boxkite import Detail, Status, wire
+    from boxkite import Status, wire
     from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
@@ -265,6 +265,13 @@ class MacVectorTest(unittest.TestCase):
         raw = env.SerializeToString()
         self.assertTrue(raw.hex().endswith("5a20" + mac + "620d68656c6c6f2c20776f726c640a"), raw.hex())
         self.assertTrue(wire.is_canonical(env, raw))
+
+    def test_the_preview_token_and_store_prefix_vectors(self):
+        """docs/PROTOCOL.md's vectors for the other two keyed constructions."""
+        key = wire.Key("k1", bytes(range(1, 33)))
+        self.assertEqual(wire.preview_token(key, 3000, 1767225600),
+                         "AQu4AAAAAGlVuQACazEF-wl3Xl11tIJ4I6a511ONeB74rv4Nf5lJDpWhWTR-5Q")
+        self.assertEqual(wire.store_prefix(key), "t-b01b77dda2ae434a39823b1200b2fe6a")
 
     def test_signed_fields(self):
         env = pb.Envelope(version=2, kind=pb.ENVELOPE_KIND_RESPONSE, key_id="k1", timestamp_ms=-1,

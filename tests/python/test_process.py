@@ -14,8 +14,7 @@ import unittest
 
 try:
     import boxkite
-    from boxkite import Status, wire
-    from boxkite.errors import detail_name, status_name
+    from boxkite import wire
     from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
@@ -528,12 +527,13 @@ class TerminalTest(Base):
         self.wait(pid)
 
 
-def sandbox_init_pid(daemon_pid):
-    """The local sandbox's init: boxkite-init without arguments, among boxkited's descendants."""
+def descendant_running(daemon_pid, argv):
+    """The host pid of the process among boxkited's descendants whose argv starts with argv
+    (a list of bytes), or None."""
     for pid in boxkited_process.descendants(daemon_pid):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if f.read().split(b"\0")[:2] == [b"boxkite-init", b""]:
+                if f.read().split(b"\0")[:len(argv)] == argv:
                     return pid
         except OSError:
             continue
@@ -559,11 +559,18 @@ class ExposedPortTest(Base):
         port = 8000
         pid = self.start(argv=["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
                          expose_port=port, tag="dev server")
-        init = sandbox_init_pid(self.daemon.proc.pid)
+        init = descendant_running(self.daemon.proc.pid, [b"boxkite-init", b""])
         self.assertIsNotNone(init, "the local sandbox's init")
-        # The sidecar's side: the sandbox's network namespace (in a pod: the pod's, which the
-        # sidecar container shares), entered from the host.
-        probe = ["nsenter", "--net=/proc/%d/ns/net" % init, "/usr/bin/python3", "-c", PROBE % port]
+        deadline, server = time.monotonic() + GUARD_S, None
+        while server is None and time.monotonic() < deadline:
+            server = descendant_running(self.daemon.proc.pid, [b"python3", b"-m", b"http.server"])
+            time.sleep(0.05)
+        self.assertIsNotNone(server, "the exposed-port process")
+        # The sidecar's side: the sandbox's network namespace — the executor's, neither the
+        # host's nor the sandbox init's — entered from the host where the server runs.
+        net = os.readlink("/proc/%d/ns/net" % server)
+        self.assertNotIn(net, (os.readlink("/proc/self/ns/net"), os.readlink("/proc/%d/ns/net" % init)))
+        probe = ["nsenter", "--net=/proc/%d/ns/net" % server, "/usr/bin/python3", "-c", PROBE % port]
         deadline, out = time.monotonic() + GUARD_S, ""
         while time.monotonic() < deadline:
             out = subprocess.run(probe, capture_output=True, text=True).stdout

@@ -3,7 +3,7 @@
 # then mac_vectors.py recomputes the MAC test vectors with Python's hmac module and checks that
 # docs/PROTOCOL.md and test_mac_vectors.c carry the same ones.
 
-UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview
+UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview httpreq
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server and executor libraries.
 UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text

@@ -257,7 +257,7 @@ struct  Boxkite__Executor__Spawn
   uint32_t rows;
   uint32_t cols;
   /*
-   * The sandbox's network namespace (the pod's; in local mode the sandbox's own) instead of a
+   * The sandbox's network namespace (the executor's, lo only, made anew at each Reset) instead of a
    * fresh one: the one exception, for a process that exposes a port.
    */
   protobuf_c_boolean sandbox_net;
@@ -303,8 +303,9 @@ struct  Boxkite__Executor__Killed
 /*
  * Reset (server/session/reset.c): SIGKILL every exec's init and reply Done (count: how many) once every
  * one of them is reaped — its Exited event sent before the reply, its PID namespace gone. hold:
- * from then on Spawn is refused (EAGAIN) until a KillAll with hold false; a reset that failed
- * leaves the hold in place.
+ * from then on Spawn is refused (EAGAIN) until a KillAll with hold false, and the sandbox's network
+ * namespace is replaced by a fresh one before the reply (nothing of the killed commands'
+ * connections is the next tenant's to see); a reset that failed leaves the hold in place.
  */
 struct  Boxkite__Executor__KillAll
 {
@@ -317,11 +318,11 @@ struct  Boxkite__Executor__KillAll
 
 
 /*
- * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
- * the sandbox's own), for the preview relay (server/transport/proxy.c): where a process that exposes a port
- * listens. Replies Opened with the socket, non-blocking, its connection begun and perhaps not
- * made yet: the front waits for it (with a deadline), never the executor — a server in the
- * sandbox that listens and never accepts must not hold the process every exec needs.
+ * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the executor's, where a
+ * process that exposes a port runs), for the preview relay (server/transport/proxy.c). Replies
+ * Opened with the socket, non-blocking, its connection begun and perhaps not made yet: the front
+ * waits for it (with a deadline), never the executor — a server in the sandbox that listens and
+ * never accepts must not hold the process every exec needs.
  */
 struct  Boxkite__Executor__Connect
 {

@@ -352,7 +352,8 @@ class Sync:
     started with (``--sync-store``): ``client.sync.push()``, ``.pull()``, ``.list()``,
     ``.status()`` (docs/PROTOCOL.md, "Sync"). One push or pull runs at a time on a server; a
     second is :class:`boxkite.FailedPreconditionError`. url: a ``--sync-store`` URL or a prefix
-    under one (None: the first store)."""
+    under one (None: the first store), read as the same place under the client key's store
+    prefix (:func:`boxkite.wire.store_prefix`): a key sees only its own snapshots."""
 
     def __init__(self, channel: Channel) -> None:
         self._ch = channel

@@ -18,6 +18,7 @@ common/keys.c) and the content hash ("Content hash").
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -39,7 +40,7 @@ from .v1 import boxkite_pb2 as pb
 __all__ = [
     "BLOCK_SIZE", "ENVELOPE_VERSION", "MAC_LEN", "NONCE_LEN", "Channel", "ContentHasher", "Key", "Reply",
     "block_hashes", "content_hash", "envelope_mac", "is_canonical", "load_key_file", "mac_input",
-    "parse_key_file",
+    "parse_key_file", "preview_token", "store_prefix",
 ]
 
 ENVELOPE_VERSION = 2
@@ -174,6 +175,26 @@ def load_key_file(path: PathLike, key_id: Optional[str] = None) -> Key:
         if k.key_id == key_id:
             return k
     raise ValueError("key file %s has no key '%s'" % (name, key_id))
+
+
+def store_prefix(key: Key) -> str:
+    """Where a key's snapshots are under every store (docs/PROTOCOL.md, "Sync: whose snapshots"):
+    ``t-`` and the first 16 bytes of HMAC-SHA256(secret, "boxkite-store-prefix-v1" NUL key id), in
+    lowercase hex."""
+    mac = hmac.new(key.secret, b"boxkite-store-prefix-v1\0" + key.key_id.encode(), hashlib.sha256).digest()
+    return "t-" + mac[:16].hex()
+
+
+def preview_token(key: Key, port: int, expires: int) -> str:
+    """A token granting one exposed port until expires (Unix seconds), minted with no call to the
+    server (docs/PROTOCOL.md, "Preview tokens"): base64url, unpadded, of 0x01 | port (u16) |
+    expiry (i64) | len(key id) (u8) | key id | HMAC-SHA256(secret, "boxkite-preview-v1" NUL |
+    what precedes it). Served at ``/preview/PORT/TOKEN/`` of boxkited's --preview-listen."""
+    if not 1 <= port <= 65535:
+        raise ValueError("a port is 1-65535")
+    signed = struct.pack(">BHqB", 1, port, expires, len(key.key_id)) + key.key_id.encode()
+    mac = hmac.new(key.secret, b"boxkite-preview-v1\0" + signed, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(signed + mac).rstrip(b"=").decode("ascii")
 
 
 # --- the MAC (common/envelope.c, bk_envelope_mac) ---------------------------------------------

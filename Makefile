@@ -149,6 +149,8 @@ comma := ,
 $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsanitize=address$(comma),-fsanitize=,$(OPT))
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
+# The bounds table names the front's and the executor's constants both.
+$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
 # The client's two programs see their own folder only: the CLI cannot include the library's
 # private call.h (it uses the public header, like any program linked with libboxkite).
@@ -203,23 +205,29 @@ $(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_statu
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's list of the
-# seccomp filter, from the filter's own tables; docs/PROTOCOL.md's limits, from the server's
-# constants and method table.
+# seccomp filter, from the filter's own tables, and its table of what any party can make boxkited
+# hold, from the bounds' constants and the configuration's defaults; docs/PROTOCOL.md's limits,
+# from the server's constants and method table.
 $(B)/bk-filter-doc: $(call obj,tools/filter_doc.c sidecar/exec/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
 
 $(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
+$(B)/bk-bounds-doc: $(call obj,tools/bounds_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-docs: $(B)/bk-filter-doc $(B)/bk-limits-doc
+DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md \
+	     bounds:$(B)/bk-bounds-doc:SECURITY.md
+DOC_TOOLS := $(B)/bk-filter-doc $(B)/bk-limits-doc $(B)/bk-bounds-doc
+
+docs: $(DOC_TOOLS)
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  scripts/doc-splice $$name $$gen $$md > $(B)/doc-part.md && mv $(B)/doc-part.md $$md && echo "docs: $$md ($$name)"; \
 	done
 
-docs-check: $(B)/bk-filter-doc $(B)/bk-limits-doc
+docs-check: $(DOC_TOOLS)
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  if scripts/doc-splice $$name $$gen $$md | cmp -s - $$md; then \

@@ -71,15 +71,13 @@ static int descriptors_fit(const bk_config *cfg, bk_error **err)
 	return 0;
 }
 
-/* The longest boxkited takes to stop once it has decided to: past it, whatever still waits (a
- * thread of nng's, a link that does not end) is given up, and the process exits. */
-#define STOP_MAX_S 10
-
+/* Past BK_STOP_MAX_S, whatever still waits (a thread of nng's, a link that does not end) is given
+ * up, and the process exits. */
 static void *stop_watchdog(void *arg)
 {
 	(void)arg;
-	sleep(STOP_MAX_S);
-	bk_log(BK_LOG_ERROR, "boxkited did not stop within %d s: exiting regardless", STOP_MAX_S);
+	sleep(BK_STOP_MAX_S);
+	bk_log(BK_LOG_ERROR, "boxkited did not stop within %d s: exiting regardless", BK_STOP_MAX_S);
 	_exit(1);
 }
 
@@ -303,7 +301,7 @@ int main(int argc, char **argv)
 	if (atomic_load(&srv.executor_lost))
 		ret = -1;
 out:
-	/* However the stop goes, it ends: nothing below may keep boxkited alive past STOP_MAX_S. */
+	/* However the stop goes, it ends: nothing below may keep boxkited alive past BK_STOP_MAX_S. */
 	stop_watchdog_start();
 	/* Order matters: the executor goes first (its teardown kills every command, and their
 	 * exits come back as events), then the exec and process threads answer what is left, then the

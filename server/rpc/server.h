@@ -154,6 +154,13 @@ void bk_front_serve(bk_server *srv);
  * free the contexts once no call holds one. false when the close did not return: nothing was
  * freed, and nng must not be finished (nng_fini would hang too) — the process should just exit. */
 #define BK_FRONT_CLOSE_MS 2000
+/* At the cap on connections (nng.c, pipe_event): connections closed to make room for new ones,
+ * until nng has freed them (their messages count, so they are few); and how long a connection
+ * must have been idle to make room for a new one from its own source. */
+#define BK_FRONT_CLOSING_MAX 4
+#define BK_FRONT_SAME_SOURCE_IDLE_MS 1000
+/* The longest boxkited takes to stop once it decided to (main.c): then it exits regardless. */
+#define BK_STOP_MAX_S 10
 bool bk_front_stop(bk_server *srv);
 
 #endif

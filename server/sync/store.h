@@ -15,6 +15,16 @@
 
 typedef struct bk_store bk_store;
 
+/* What one store call may take (s3://; a file:// store is a local directory): all its tries in
+ * BK_STORE_CALL_MS, a connection in BK_STORE_CONNECT_S, a transfer that moves nothing for
+ * BK_STORE_STALL_S given up; a listing at most BK_STORE_LIST_NAMES_MAX names in
+ * BK_STORE_LIST_PAGES_MAX pages. */
+#define BK_STORE_CALL_MS (120 * 1000)
+#define BK_STORE_CONNECT_S 10
+#define BK_STORE_STALL_S 30
+#define BK_STORE_LIST_NAMES_MAX 100000
+#define BK_STORE_LIST_PAGES_MAX 1000
+
 struct bk_store_ops {
 	/* 1 when key is there, 0 when not. */
 	int (*has)(bk_store *s, const char *key, bk_error **err);

@@ -25,6 +25,10 @@ static bool parse_line(const char *line, size_t len, bk_httpreq *rq, const char 
 	sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
 	if (!sp2 || end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1'))
 		return false;
+	/* A method and a target of visible characters only (what two spaces do not separate is one). */
+	for (const char *c = line; c < sp2; c++)
+		if (c != sp1 && ((unsigned char)*c <= ' ' || *c == 0x7f))
+			return false;
 	*method = line;
 	*method_len = (size_t)(sp1 - line);
 	*version = sp2 + 1;
@@ -41,8 +45,11 @@ static bool parse_line(const char *line, size_t len, bk_httpreq *rq, const char 
 		return false;
 	rq->port = (unsigned)port;
 	tok = at + 1;
+	/* A token is base64url (common/preview.h): anything else is no token. */
 	for (tok_end = tok; tok_end < sp2 && *tok_end != '/' && *tok_end != '?'; tok_end++)
-		;
+		if (!((*tok_end >= 'A' && *tok_end <= 'Z') || (*tok_end >= 'a' && *tok_end <= 'z') ||
+		      (*tok_end >= '0' && *tok_end <= '9') || *tok_end == '-' || *tok_end == '_'))
+			return false;
 	if (tok_end == tok || (size_t)(tok_end - tok) >= sizeof(rq->token))
 		return false;
 	memcpy(rq->token, tok, (size_t)(tok_end - tok));
@@ -112,7 +119,7 @@ int bk_httpreq_parse(const char *head, size_t head_len, bk_httpreq *rq, char *ou
 	size_t upgrade_len = 0;
 
 	memset(rq, 0, sizeof(*rq));
-	if (head_len < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0)
+	if (head_len < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0 || memchr(head, '\0', head_len))
 		return 400;
 	line_end = memmem(head, head_len, "\r\n", 2);
 	if (!parse_line(head, (size_t)(line_end - head), rq, &method, &method_len, &rest, &rest_len, &version,

@@ -40,9 +40,9 @@ typedef struct bk_httpreq {
  * headers without Connection, Keep-Alive and Proxy-Connection, then "Connection: close" (or, for
  * an upgrade, "Connection: Upgrade"). out_size of head_len + 64 suffices. Returns 0 with
  * *out_len set, or the HTTP status to refuse the request with: 400 (not METHOD
- * /preview/PORT/TOKEN[/...] HTTP/1.x, a line not ended by CRLF, a folded header, a
- * Content-Length that is not one number, or one beside a Transfer-Encoding), 501 (a transfer
- * coding other than chunked). */
+ * /preview/PORT/TOKEN[/...] HTTP/1.x of visible characters with a base64url TOKEN, a NUL byte, a
+ * line not ended by CRLF, a folded header, a Content-Length that is not one number, or one beside
+ * a Transfer-Encoding), 501 (a transfer coding other than chunked). */
 int bk_httpreq_parse(const char *head, size_t head_len, bk_httpreq *rq, char *out, size_t out_size,
 		     size_t *out_len);
 

@@ -21,9 +21,6 @@
 #include "transport/door.h"
 #include "transport/httpreq.h"
 
-#define IDLE_MS (10 * 60 * 1000) /* a relay that moves nothing either way this long ends */
-#define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
-#define CONNECT_WAIT_MS 5000     /* for the exposed port to take the connection */
 #define RELAY_BUF (64 * 1024)
 
 struct relay;
@@ -56,12 +53,12 @@ struct relay {
 	struct timespec started;
 };
 
-/* Wait for a connection begun on the non-blocking fd to be made, up to CONNECT_WAIT_MS (or the
+/* Wait for a connection begun on the non-blocking fd to be made, up to BK_PROXY_CONNECT_WAIT_MS (or the
  * stop): 0 with fd blocking again, or -errno (-ETIMEDOUT: a listener that does not accept). */
 static int connect_wait(struct bk_proxy *px, int fd)
 {
 	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT }, { .fd = px->stop_fd, .events = POLLIN } };
-	int64_t deadline = bk_clock_monotonic_ms() + CONNECT_WAIT_MS;
+	int64_t deadline = bk_clock_monotonic_ms() + BK_PROXY_CONNECT_WAIT_MS;
 	int64_t left;
 	int n, err = 0;
 	socklen_t len = sizeof(err);
@@ -123,7 +120,7 @@ static bool forward(int fd, const char *buf, size_t n)
  * back until the sandbox closes — an upgrade answered 101 becomes a tunnel both ways until both
  * sides have closed theirs. Anything more the client sends on the connection is not forwarded: its
  * next request comes on a connection of its own, with its token checked. The relay ends at the
- * token's expiry (expires_ms, CLOCK_MONOTONIC), after IDLE_MS without a byte forwarded, at the
+ * token's expiry (expires_ms, CLOCK_MONOTONIC), after BK_PROXY_IDLE_MS without a byte forwarded, at the
  * stop, or when a Reset shuts its sockets. Returns how it ended. */
 static const char *relay_bytes(struct relay *r, bk_httpreq *rq, int64_t expires_ms, uint64_t moved[2])
 {
@@ -143,7 +140,7 @@ static const char *relay_bytes(struct relay *r, bk_httpreq *rq, int64_t expires_
 		r->held = r->rest_len - (size_t)n;
 	while (open[1] || (tunnel && open[0])) {
 		int64_t now = bk_clock_monotonic_ms();
-		int64_t deadline = active_ms + IDLE_MS < expires_ms ? active_ms + IDLE_MS : expires_ms;
+		int64_t deadline = active_ms + BK_PROXY_IDLE_MS < expires_ms ? active_ms + BK_PROXY_IDLE_MS : expires_ms;
 		/* The client is read for the body, in a tunnel, and once the answer is coming (to notice
 		 * it going away; its bytes dropped); not while an upgrade waits for its answer. */
 		bool read_client = open[0] && (!body_done || tunnel || decided);
@@ -256,7 +253,7 @@ static bool relay_attach(struct relay *r, int upstream)
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
-	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = BK_PROXY_SEND_TIMEOUT_S };
 	uint64_t moved[2] = { 0, 0 };
 	const char *outcome = "relayed";
 	char *answer = NULL;

@@ -16,8 +16,13 @@
 #include "error.h"
 #include "rpc/server.h"
 
-/* Previews open at once; one more is answered 503. */
+/* Previews open at once, each for a request whose token checked; one more is answered 503. */
 #define BK_PROXY_MAX 64
+/* How long the exposed port has to take the connection (then 502); how long a relay may move
+ * nothing either way, and a peer take nothing sent to it, before the relay ends. */
+#define BK_PROXY_CONNECT_WAIT_MS 5000
+#define BK_PROXY_IDLE_MS (10 * 60 * 1000)
+#define BK_PROXY_SEND_TIMEOUT_S 30
 
 /* Listen (before boxkited gives up root: the port may be a low one) and serve; nothing when no
  * --preview-listen was given. */

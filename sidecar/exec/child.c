@@ -44,6 +44,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS] = "new cgroup namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_SESSION] = "setsid",
 	[BOXKITE__EXECUTOR__STEP__STEP_TERMINAL] = "terminal",
+	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
 };
 
 /* A step a child can fail at (STEP_NONE is not one). */

@@ -122,7 +122,7 @@ static int build_dev(size_t shm_size)
 			return -1;
 	}
 	if (mkdir("dev/pts", 0755) < 0 ||
-	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, BK_DEVPTS_OPTIONS) < 0)
 		return -1;
 	if (mkdir("dev/shm", 01777) < 0 ||
 	    mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts) < 0)

@@ -360,6 +360,9 @@ class Boundary:
 
     def test_the_last_tenants_snapshots_cannot_be_named(self):
         d, k1, k2 = self.d, self.k1, self.k2
+        # What an operator computes to find a tenant's snapshots: bkctl and a second language agree.
+        r = d.bkctl("sync", "prefix")
+        self.assertEqual((r.returncode, r.stdout), (0, bc.store_prefix(*k1) + "\n"), r.stderr)
         self.assertEqual(shell(d, k1, "echo the last tenant > /workspace/secret.txt").exit_code, 0)
         with client(d, k1) as c:
             c.call("SyncPush", pb.SyncPushRequest(snapshot="t1-secret"), pb.SyncPushResponse)

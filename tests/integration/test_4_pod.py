@@ -148,6 +148,24 @@ class PodMode(bkit.ProbeAssertions, unittest.TestCase):
         self.assertIn("setuid bit ignored", r.detail)
         self.assertDenied(D, "caps", reason="caps-0-nnp-seccomp2")
 
+    def test_an_exposed_port_process_reaches_nothing_of_the_pods_network(self):
+        """The pod's network namespace (here the emulation's: the machine's own) holds the
+        sidecar's listeners and their clients' connections; a process that exposes a port runs in
+        a namespace of the executor's with only lo, and reaches none of it (nor its sockets'
+        table)."""
+        port = bkit.free_tcp_port()
+        bkit.tcp_listener("127.0.0.1", str(port))
+        self.assertEqual(bkit.run([bkit.PYTHON, "-c", bkit.TCP_CONNECT, "127.0.0.1", str(port)]).returncode, 0,
+                         "control: the listener answers in the pod's namespace")
+        r = D.bkctl("-o", "json", "start", "--expose", str(bkit.free_tcp_port()), "--", "python3", "-c",
+                    bkit.TCP_CONNECT, "127.0.0.1", str(port))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = json.loads(r.stdout)["process_id"]
+        r = D.bkctl("-o", "json", "wait", pid, timeout=60)
+        self.assertEqual(json.loads(r.stdout)["status"]["exit_code"], 1, r.stdout)
+        out = D.bkctl("logs", pid).stdout
+        self.assertTrue(out.startswith("refused"), out)
+
 
 class PodRestart(unittest.TestCase):
     """"The sandbox init restarting mid-run is re-found in pod mode." Each test leaves a running

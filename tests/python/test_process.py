@@ -519,12 +519,61 @@ class TerminalTest(Base):
         self.write(pid, b"exit 5\n")
         self.assertEqual(self.wait(pid).exit_code, 5)
 
+    def test_a_terminal_is_reachable_by_its_own_process_tree_only(self):
+        # One devpts for the whole sandbox, its terminals mode 620 and the sandbox user's: a
+        # process without a terminal opened another's, read what the operator typed into it,
+        # wrote into its output and resized it. Each exec has a devpts of its own now.
+        victim = self.start(shell="tty; echo ready; exec cat", tty=True, stdin_open=True)
+        off, got = self.read_until(victim, 0, b"ready")
+        tty = got.split(b"\n")[0].strip().decode()
+        self.assertTrue(tty.startswith("/dev/pts/"), got)
+        r = self.call("Exec", pb.ExecRequest(shell=ATTACK % tty), pb.ExecResponse)
+        self.assertEqual(r.exit_code, 0, r.stderr)
+        self.assertIn(b"open %s: ENOENT" % tty.encode(), r.stdout)
+        self.assertIn(b"pts: ptmx\n", r.stdout, "another exec's terminal is listed")
+        # Its own process tree still has it: what is typed reaches the command.
+        self.write(victim, b"typed by the operator\n")
+        self.read_until(victim, off, b"typed by the operator")
+        self.signal(victim, signal.SIGKILL)
+        self.wait(victim)
+
+    def test_an_exec_makes_a_bounded_number_of_terminals(self):
+        # The devpts of an exec had no max=: one exec opened 400 ptys, and every container's
+        # devpts on the node shares the kernel's pty.max.
+        r = self.call("Exec", pb.ExecRequest(shell=MANY_PTYS), pb.ExecResponse)
+        self.assertEqual(r.exit_code, 0, r.stderr)
+        opened, why = r.stdout.decode().split()
+        self.assertLessEqual(int(opened), 8)
+        self.assertEqual(why, "ENOSPC")
+
     def test_resize_of_pipes_is_refused(self):
         pid = self.start(argv=["sleep", "300"])
         self.expect_error(9, "ProcessResize", pb.ProcessResizeRequest(process_id=pid, size=pb.TerminalSize(
             rows=10, cols=10)), pb.ProcessResizeResponse)
         self.signal(pid, signal.SIGKILL)
         self.wait(pid)
+
+
+ATTACK = r"""python3 -c '
+import errno, os, sys
+print("pts:", " ".join(sorted(os.listdir("/dev/pts"))))
+try:
+    os.close(os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY))
+    print("open %%s: OPENED" %% sys.argv[1])
+except OSError as e:
+    print("open %%s: %%s" %% (sys.argv[1], errno.errorcode[e.errno]))
+' %s"""
+
+MANY_PTYS = r"""python3 -c '
+import errno, os
+held = []
+try:
+    while len(held) < 400:
+        held.append(os.openpty())
+    print(len(held), "none")
+except OSError as e:
+    print(len(held), errno.errorcode[e.errno])
+'"""
 
 
 def descendant_running(daemon_pid, argv):

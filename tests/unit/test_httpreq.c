@@ -90,6 +90,10 @@ static void test_what_two_readers_could_split_differently_is_refused(void **stat
 		{ "POST /preview/3000/T/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501 },
 		{ "POST /preview/3000/T/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501 },
 		{ "GET /preview/3000/T/ HTTP/1.1\r\nUpgrade: a\r\nUpgrade: b\r\nConnection: upgrade\r\n\r\n", 400 },
+		{ "GET /preview/3000/T.x/ HTTP/1.1\r\n\r\n", 400 },
+		{ "GET /preview/3000/T/a\tb HTTP/1.1\r\n\r\n", 400 },
+		{ "GET\t/preview/3000/T/ HTTP/1.1\r\n\r\n", 400 },
+		{ "GET /preview/3000/T/\x7f HTTP/1.1\r\n\r\n", 400 },
 	};
 	char out[1024];
 	bk_httpreq rq;

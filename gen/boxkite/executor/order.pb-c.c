@@ -3444,7 +3444,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[28] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[29] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3474,11 +3474,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
+  { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 28}
+{0, 0},{0, 29}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[28] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[29] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3489,6 +3490,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_HOSTNAME", 24 },
   { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
+  { "STEP_MOUNT_DEVPTS", 28 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
   { "STEP_NONE", 0 },
@@ -3516,9 +3518,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  28,
+  29,
   boxkite__executor__step__enum_values_by_number,
-  28,
+  29,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

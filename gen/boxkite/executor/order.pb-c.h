@@ -99,7 +99,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * a Spawn with a terminal: opening it, making it the controlling one
    */
-  BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27
+  BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27,
+  /*
+   * a devpts instance of the exec's own on /dev/pts
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

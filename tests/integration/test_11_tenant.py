@@ -362,7 +362,7 @@ class Boundary:
         d, k1, k2 = self.d, self.k1, self.k2
         # What an operator computes to find a tenant's snapshots: bkctl and a second language agree.
         r = d.bkctl("sync", "prefix")
-        self.assertEqual((r.returncode, r.stdout), (0, bc.store_prefix(*k1) + "\n"), r.stderr)
+        self.assertEqual((r.returncode, r.stdout), (0, wire.store_prefix(k1) + "\n"), r.stderr)
         self.assertEqual(shell(d, k1, "echo the last tenant > /workspace/secret.txt").exit_code, 0)
         with client(d, k1) as c:
             c.call("SyncPush", pb.SyncPushRequest(snapshot="t1-secret"), pb.SyncPushResponse)

@@ -56,7 +56,7 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/transport/,nng.c door.c http.c proxy.c httpreq.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
-              $(addprefix server/runs/,exec.c process.c) \
+              $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
@@ -87,7 +87,9 @@ all: $(BINS) $(LIBS)
 help:
 	@echo "make            build boxkited, bkctl, libboxkite into build/"
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
-	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
+	@echo "make test       deps + build + every test tier, then again under ASan+UBSan; ends with each tier's time"
+	@echo "make test-TIER  one tier (unit wire fuzz integration workloads files python k8s install ...);"
+	@echo "                T=NAME runs only the tests whose names hold NAME, TEST_TIMEOUT=S a Python test's limit"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
 	@echo "make docs       regenerate SECURITY.md's seccomp list and PROTOCOL.md's limits (CI checks they are current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"

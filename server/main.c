@@ -21,6 +21,7 @@
 #include "rpc/server.h"
 #include "runs/exec.h"
 #include "runs/process.h"
+#include "runs/runs.h"
 #include "session/reset.h"
 #include "sync/store.h"
 #include "sync/sync.h"
@@ -272,7 +273,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	srv.files_link = files;
-	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_processes_start(&srv, &err)) < 0 ||
+	if ((ret = bk_runs_start(&srv, &err)) < 0 || (ret = bk_execs_start(&srv, &err)) < 0 ||
+	    (ret = bk_processes_start(&srv, &err)) < 0 ||
 	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
@@ -304,8 +306,8 @@ out:
 	/* However the stop goes, it ends: nothing below may keep boxkited alive past BK_STOP_MAX_S. */
 	stop_watchdog_start();
 	/* Order matters: the executor goes first (its teardown kills every command, and their
-	 * exits come back as events), then the exec and process threads answer what is left, then the
-	 * transport closes. */
+	 * exits come back as events), then Exec and the processes answer what is left, then the
+	 * transport closes, and the run engine's thread stops last. */
 	atomic_store(&srv.stopping, true);
 	/* A sync waiting on its store ends now, so that nothing below waits for it. */
 	bk_sync_cancel(&srv);
@@ -325,6 +327,10 @@ out:
 		bk_config_free(&cfg);
 		_exit(1);
 	}
+	/* Every call has ended: nothing reaches the runs any more. */
+	bk_runs_stop(&srv);
+	bk_execs_free(&srv);
+	bk_processes_free(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

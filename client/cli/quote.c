@@ -186,7 +186,9 @@ int bkctl_term_write(bkctl_term *t, const uint8_t *data, size_t len)
 	if (!in || !out)
 		return -ENOMEM;
 	memcpy(in, t->held, t->nheld);
-	memcpy(in + t->nheld, data, len);
+	/* An empty stream's bytes may be NULL (an Exec's stdout or stderr that nothing was written to). */
+	if (len)
+		memcpy(in + t->nheld, data, len);
 	t->nheld = 0;
 	while (i < total) {
 		size_t n = printable_at((const char *)in + i, total - i);

@@ -93,6 +93,7 @@ struct bk_server {
 	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
+	struct bk_runs *runs;    /* the run engine (server/runs/runs.h) */
 	struct bk_execs *execs;
 	struct bk_processes *processes;
 	struct bk_files *files;

@@ -49,21 +49,23 @@ $(B)/tests/fuzz/gen_corpus: $(B)/tests/fuzz/gen_corpus.o $(B)/libbkfront.a $(B)/
 
 # Each harness logs (the server one JSON line per call): kept in a file, shown on failure.
 test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/fuzz_order $(B)/tests/fuzz/fuzz_httpreq $(B)/tests/fuzz/gen_corpus
-	@tmp=$$(mktemp -d) && mkdir $$tmp/envelope $$tmp/order && \
+	@tier_start=$$(date +%s.%N); tmp=$$(mktemp -d) && mkdir $$tmp/envelope $$tmp/order && \
 	  { $(B)/tests/fuzz/gen_corpus $$tmp/envelope $$tmp/order || { rm -rf $$tmp; echo "test-fuzz: gen_corpus failed" >&2; exit 1; }; } && \
 	  stale=$$(for c in envelope order; do diff -r $$tmp/$$c tests/fuzz/corpus/$$c | grep -v "^Only in tests/fuzz/corpus/$$c: crash-"; done); \
 	  rm -rf $$tmp; \
 	  if [ -n "$$stale" ]; then \
 	    echo "test-fuzz: the gen-* seeds are not what gen_corpus writes; run make fuzz-corpus" >&2; \
 	    echo "$$stale" | head -5 >&2; exit 1; \
-	  fi
-	@for t in envelope order httpreq; do \
+	  fi; \
+	for t in envelope order httpreq; do \
+	  $(call test_selected,fuzz_$$t) || continue; \
 	  echo "  FUZZ  $(B)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t"; \
 	  if ! $(B)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t 2>$(B)/tests/fuzz/fuzz_$$t.log; then \
 	    grep -v '^{"ts":' $(B)/tests/fuzz/fuzz_$$t.log >&2; \
 	    echo "test-fuzz: fuzz_$$t's replay failed (log: $(B)/tests/fuzz/fuzz_$$t.log)" >&2; exit 1; \
 	  fi; \
-	done
+	done; \
+	$(call tier_seconds,fuzz$(TIER_SUFFIX))
 
 fuzz-corpus: $(B)/tests/fuzz/gen_corpus
 	rm -f $(addsuffix /gen-*,$(FUZZ_CORPORA))

@@ -12,7 +12,7 @@
 
 PY_SDK_DIR := $(B)/python-sdk
 PY_SDK     := $(CURDIR)/$(PY_SDK_DIR)/venv/bin/python3
-SDK_RUN    := $(PY_SDK) $(CURDIR)/tests/integration/run.py
+SDK_RUN    := $(PY_SDK) $(CURDIR)/tests/integration/run.py $(if $(T),-k '$(T)')
 PY_SDK_SRC := $(shell find sdk/python -type f -not -path '*/__pycache__/*' -not -path 'sdk/python/build/*' \
                 -not -path 'sdk/python/dist/*' -not -path '*.egg-info/*')
 PIP        := -m pip -q --no-cache-dir --disable-pip-version-check

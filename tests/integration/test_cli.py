@@ -1,4 +1,4 @@
-"""6. The command line a new user meets, against a local-mode boxkited: docker's habits (-i, -w;
+"""The command line a new user meets, against a local-mode boxkited: docker's habits (-i, -w;
 -t refused without a terminal), timeouts that mean what they say, output limits, errors
 that say what to do (with their exit codes), names the sandbox made escaped on a terminal and
 exact in JSON, the help texts, and the runtime directory of an ipc:// socket.
@@ -62,7 +62,7 @@ def on_a_terminal(argv, env, timeout=30):
 
 class DockerHabits(unittest.TestCase):
     def test_t_without_a_terminal_is_refused_alone_and_in_it(self):
-        # As docker exec -t from a pipe; with a terminal, test_10_processes_cli runs it.
+        # As docker exec -t from a pipe; with a terminal, test_processes_cli runs it.
         for args in (["-t"], ["-it"], ["--tty"]):
             with self.subTest(args):
                 r = bkctl("exec", *args, "--", "cat", input="x")

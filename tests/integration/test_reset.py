@@ -1,4 +1,4 @@
-"""10. Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
+"""Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
 instance running.
 
 Reset is called through the boxkite package's wire layer (the envelope itself is looked at):

@@ -1,4 +1,4 @@
-"""11. A warm pool's claim key (boxkited --claim-key-file / --claim-key-env, docs/DEPLOY.md): with
+"""A warm pool's claim key (boxkited --claim-key-file / --claim-key-env, docs/DEPLOY.md): with
 it boxkited serves Health and a Reset that installs the tenant's key, nothing else; after that
 Reset the claim key is refused for good -- after SIGHUP, after a restart -- and the tenant's key
 serves everything. The claim key is as secret as any key: gone from boxkited's environment and

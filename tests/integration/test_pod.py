@@ -1,4 +1,4 @@
-"""4. Pod mode, on an emulated Kubernetes pod with shareProcessNamespace (bkit.Pod): a pause
+"""Pod mode, on an emulated Kubernetes pod with shareProcessNamespace (bkit.Pod): a pause
 process as PID 1 of the pod's PID namespace, the sandbox container (pod_container.sh: its own
 mount namespace and read-only root, boxkite-init as uid 1001 without capabilities and with
 no_new_privs, started into the PID namespace from outside it) and `boxkited --pod` started into
@@ -14,7 +14,7 @@ import time
 import unittest
 
 import bkit
-from test_1_privileges import check_executor, check_front
+from test_privileges import check_executor, check_front
 
 P = None  # the Pod
 D = None  # its boxkited --pod

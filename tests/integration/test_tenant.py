@@ -1,4 +1,4 @@
-"""11. Reset as the tenant boundary (issue 17; DESIGN.md section 6a): after a Reset that installs
+"""Reset as the tenant boundary (issue 17; DESIGN.md section 6a): after a Reset that installs
 the next tenant's key, the next tenant observes nothing of the last one.
 
 A first tenant (the daemon's key file) leaves what it can wherever it can reach; a Reset with a new

@@ -1,4 +1,4 @@
-"""10. Background processes and streaming exec from the command line, against a local-mode
+"""Background processes and streaming exec from the command line, against a local-mode
 boxkited: bkctl start, ps, logs [-f] [--from] [--stderr], send, close-stdin, kill, wait, prune,
 reset [--new-key]; bkctl exec streaming as the command writes, its stdin streamed past the 8 MiB of
 one Exec request, ^C and SIGTERM reaching the command, a bkctl killed with SIGKILL leaving nothing

@@ -35,18 +35,22 @@ LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lcurl -lpthread
 LDLIBS_EXEC   := -lprotobuf-c -lcrypto -lcap -lseccomp -lpthread
 LDLIBS_SERVER := $(sort $(LDLIBS_FRONT) $(LDLIBS_EXEC))
 LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
+LDLIBS_EGRESS := -lprotobuf-c -lssl -lcrypto -lcap -lseccomp -lpthread
 
 PROTO_V1   := proto/boxkite/v1/boxkite.proto
 PROTO_EXEC := proto/boxkite/executor/order.proto
 PROTO_STORE := proto/boxkite/store/snapshot.proto
+PROTO_EGRESS := proto/boxkite/egress/egress.proto
 GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_STORE  := gen/boxkite/store/snapshot.pb-c.c
+GEN_EGRESS := gen/boxkite/egress/egress.pb-c.c
 GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
+              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
+              common/egresspolicy.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
 FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
@@ -59,6 +63,9 @@ FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
               sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
+# The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
+EGRESS_SRC := egress/egress.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
+              egress/confine.c $(GEN_EGRESS)
 CLIENT_SRC := client/client.c client/exec.c client/files.c client/process.c client/sync.c
 BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_process.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
               client/bkctl_verify.c client/bkctl_sync.c client/bkctl_preview.c client/json.c client/quote.c
@@ -69,9 +76,10 @@ pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC))
 FRONT_OBJ  := $(call obj,$(FRONT_SRC))
 EXEC_OBJ   := $(call obj,$(EXEC_SRC))
+EGRESS_OBJ := $(call obj,$(EGRESS_SRC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
-BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
+BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/boxkite-egress $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
@@ -96,8 +104,8 @@ help:
 define gen_into
 	rm -rf $(1)/boxkite $(1)/python
 	mkdir -p $(1)/python
-	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
-	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
+	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE) $(PROTO_EGRESS)
+	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE) $(PROTO_EGRESS)
 endef
 
 gen:
@@ -139,6 +147,7 @@ $(B)/obj/sidecar/spawn.o $(B)/obj/sidecar/child.o: OPT := $(subst -fsanitize=add
 
 $(B)/obj/server/%.o: CPPFLAGS += -Iserver
 $(B)/obj/sidecar/%.o: CPPFLAGS += -Isidecar
+$(B)/obj/egress/%.o: CPPFLAGS += -Iegress
 $(B)/obj/client/%.o $(B)/pic/client/%.o: CPPFLAGS += -Iclient
 
 # Every header name once in the tree, and the halves of boxkited apart: sidecar/ includes
@@ -157,7 +166,8 @@ layout-check:
 $(B)/libbkcore.a: $(CORE_OBJ)
 $(B)/libbkfront.a: $(FRONT_OBJ)
 $(B)/libbkexec.a: $(EXEC_OBJ)
-$(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a:
+$(B)/libbkegress.a: $(EGRESS_OBJ)
+$(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkegress.a:
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -167,6 +177,11 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkfront.a $(B)/libbkcore.a
 # The executor: re-executed by boxkited (server/privsep.c), built from sidecar/ and common/.
 $(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
+
+# The egress proxy: executed by boxkite-executor as a user of its own, built from egress/ and
+# common/.
+$(B)/boxkite-egress: $(call obj,egress/main.c) $(B)/libbkegress.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EGRESS)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
 # the project's include paths (its <spawn.h> is libc's).
@@ -234,6 +249,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/libexec/boxkite
 	install -m 0755 $(B)/boxkite-init $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-init
 	install -m 0755 $(B)/boxkite-executor $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-executor
+	install -m 0755 $(B)/boxkite-egress $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-egress
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so

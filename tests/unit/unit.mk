@@ -3,7 +3,8 @@
 # then mac_vectors.py recomputes the MAC test vectors with Python's hmac module and checks that
 # docs/PROTOCOL.md and test_mac_vectors.c carry the same ones.
 
-UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview
+UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview \
+              egresspolicy httpparse broker
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server and executor libraries.
 UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text
@@ -12,10 +13,10 @@ UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS) $(UNIT_CLIENT_BINS))
 # Unit tests reach modules of every directory.
 $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -Iclient -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -Iclient -Iegress -c $< -o $@
 
-$(UNIT_BINS): %: %.o $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkcore.a
-	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
+$(UNIT_BINS): %: %.o $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkegress.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lssl -lcmocka
 
 # bkctl's file commands without a server: bkctl's own objects, its main() made local so that
 # the test's is the program's.

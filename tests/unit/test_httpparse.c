@@ -1,4 +1,4 @@
-/* Unit tests of egress/http.c: the egress proxy's reading of what a sandboxed command sends it —
+/* Unit tests of egress/httpparse.c: the egress proxy's reading of what a sandboxed command sends it —
  * request heads (each of the ways two HTTP readers could disagree, refused), the head it sends
  * upstream, chunked framing, and a TLS ClientHello's server name. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "http.h"
+#include "httpparse.h"
 
 #define MAX 16384
 

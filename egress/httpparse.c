@@ -1,4 +1,4 @@
-#include "http.h"
+#include "httpparse.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,10 +4,10 @@
  * whatever two readers of HTTP could disagree on is refused rather than interpreted: bare LF or
  * CR, folded lines, whitespace before a colon, control bytes, two Content-Lengths (even equal),
  * Content-Length beside Transfer-Encoding, any coding but chunked, two Host headers, userinfo,
- * a fragment. Pure functions over buffers: unit-tested (tests/unit/test_egress_http.c) and fuzzed
- * (tests/fuzz/fuzz_egress_http.c). */
-#ifndef BK_EGRESS_HTTP_H
-#define BK_EGRESS_HTTP_H
+ * a fragment. Pure functions over buffers: unit-tested (tests/unit/test_httpparse.c) and fuzzed
+ * (tests/fuzz/fuzz_httpparse.c). */
+#ifndef BK_EGRESS_HTTPPARSE_H
+#define BK_EGRESS_HTTPPARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

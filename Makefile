@@ -53,22 +53,26 @@ COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c com
               common/egresspolicy.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
-FRONT_SRC  := server/config.c server/fileindex.c server/keystore.c server/replay.c server/replaylog.c \
-              server/dispatch.c \
-              server/front.c server/methods.c server/health.c server/server.c server/link.c \
-              server/privdrop.c server/privsep.c server/command.c server/exec.c server/process.c server/files.c \
-              server/workers.c server/metrics.c \
-              server/http.c server/proxy.c server/reset.c server/sync.c server/sync_push.c server/sync_pull.c \
-              server/hashset.c server/store.c server/store_file.c server/store_s3.c $(GEN_STORE)
+# Its rooms (docs/ARCHITECTURE.md, "Module map and layer rule"); main.c is the composition root.
+FRONT_SRC  := server/config.c \
+              $(addprefix server/boundary/,privsep.c privdrop.c link.c command.c) \
+              $(addprefix server/transport/,nng.c http.c proxy.c metrics.c) \
+              $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
+              $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
+              $(addprefix server/runs/,exec.c process.c) \
+              $(addprefix server/files/,files.c fileindex.c) \
+              $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
+              $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
-EXEC_SRC   := sidecar/executor.c sidecar/orders.c sidecar/child.c sidecar/spawn.c \
-              sidecar/sandbox.c sidecar/filter.c sidecar/cgroup.c sidecar/fsops.c sidecar/fileworker.c sidecar/netns.c
+EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
+              $(addprefix sidecar/files/,fsops.c fileworker.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
               egress/confine.c $(GEN_EGRESS)
-CLIENT_SRC := client/client.c client/exec.c client/files.c client/process.c client/sync.c
-BKCTL_SRC  := client/bkctl.c client/bkctl_exec.c client/bkctl_process.c client/bkctl_doctor.c client/bkctl_files.c client/bkctl_kube.c \
-              client/bkctl_verify.c client/bkctl_sync.c client/bkctl_preview.c client/json.c client/quote.c
+CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
+BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
+              quote.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -143,22 +147,41 @@ $(B)/pic/%.o: %.c
 # CLONE_VM): AddressSanitizer's stack bookkeeping assumes stacks it knows, and reports false
 # positives there ("ignoring requested __asan_handle_no_return"). They keep UBSan.
 comma := ,
-$(B)/obj/sidecar/spawn.o $(B)/obj/sidecar/child.o: OPT := $(subst -fsanitize=address$(comma),-fsanitize=,$(OPT))
+$(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsanitize=address$(comma),-fsanitize=,$(OPT))
 
-$(B)/obj/server/%.o: CPPFLAGS += -Iserver
-$(B)/obj/sidecar/%.o: CPPFLAGS += -Isidecar
+$(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
+$(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
 $(B)/obj/egress/%.o: CPPFLAGS += -Iegress
-$(B)/obj/client/%.o $(B)/pic/client/%.o: CPPFLAGS += -Iclient
+# The client's two programs see their own folder only: the CLI cannot include the library's
+# private call.h (it uses the public header, like any program linked with libboxkite).
+$(B)/pic/client/lib/%.o: CPPFLAGS += -Iclient/lib
+$(B)/obj/client/cli/%.o: CPPFLAGS += -Iclient/cli
 
-# Every header name once in the tree, and the halves of boxkited apart: sidecar/ includes
-# nothing of server/ (the include paths above make that a compile error too).
-layout-check:
-	@dups=$$(find common server sidecar client include tests bench -name '*.h' -printf '%f\n' | sort | uniq -d); \
+# The layout (docs/ARCHITECTURE.md, "Module map and layer rule"), checked:
+# - every header name once in the tree, and sidecar/ includes nothing of server/ (the include
+#   paths above make that a compile error too);
+# - no link cycle: within each of the front, the executor, the egress proxy, the library, the CLI and
+#   common/, no two
+#   object files need each other, directly or through others (scripts/link-cycles);
+# - bkctl takes from the library only what libboxkite.so exports.
+LINK_GROUPS := front $(FRONT_OBJ) $(call obj,server/main.c) -- executor $(EXEC_OBJ) $(call obj,sidecar/main.c) \
+	-- egress $(EGRESS_OBJ) $(call obj,egress/main.c) \
+	-- libboxkite $(call pic,$(CLIENT_SRC)) -- bkctl $(BKCTL_OBJ) -- common $(call obj,$(COMMON_SRC) $(DAEMON_SRC))
+layout-check: $(FRONT_OBJ) $(EXEC_OBJ) $(EGRESS_OBJ) $(call obj,server/main.c sidecar/main.c egress/main.c $(COMMON_SRC) $(DAEMON_SRC)) \
+		$(BKCTL_OBJ) $(B)/libboxkite.so.$(VERSION)
+	@dups=$$(find common server sidecar egress client include tests bench tools -name '*.h' -printf '%f\n' | sort | uniq -d); \
 	if [ -n "$$dups" ]; then echo "layout-check: header names used twice: $$dups" >&2; exit 1; fi; \
-	for h in $$(ls server/*.h | xargs -n1 basename); do \
-	  if grep -n "#include \"$$h\"" sidecar/*.c sidecar/*.h sidecar/init/*.c >&2; then \
-	    echo "layout-check: sidecar/ includes server/$$h" >&2; exit 1; fi; \
+	for h in $$(find server -name '*.h' -printf '%f\n'); do \
+	  if grep -rn -E "#include \"([a-z]+/)*$$h\"" sidecar >&2; then \
+	    echo "layout-check: sidecar/ includes server/'s $$h" >&2; exit 1; fi; \
 	done; echo "layout-check: every header name once; sidecar/ includes nothing of server/"
+	@scripts/link-cycles $(LINK_GROUPS)
+	@nm -u $(BKCTL_OBJ) | awk '{print $$NF}' | sort -u > $(B)/cli-uses.txt; \
+	nm --defined-only -g $(call pic,$(CLIENT_SRC)) | awk 'NF == 3 {print $$3}' | sort -u > $(B)/lib-defines.txt; \
+	nm -D --defined-only $(B)/libboxkite.so.$(VERSION) | awk '{print $$3}' | sort -u > $(B)/lib-exports.txt; \
+	private=$$(comm -12 $(B)/cli-uses.txt $(B)/lib-defines.txt | comm -23 - $(B)/lib-exports.txt); \
+	if [ -n "$$private" ]; then echo "layout-check: bkctl uses libboxkite symbols it does not export:" $$private >&2; exit 1; fi; \
+	echo "layout-check: bkctl uses only what libboxkite.so exports"
 
 # --- server --------------------------------------------------------------------------------------
 
@@ -174,7 +197,7 @@ $(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkegress.a:
 $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-# The executor: re-executed by boxkited (server/privsep.c), built from sidecar/ and common/.
+# The executor: re-executed by boxkited (server/boundary/privsep.c), built from sidecar/ and common/.
 $(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
 
@@ -185,17 +208,17 @@ $(B)/boxkite-egress: $(call obj,egress/main.c) $(B)/libbkegress.a $(B)/libbkcore
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
 # the project's include paths (its <spawn.h> is libc's).
-$(B)/boxkite-init: sidecar/init/boxkite-init.c sidecar/init/init_status.h
+$(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_status.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's list of the
 # seccomp filter, from the filter's own tables; docs/PROTOCOL.md's limits, from the server's
 # constants and method table.
-$(B)/bk-filter-doc: $(call obj,sidecar/filter_doc.c sidecar/filter.c common/error.c common/status.c)
+$(B)/bk-filter-doc: $(call obj,tools/filter_doc.c sidecar/exec/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
 
-$(B)/bk-limits-doc: $(call obj,server/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
+$(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
 DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
@@ -236,7 +259,10 @@ $(B)/obj/gen-kube/sandbox_pod.o: $(B)/gen-kube/sandbox_pod.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIE -c $< -o $@
 
-$(B)/bkctl: $(call obj,$(BKCTL_SRC)) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libboxkite.a
+# bkctl is a program like any other linked with libboxkite: the public header, the exported
+# functions (make layout-check), and common/'s code as its own (libbkcore.a, before the library).
+BKCTL_OBJ := $(call obj,$(BKCTL_SRC))
+$(B)/bkctl: $(BKCTL_OBJ) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libbkcore.a $(B)/libboxkite.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
 # --- install -------------------------------------------------------------------------------------
@@ -254,7 +280,7 @@ install: all
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
 	@# Written here, not at build time: it must name the PREFIX it is installed under.
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/boxkite.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/lib/boxkite.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
 	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/

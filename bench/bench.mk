@@ -45,8 +45,8 @@ $(B)/bench/files_bench: $(call obj,bench/files_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-# It calls the rpcs through libboxkite's generic call (client/call.h).
-$(B)/obj/bench/process_bench.o: CPPFLAGS += -Iclient
+# It calls the rpcs through libboxkite's generic call (client/lib/request.h).
+$(B)/obj/bench/process_bench.o: CPPFLAGS += -Iclient/lib
 $(B)/bench/process_bench: $(call obj,bench/process_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)

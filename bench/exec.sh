@@ -82,7 +82,7 @@ suite() {
 	echo "== exec ($label): $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
 	"$build/bench/exec_bench" load "$url" "$dir/key" "$clients" "$seconds" "$rtt_p50" | tee -a "$out"
 	# A directory of $entries entries in the workspace, made from the host side, then left still
-	# for 3 s: boxkited keeps a listing only of a directory that has settled (sidecar/fsops.h).
+	# for 3 s: boxkited keeps a listing only of a directory that has settled (sidecar/files/fsops.h).
 	mkdir "$dir/ws/big"
 	(cd "$dir/ws/big" && seq -f "entry-%06g" "$entries" | xargs touch)
 	sleep 3

@@ -29,13 +29,13 @@
 #include <unistd.h>
 
 #include "boxkite/boxkite.h"
-#include "cgroup.h"
 #include "clock.h"
-#include "filter.h"
-#include "netns.h"
-#include "sandbox.h"
+#include "exec/cgroup.h"
+#include "exec/filter.h"
+#include "exec/netns.h"
+#include "exec/sandbox.h"
+#include "exec/spawn.h"
 #include "sbpath.h"
-#include "spawn.h"
 #include "stats.h"
 
 /* Seconds of Health calls with no exec running, before the load: its baseline. */

@@ -98,7 +98,7 @@ static int echo_sync(char **urls, int nurls)
 	}
 }
 
-/* Asynchronous: the structure of boxkited's front (server/front.c) and nng's demo/async/server.c,
+/* Asynchronous: the structure of boxkited's front (server/transport/nng.c) and nng's demo/async/server.c,
  * a pool of contexts, each an aio state machine receive → send the message back → receive. */
 #define ECHO_CONTEXTS 64
 

@@ -9,7 +9,7 @@
  *   polls URL KEY READERS N  Health's latency while READERS long-polls wait, beside the same
  *                            daemon's idle Health in the same run (p50, p99 of N calls each).
  *
- * It calls the rpcs through libboxkite's generic call (client/call.h) with the generated
+ * It calls the rpcs through libboxkite's generic call (client/lib/request.h) with the generated
  * messages. Figures as `bench: NAME VALUE UNIT`, ratios as `bench: NAME.ratio VALUE x`. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,8 +22,8 @@
 
 #include "boxkite/boxkite.h"
 #include "boxkite/v1/boxkite.pb-c.h"
-#include "call.h"
 #include "clock.h"
+#include "request.h"
 #include "stats.h"
 
 static const char *url, *key_file;

@@ -44,7 +44,7 @@ ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t
  * the caller needs CAP_NET_ADMIN). sv receives the two close-on-exec ends. 0 or -errno. */
 int bk_channel_socketpair(int sv[2]);
 
-/* Where the executor finds its channel: the front puts it there (server/privsep.c) before it
+/* Where the executor finds its channel: the front puts it there (server/boundary/privsep.c) before it
  * executes boxkite-executor (sidecar/main.c). */
 #define BK_EXECUTOR_CHANNEL_FD 3
 

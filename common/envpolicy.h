@@ -3,7 +3,7 @@
  * no_new_privs, so its environment crosses no privilege boundary: a denylist there (LD_PRELOAD,
  * PYTHONPATH, ...) protects nothing the command could not do itself with `X=y cmd`, and only
  * gets in the way (SECURITY.md, "The environment"). What keeps the sidecar's own variables out
- * is that the command's environment is built from a fixed base (server/exec.c), never from
+ * is that the command's environment is built from a fixed base (server/runs/exec.c), never from
  * boxkited's. Both the front and the executor check each name. */
 #ifndef BK_ENVPOLICY_H
 #define BK_ENVPOLICY_H

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "methods.h"
-#include "store.h"
+#include "rpc/methods.h"
+#include "sync/store.h"
 #include "version.h"
 
 enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };

@@ -19,7 +19,7 @@ typedef struct bk_config {
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
 	char *key_env;            /* or the keys from this environment variable (Kubernetes) */
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
-	char *preview_listen;     /* the preview relay (server/proxy.c); NULL: none */
+	char *preview_listen;     /* the preview relay (server/transport/proxy.c); NULL: none */
 	int64_t preview_ttl_max_ms; /* the longest a preview token may still be good for */
 	char *tls_cert, *tls_key; /* PEM files for tls+tcp:// listeners */
 	unsigned contexts;        /* nng contexts: requests served at once (the admission limit) */
@@ -32,7 +32,7 @@ typedef struct bk_config {
 
 	char *state_dir;          /* boxkited's private state (0700): the replay log, local-mode dirs */
 
-	/* The sandbox (sidecar/sandbox.h) */
+	/* The sandbox (sidecar/exec/sandbox.h) */
 	bool pod;                 /* find the pod's sandbox container instead of making one */
 	char *workspace;          /* local mode: host directory shown as /workspace */
 	char *home;               /* local mode: host directory shown as BK_SANDBOX_HOME */
@@ -66,7 +66,7 @@ typedef struct bk_config {
 	int64_t upload_idle_ms;   /* an upload untouched this long is dropped */
 	size_t workspace_quota;   /* bytes uploads may fill /workspace to; 0 = no quota */
 
-	/* Sync (server/sync.h) */
+	/* Sync (server/sync/sync.h) */
 	char *sync_store[BK_SYNC_STORES_MAX]; /* stores a sync may use (and prefixes under them); the first is the default */
 	size_t nsync_store;
 	char *restore_from;       /* pull the latest snapshot under this URL before serving */

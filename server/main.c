@@ -9,20 +9,21 @@
 
 #include <nng/nng.h>
 
-#include "exec.h"
-#include "files.h"
-#include "process.h"
-#include "http.h"
-#include "link.h"
+#include "boundary/link.h"
+#include "boundary/privdrop.h"
+#include "boundary/privsep.h"
+#include "files/files.h"
 #include "log.h"
 #include "mkdir.h"
-#include "privdrop.h"
-#include "privsep.h"
-#include "proxy.h"
-#include "reset.h"
-#include "server.h"
-#include "store.h"
-#include "sync.h"
+#include "rpc/methods.h"
+#include "rpc/server.h"
+#include "runs/exec.h"
+#include "runs/process.h"
+#include "session/reset.h"
+#include "sync/store.h"
+#include "sync/sync.h"
+#include "transport/http.h"
+#include "transport/proxy.h"
 
 /* boxkited's private state directory (the replay log; local mode's workspace and home beneath
  * it by default): made with missing parents, then root's and mode 0700 whatever it was, so that
@@ -195,7 +196,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	bk_link_attach(link, channel);
-	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
+	if ((ret = bk_server_init(&srv, &cfg, &err)) < 0 || (ret = bk_methods_init(&srv, &err)) < 0 ||
+	    (ret = bk_reset_init(&srv, &err)) < 0 || (ret = bk_privileges_narrow(&err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}
@@ -255,6 +257,7 @@ out:
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);
+	bk_reset_fini(&srv);
 	bk_server_fini(&srv);
 	/* nng frees closed sockets and listeners on a thread of its own: waited for here, so that
 	 * nothing is still being freed at exit (a leak checker saw a start that failed after the

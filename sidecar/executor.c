@@ -23,20 +23,20 @@
 #include <unistd.h>
 
 #include "boxkite/executor/order.pb-c.h"
-#include "cgroup.h"
 #include "channel.h"
 #include "clock.h"
 #include "envpolicy.h"
-#include "fileworker.h"
+#include "exec/cgroup.h"
+#include "exec/filter.h"
+#include "exec/init/init_status.h"
+#include "exec/netns.h"
+#include "exec/sandbox.h"
+#include "exec/spawn.h"
+#include "files/fileworker.h"
 #include "keys.h"
 #include "log.h"
-#include "netns.h"
 #include "orders.h"
-#include "sandbox.h"
 #include "sbpath.h"
-#include "filter.h"
-#include "spawn.h"
-#include "init/init_status.h"
 
 typedef Boxkite__Executor__Reply reply_t;
 
@@ -138,7 +138,7 @@ static struct exec_entry *exec_find(struct executor *ex, uint64_t id)
 
 /* --- SPAWN ----------------------------------------------------------------------------------- */
 
-/* Wait in a fresh staged cgroup (sidecar/cgroup.h). A failure here is retried by the next take. */
+/* Wait in a fresh staged cgroup (sidecar/exec/cgroup.h). A failure here is retried by the next take. */
 static void cgroups_restage(struct executor *ex)
 {
 	bk_error *err = NULL;

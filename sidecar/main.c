@@ -1,4 +1,4 @@
-/* boxkite-executor: the privileged half of boxkited, executed by it (server/privsep.c) with its
+/* boxkite-executor: the privileged half of boxkited, executed by it (server/boundary/privsep.c) with its
  * channel as descriptor 3, stdio, an empty environment and no argument — its configuration
  * comes over the channel, as the first order. Not for running by hand. */
 #include <stdio.h>

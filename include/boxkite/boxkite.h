@@ -56,6 +56,17 @@ typedef struct bk_status {
 	char message[512]; /* always NUL-terminated; "OK" on success */
 } bk_status;
 
+/* Fill st (when not NULL) as the library's calls do and return code: for a caller that reports
+ * its own failures (a local file that cannot be read, say) in the same shape. verified is false
+ * for anything but an answer whose MAC verified. */
+BK_EXPORT int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* A local operation failed with errnum: bk_status_set() with the status that errno maps to
+ * (ENOENT: BK_NOT_FOUND, EACCES: BK_PERMISSION_DENIED, ...) and the message ending in
+ * ": strerror(errnum)". Returns the code. */
+BK_EXPORT int bk_status_errno(bk_status *st, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Where the client's key comes from: a key file (the first key, or the one named key_id), or
  * raw key bytes with their id. With neither, only Health can be called. Every field may be
  * NULL or 0. */

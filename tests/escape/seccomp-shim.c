@@ -1,5 +1,5 @@
 /* bk-seccomp-shim: run a program under a small seccomp filter — a fixture of the escape probes'
- * self-test (tests/escape/selftest.sh), not the sandbox's filter (that is sidecar/filter.c, and
+ * self-test (tests/escape/selftest.sh), not the sandbox's filter (that is sidecar/exec/filter.c, and
  * deliberately not shared: the self-test proves that bk-probe reads a refusal right, whoever
  * refuses).
  *

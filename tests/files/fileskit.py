@@ -39,7 +39,7 @@ except ImportError as e:  # python3-protobuf missing, or gen/python not generate
     IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
 
 MiB = 1 << 20
-CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files.h)
+CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files/files.h)
 
 
 def sha256(data):

@@ -25,7 +25,7 @@
 
 #include "envpolicy.h"
 #include "executor.h"
-#include "fileworker.h"
+#include "files/fileworker.h"
 #include "orders.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

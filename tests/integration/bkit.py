@@ -53,7 +53,7 @@ SANDBOX_UID = 1001
 
 STOP_WAIT = 5  # seconds boxkited has to exit after SIGTERM before stop() SIGKILLs it
 
-# bkctl exec's own exit codes (client/bkctl.h): the command's status, 128+signal, these.
+# bkctl exec's own exit codes (client/cli/bkctl.h): the command's status, 128+signal, these.
 EXIT_TIMEOUT = 124
 EXIT_FAILED = 125
 
@@ -310,7 +310,7 @@ def cap_mask(status, field):
 
 
 def executor_cgroup_dirs(executor):
-    """The per-daemon cgroup directories an executor makes (sidecar/cgroup.c): boxkite-<its pid,
+    """The per-daemon cgroup directories an executor makes (sidecar/exec/cgroup.c): boxkite-<its pid,
     as its own PID namespace numbers it> beneath the cgroup it started in, in the pids and memory
     v1 hierarchies or in the v2 one. The executor may itself sit below that directory (waiting in
     an exec's cgroup), so it is looked for on the executor's own path first. Only those that

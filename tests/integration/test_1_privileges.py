@@ -235,7 +235,7 @@ class FileWorkerSeenFromTheSandbox(unittest.TestCase):
         self.assertEqual((st["NoNewPrivs"], st["Seccomp"]), ("1", "2"))
 
     def test_it_runs_below_the_front(self):
-        # /proc/PID/stat field 19 is the nice value: a command's (sidecar/child.h), not boxkited's.
+        # /proc/PID/stat field 19 is the nice value: a command's (sidecar/exec/child.h), not boxkited's.
         nice = lambda pid: int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[16])
         self.assertEqual(nice(self.worker()), 10)
         self.assertEqual(nice(self.d.proc.pid), 0)

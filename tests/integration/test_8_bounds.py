@@ -18,7 +18,7 @@ import boxkite_client as bc  # noqa: E402
 from boxkite_client import pb  # noqa: E402
 
 MiB = 1 << 20
-# server/methods.h BK_REQUEST_MAX: the largest body of the method table (Exec's, 8 MiB) and every
+# server/rpc/methods.h BK_REQUEST_MAX: the largest body of the method table (Exec's, 8 MiB) and every
 # other field an Envelope may add (1 KiB): the largest message read.
 LARGEST_BODY = 8 * MiB
 LARGEST_MESSAGE = LARGEST_BODY + 1024

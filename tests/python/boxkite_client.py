@@ -12,7 +12,7 @@ binding: nng's SP protocol is framed over TCP here, as nng 1.5.2 does it
 
 The Envelope and its MAC are those of proto/boxkite/v1/boxkite.proto and common/envelope.c
 (bk_envelope_mac): envelope version 2, the data field entering the MAC through its SHA-256; the
-checks on an answer are those of client/client.c (bk_request_call); a file's content hash is
+checks on an answer are those of client/lib/client.c (bk_request_call); a file's content hash is
 docs/PROTOCOL.md's ("Content hash").
 
     client = Client("127.0.0.1", 7700, *load_key_file("/etc/boxkite/key"))
@@ -43,7 +43,7 @@ from google.protobuf.message import DecodeError  # noqa: E402
 SP_PROTO_REQ = 0x0030
 SP_PROTO_REP = 0x0031
 SP_REQUEST_ID_BIT = 0x80000000
-# The largest answer accepted, as libboxkite's CLIENT_RECV_MAX (client/client.c).
+# The largest answer accepted, as libboxkite's CLIENT_RECV_MAX (client/lib/client.c).
 RECV_MAX = 1 << 30
 
 # --- the envelope (common/envelope.h) -------------------------------------------------------

@@ -1,4 +1,4 @@
-/* Unit tests of the parts of bkctl's file commands (client/bkctl_files.c) that need no server:
+/* Unit tests of the parts of bkctl's file commands (client/cli/files.c) that need no server:
  * the colon that marks a sandbox path, which way cp copies, where a copy lands, the names and
  * numbers shown to people, the resume command, and cp's summaries. */
 #include <setjmp.h>

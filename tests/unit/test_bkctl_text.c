@@ -1,5 +1,5 @@
-/* Unit tests of what bkctl shows a person or a program of text the sandbox chose (client/quote.c,
- * client/json.c), and of its small parsers (client/bkctl.c, client/bkctl_files.c): names quoted
+/* Unit tests of what bkctl shows a person or a program of text the sandbox chose (client/cli/quote.c,
+ * client/cli/json.c), and of its small parsers (client/cli/main.c, client/cli/files.c): names quoted
  * exactly as GNU ls quotes them (checked against the ls on this machine), JSON that tells bytes
  * that are not UTF-8 from characters, seconds and sizes as the options take them. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* Unit tests of sidecar/cgroup.c's reading of /proc/self/cgroup — from fixture files (v1, v2,
+/* Unit tests of sidecar/exec/cgroup.c's reading of /proc/self/cgroup — from fixture files (v1, v2,
  * hybrid, odd paths), then on a real cgroup2 mount made in a mount namespace of the test's own:
  * on a pure v2 node the "0::" line is all there is, and misreading it silently lost every
  * per-exec limit. */
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "cgroup.h"
+#include "exec/cgroup.h"
 
 #define CGROUP2_SUPER_MAGIC 0x63677270
 

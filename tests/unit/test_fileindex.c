@@ -1,4 +1,4 @@
-/* Unit tests of server/fileindex.c: a version of a file is known once all its blocks are in,
+/* Unit tests of server/files/fileindex.c: a version of a file is known once all its blocks are in,
  * only for that very version (another size, mtime or ctime of the inode is not it), replaced by
  * a newer version's notes, and the index keeps within its byte bound. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
-#include "fileindex.h"
+#include "files/fileindex.h"
 #include "support.h"
 
 static bk_filever version(uint64_t ino, uint64_t size, int64_t ctime_ns)

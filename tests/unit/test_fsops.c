@@ -1,4 +1,4 @@
-/* Unit tests of sidecar/fsops.c on a directory of its own standing in for a sandbox's root (with
+/* Unit tests of sidecar/files/fsops.c on a directory of its own standing in for a sandbox's root (with
  * a workspace and a tmp root below it): FileList's snapshots — a page reads the directory only
  * when it has none or it changed, the clock injected — and the walk of remove -r and the quota
  * without a depth limit, holding no descriptor beyond its own. */
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "fsops.h"
+#include "files/fsops.h"
 
 struct fixture {
 	char dir[64]; /* the stand-in sandbox root: dir/workspace, dir/tmp */

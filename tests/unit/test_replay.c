@@ -1,4 +1,4 @@
-/* Unit tests of server/replay.c, the replay cache. Time is the now_ms argument: each test drives
+/* Unit tests of server/auth/replay.c, the replay cache. Time is the now_ms argument: each test drives
  * the cache through the moments it is about. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "replay.h"
+#include "auth/replay.h"
 
 #define T0 1700000000000LL
 #define WINDOW 1000

@@ -1,4 +1,4 @@
-/* Unit tests of server/replaylog.c, the replay cache's memory across restarts: what one
+/* Unit tests of server/auth/replaylog.c, the replay cache's memory across restarts: what one
  * process appends, the next one refuses, for as long as the timestamps are in the window. Time
  * is passed in; each "restart" is a new cache and a new open of the same directory. */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "replaylog.h"
+#include "auth/replaylog.h"
 
 #define T0 1700000000000LL
 #define WINDOW 1000

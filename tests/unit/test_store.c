@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "store.h"
 #include "support.h"
+#include "sync/store.h"
 
 static void only_configured_stores_and_prefixes_under_them(void **state)
 {

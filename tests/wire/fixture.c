@@ -13,9 +13,11 @@
 #include <stdatomic.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "exec.h"
-#include "files.h"
-#include "link.h"
+#include "boundary/link.h"
+#include "files/files.h"
+#include "rpc/methods.h"
+#include "runs/exec.h"
+#include "session/reset.h"
 
 atomic_uint wire_exec_runs;
 
@@ -123,7 +125,8 @@ static int start(wire **out, bool keyed, const char *const *extra, bool stubbed)
 		return start_fail(w, "bk_config_parse", err);
 	/* bk_server_fini() undoes a partial bk_server_init() too. */
 	w->srv_up = true;
-	if (bk_server_init(&w->srv, &w->cfg, &err) < 0)
+	if (bk_server_init(&w->srv, &w->cfg, &err) < 0 || bk_methods_init(&w->srv, &err) < 0 ||
+	    bk_reset_init(&w->srv, &err) < 0)
 		return start_fail(w, "bk_server_init", err);
 	if (!stubbed)
 		wire_method(w, "Exec")->handler = counting_exec;
@@ -178,8 +181,10 @@ void wire_stop(wire *w)
 	bk_front_stop(&w->srv);
 	bk_link_free(w->links[0]);
 	bk_link_free(w->links[1]);
-	if (w->srv_up)
+	if (w->srv_up) {
+		bk_reset_fini(&w->srv);
 		bk_server_fini(&w->srv);
+	}
 	bk_config_free(&w->cfg);
 	bk_keyring_free(w->ring);
 	if (w->dir[0]) {

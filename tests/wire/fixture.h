@@ -14,7 +14,7 @@
 
 #include <nng/nng.h>
 
-#include "server.h"
+#include "rpc/call.h"
 #include "stub.h"
 
 #define WIRE_KEY_ID "wire"

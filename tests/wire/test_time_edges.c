@@ -28,7 +28,7 @@ static void test_future_int64_max(void **state)
 	wire_expect_time_refusal(*state, INT64_MAX - 1, BK_DETAIL_FUTURE);
 }
 
-/* server/dispatch.c formats this refusal's message with `now - timestamp_ms`, which overflows
+/* server/rpc/dispatch.c formats this refusal's message with `now - timestamp_ms`, which overflows
  * for any stamp below now - INT64_MAX. */
 static void test_stale_int64_min(void **state)
 {

@@ -51,7 +51,7 @@ typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
 
 /*
  * The steps a freshly cloned child goes through before it executes boxkite-init (EXECVE), as
- * the exec path (sidecar/spawn.c) and the local sandbox's init (sidecar/sandbox.c) name them
+ * the exec path (sidecar/exec/spawn.c) and the local sandbox's init (sidecar/exec/sandbox.c) name them
  * when one fails. Typed so that the front can tell a working directory that is not there or may
  * not be entered (CHDIR) from a failure of the sandbox. A command that cannot be executed is
  * not a failed step: the exec's init says so on stderr and exits 127 or 126, as a shell would.
@@ -287,7 +287,7 @@ struct  Boxkite__Executor__Killed
 
 
 /*
- * Reset (server/reset.c): SIGKILL every exec's init and reply Done (count: how many) once every
+ * Reset (server/session/reset.c): SIGKILL every exec's init and reply Done (count: how many) once every
  * one of them is reaped — its Exited event sent before the reply, its PID namespace gone. hold:
  * from then on Spawn is refused (EAGAIN) until a KillAll with hold false; a reset that failed
  * leaves the hold in place.
@@ -304,7 +304,7 @@ struct  Boxkite__Executor__KillAll
 
 /*
  * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
- * the sandbox's own), for the preview relay (server/proxy.c): where a process that exposes a port
+ * the sandbox's own), for the preview relay (server/transport/proxy.c): where a process that exposes a port
  * listens. Replies Opened with the connected socket.
  */
 struct  Boxkite__Executor__Connect
@@ -549,7 +549,7 @@ struct  Boxkite__Executor__Usage
 
 
 /*
- * Reset (server/reset.c): empty the writable roots, the sandbox user's home and /dev/shm as the
+ * Reset (server/session/reset.c): empty the writable roots, the sandbox user's home and /dev/shm as the
  * sandbox user — directories it made unwritable or unreadable given back u+rwx first —, then
  * list each to verify it is empty. Replies Done (count: entries removed), or an error (EIO; the
  * message names what is left) when anything survived.

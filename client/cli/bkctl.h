@@ -1,0 +1,211 @@
+/* bkctl internals: the options every subcommand shares, and the subcommand table. */
+#ifndef BKCTL_H
+#define BKCTL_H
+
+#include <stdbool.h>
+#include <getopt.h>
+#include <stdio.h>
+
+#include "boxkite/boxkite.h"
+
+/* Exit codes (bkctl(1), EXIT STATUS). `exec` instead exits with the command's own status. */
+enum {
+	BKCTL_EXIT_OK = 0,
+	BKCTL_EXIT_STATUS = 1,      /* the server answered with an error status */
+	BKCTL_EXIT_USAGE = 2,       /* bad command line */
+	BKCTL_EXIT_UNREACHABLE = 3, /* no answer: cannot connect, timed out, or a broken answer */
+	BKCTL_EXIT_AUTH = 4,        /* authentication refused, or no key configured */
+	BKCTL_EXIT_EXEC_TIMEOUT = 124, /* exec: the command timed out */
+	BKCTL_EXIT_EXEC_FAILED = 125,  /* exec: the command did not run (bad command line, bkctl or server failed) */
+};
+
+typedef struct bkctl {
+	const char *url;
+	const char *key_file;
+	const char *key_id;
+	const char *tls_cert;
+	int timeout_ms;
+	bool json;
+	const char *prog; /* "bkctl health" etc., for messages */
+} bkctl;
+
+typedef struct bkctl_command {
+	const char *name;
+	int (*run)(bkctl *ctl, const struct bkctl_command *cmd, int argc, char **argv);
+	const char *summary;
+	const char *usage;   /* the usage line after "bkctl NAME [options]" */
+	const char *options; /* the command's own options, one per line ("" for none) */
+	const char *notes;   /* what else --help says ("" for nothing) */
+} bkctl_command;
+
+/* Parse the global options that may appear anywhere before "--" (--url, --key-file, --key-id,
+ * -o/--output, --timeout, --help) together with the command's own short/long options; getopt
+ * semantics. Returns the option character, -1 at the end, or '?' on error (already reported). */
+int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
+		 const struct option *longopts, int *want_help);
+
+/* The global options as the library takes them (client/cli/report.c). */
+bk_client_options bkctl_client_options(const bkctl *ctl);
+
+/* Connect with the global options. On failure reports it, sets *exit_code and returns NULL. */
+bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
+
+/* The exit code for a failed call, after reporting it on stderr. */
+int bkctl_fail(const bkctl *ctl, const bk_status *st);
+
+/* A command's --help (client/cli/options.c); bkctl_global_help is the global options' part. */
+void bkctl_usage(FILE *out, const bkctl_command *cmd);
+extern const char bkctl_global_help[];
+
+/* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
+ * up: 0, or -1 if s is not that. */
+int bkctl_parse_seconds(const char *s, uint32_t *ms);
+
+/* -e NAME=VALUE (exec, start): arg split in place at its '=' into env[(*n)++]. 0, or -1 after
+ * saying what was expected. */
+int bkctl_parse_env(const bkctl *ctl, char *arg, bk_env_var *env, size_t *n);
+
+/* The size of the terminal on our stdin (client/cli/exec.c): 0, or -errno. */
+int bkctl_terminal_size(uint32_t *rows, uint32_t *cols);
+
+/* Out of memory: bkctl says so and exits (client/cli/report.c). bkctl_grow() makes room for
+ * element n of a vector of n that grows by doubling. */
+void bkctl_die_oom(void) __attribute__((noreturn));
+char *bkctl_strdup(const char *s);
+void *bkctl_grow(void *v, size_t n, size_t size);
+
+/* Bytes: "4096", "64K", "16M", "1G" (binary multiples; at most 1 TiB, more than 0): 0, or -1. */
+int bkctl_parse_size(const char *s, uint64_t *bytes);
+
+/* --- Text the sandbox chose, shown to a person (client/cli/quote.c; STYLE.md §17) --- */
+
+/* name quoted as GNU ls quotes on a terminal (--quoting-style=shell-escape): as it is when a
+ * shell would take it as one plain word, else in quotes, with unprintable bytes as $'\ooo'. */
+void bkctl_quote_name(FILE *out, const char *name);
+
+/* name for a listing: quoted (bkctl_quote_name) when tty, else its bytes as they are (as ls). */
+void bkctl_put_name(FILE *out, const char *name, bool tty);
+
+/* A message that may quote such names: unprintable bytes written as C escapes (\n, \033). */
+void bkctl_put_text(FILE *out, const char *text);
+
+int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_rm(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+
+/* --- The file commands' parts that need no server (client/cli/files.c; tested by
+ * tests/unit/test_bkctl_files.c). */
+
+/* A path argument of cp: ":PATH" is PATH in the sandbox (":" alone is the workspace), anything
+ * else a local path (write ./:x for a local file whose name starts with a colon). */
+typedef struct bkctl_path {
+	const char *path;
+	bool remote;
+} bkctl_path;
+
+bkctl_path bkctl_path_parse(const char *arg);
+
+/* A path argument of ls, stat, rm, mkdir, mv: always in the sandbox, the colon optional. */
+const char *bkctl_sandbox_arg(const char *arg);
+
+enum bkctl_cp_direction { BKCTL_CP_UPLOAD, BKCTL_CP_DOWNLOAD };
+
+/* Which way `cp args[0..n-2] args[n-1]` copies: every source local and the destination in the
+ * sandbox, or every source in the sandbox and the destination local. -1 with *why otherwise. */
+int bkctl_cp_direction(int n, char *const *args, const char **why);
+
+/* The last component of path, trailing slashes ignored ("a/b/" -> "b", "/" -> "/"). */
+void bkctl_path_base(const char *path, char *out, size_t size);
+
+/* The directory part of path ("." for a bare name, "/" for "/x"). */
+void bkctl_path_dir(const char *path, char *out, size_t size);
+
+/* dir/name with exactly one slash between them (malloc'd; NULL when out of memory). */
+char *bkctl_path_join(const char *dir, const char *name);
+
+/* Where cp puts a copy of src: inside dst when dst is a directory, else at dst (malloc'd). */
+char *bkctl_cp_target(const char *dst, bool dst_is_dir, const char *src);
+
+/* Octal permission bits (at most 0777: the server sets no others): 0, or -1 if s is not that. */
+int bkctl_parse_mode(const char *s, uint32_t *mode);
+
+/* ls -l's first column for a file type and permission bits, e.g. "drwxr-xr-x" (11 bytes). */
+void bkctl_mode_string(int type, uint32_t mode, char out[11]);
+
+/* A byte count for people: "512 B", "1.5 MiB". */
+void bkctl_human_bytes(uint64_t n, char *out, size_t size);
+
+/* cp's progress line: bar, percent, bytes done of total, rate, files done of total. */
+void bkctl_progress_line(char *out, size_t size, uint64_t done, uint64_t total, double seconds,
+			 size_t files_done, size_t files_total);
+
+/* The command line that resumes a failed upload, its words quoted for sh (malloc'd). flags is
+ * "" or cp's transfer options, e.g. "-z -p". */
+char *bkctl_cp_resume_command(const char *flags, const char *upload_id, const char *src, const char *dst);
+
+/* One failure of a command that goes on after it (cp, rm, mkdir). */
+typedef struct bkctl_failure {
+	char *path;              /* what it concerns */
+	bk_status st;
+	char upload_id[64];      /* an upload that can resume, or "" */
+	char *resume;            /* the command that resumes it, or NULL */
+} bkctl_failure;
+
+typedef struct bkctl_failures {
+	bkctl_failure *v;
+	size_t n;
+	int exit_code;           /* the highest exit code of the failures, 0 when none */
+} bkctl_failures;
+
+/* Record a failure (taking resume, which may be NULL), report it on stderr and raise the exit
+ * code. Out of memory, bkctl exits. */
+void bkctl_failures_add(const bkctl *ctl, bkctl_failures *f, const char *path, const bk_status *st,
+			const char *upload_id, char *resume);
+void bkctl_failures_free(bkctl_failures *f);
+
+typedef struct bkctl_skip {
+	char *path;
+	const char *reason;      /* "not a regular file, directory or symlink" */
+} bkctl_skip;
+
+/* A file's plain SHA-256 (cp --sha256), named by its local path. */
+typedef struct bkctl_digest {
+	const char *path;
+	uint8_t sha256[32];
+} bkctl_digest;
+
+/* What a cp run did: its -o json output and its text summary. */
+typedef struct bkctl_cp_summary {
+	uint64_t files, directories, symlinks, bytes;
+	bkctl_skip *skipped;
+	size_t n_skipped;
+	bkctl_digest *digests;   /* with --sha256, in the order of the plan */
+	size_t n_digests;
+	bkctl_failures failures;
+	double seconds;
+} bkctl_cp_summary;
+
+void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s);
+void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s);
+
+#endif

@@ -1,0 +1,796 @@
+/* bkctl's background-process commands (start, ps, logs, send, close-stdin, kill, wait, prune) and
+ * reset, each one or a few calls of libboxkite's process API. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bkctl.h"
+#include "cleanup.h"
+#include "clock.h"
+#include "fullio.h"
+#include "json.h"
+#include "keys.h"
+
+/* send: the most one ProcessWrite carries. */
+#define SEND_CHUNK (1u << 20)
+/* logs without -f: what one read asks of the stream. */
+#define LOGS_READ_MAX (1u << 20)
+
+/* The one positional argument most commands take: a process id. NULL after reporting a usage
+ * error. */
+static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
+{
+	if (optind != argc - 1 || !argv[optind][0]) {
+		bkctl_usage(stderr, cmd);
+		return NULL;
+	}
+	return argv[optind];
+}
+
+/* The options of a command that has none of its own (only the global ones): 0 (and *help set
+ * when --help was shown), or the exit code of a bad command line. */
+static int no_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *help)
+{
+	while (bkctl_getopt(ctl, cmd, argc, argv, "", NULL, help) != -1)
+		return BKCTL_EXIT_USAGE;
+	return 0;
+}
+
+/* How a process ended (or that it runs), for a person: "running", "exited 3", "killed by SIGKILL
+ * (timed out)". */
+static void status_text(const bk_process_status *ps, char *out, size_t size)
+{
+	const char *why = ps->runtime_exceeded ? " (timed out)"
+			  : ps->lease_expired  ? " (lease expired)"
+			  : ps->oom_killed     ? " (out of memory)"
+					       : "";
+	const char *abbrev = ps->signal ? sigabbrev_np(ps->signal) : NULL;
+
+	if (ps->running)
+		snprintf(out, size, "running");
+	else if (ps->signal && abbrev)
+		snprintf(out, size, "killed by SIG%s%s", abbrev, why);
+	else if (ps->signal)
+		snprintf(out, size, "killed by signal %d%s", ps->signal, why);
+	else
+		snprintf(out, size, "exited %d%s", ps->exit_code, why);
+}
+
+static void status_json(bk_json *j, const char *key, const bk_process_status *ps)
+{
+	bk_json_begin_object(j, key);
+	bk_json_bool(j, "running", ps->running);
+	bk_json_int(j, "exit_code", ps->exit_code);
+	bk_json_int(j, "signal", ps->signal);
+	bk_json_bool(j, "runtime_exceeded", ps->runtime_exceeded);
+	bk_json_bool(j, "lease_expired", ps->lease_expired);
+	bk_json_bool(j, "oom_killed", ps->oom_killed);
+	bk_json_uint(j, "duration_us", ps->duration_us);
+	bk_json_end_object(j);
+}
+
+/* A signal by name (TERM, SIGTERM, term) or number (1-64): 0, or -1. */
+static int parse_signal(const char *s, int *sig)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end != s && !*end && !errno) {
+		if (v < 1 || v > 64)
+			return -1;
+		*sig = (int)v;
+		return 0;
+	}
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (int i = 1; i < NSIG; i++) {
+		const char *name = sigabbrev_np(i);
+		if (name && strcasecmp(name, s) == 0) {
+			*sig = i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS };
+	static const struct option longopts[] = {
+		{ "expose", required_argument, NULL, OPT_EXPOSE },
+		{ "tag", required_argument, NULL, OPT_TAG },
+		{ "tty", no_argument, NULL, 't' },
+		{ "stdin", no_argument, NULL, 'i' },
+		{ "max-runtime", required_argument, NULL, OPT_MAX_RUNTIME },
+		{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
+		{ "lossless", no_argument, NULL, OPT_LOSSLESS },
+		{ "workdir", required_argument, NULL, 'w' },
+		{ "env", required_argument, NULL, 'e' },
+		{ "shell", required_argument, NULL, 's' },
+		{ 0 },
+	};
+	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	bk_process_request rq = { 0 };
+	bk_process_started started;
+	bk_status st;
+	bk_client *c;
+	int opt, help = 0, code;
+	unsigned long port;
+	char *end;
+
+	if (!env) {
+		fprintf(stderr, "%s: out of memory\n", ctl->prog);
+		return BKCTL_EXIT_STATUS;
+	}
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "tiw:e:s:", longopts, &help)) != -1) {
+		switch (opt) {
+		case OPT_EXPOSE:
+			errno = 0;
+			port = strtoul(optarg, &end, 10);
+			if (end == optarg || *end || errno || port < 1 || port > 65535) {
+				fprintf(stderr, "%s: --expose %s: expected a port, 1-65535\n", ctl->prog, optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			rq.expose_port = (uint32_t)port;
+			break;
+		case OPT_TAG:
+			rq.tag = optarg;
+			break;
+		case 't':
+			rq.tty = true;
+			break;
+		case 'i':
+			rq.stdin_open = true;
+			break;
+		case OPT_MAX_RUNTIME:
+			if (bkctl_parse_seconds(optarg, &rq.max_runtime_ms) < 0) {
+				fprintf(stderr, "%s: --max-runtime %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
+					optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			break;
+		case OPT_RING_SIZE:
+			if (bkctl_parse_size(optarg, &rq.ring_size) < 0) {
+				fprintf(stderr, "%s: --ring-size %s: expected bytes, e.g. 64K, 16M\n", ctl->prog, optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			break;
+		case OPT_LOSSLESS:
+			rq.lossless = true;
+			break;
+		case 'w':
+			rq.cwd = optarg;
+			break;
+		case 'e':
+			if (bkctl_parse_env(ctl, optarg, env, &rq.n_env) < 0)
+				return BKCTL_EXIT_USAGE;
+			break;
+		case 's':
+			rq.shell = optarg;
+			break;
+		default:
+			return BKCTL_EXIT_USAGE;
+		}
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if ((optind < argc) == (rq.shell != NULL)) {
+		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	if (!rq.shell)
+		rq.argv = (const char *const *)argv + optind;
+	rq.env = env;
+	/* The size of the terminal bkctl runs on, if it does; else the server's 24x80. */
+	if (rq.tty && bkctl_terminal_size(&rq.rows, &rq.cols) < 0)
+		rq.rows = rq.cols = 0;
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_process_start(c, &rq, &started, &st);
+	bk_client_close(c);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_RESOURCE_EXHAUSTED)
+			fprintf(stderr, "%s: ended processes keep their records and output until bkctl prune removes "
+					"them\n",
+				ctl->prog);
+		return code;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", started.id);
+		bk_json_string(&j, "isolation_profile", started.isolation_profile);
+		bk_json_end_object(&j);
+	} else {
+		printf("%s\n", started.id);
+	}
+	return BKCTL_EXIT_OK;
+}
+
+/* ps's COMMAND column: argv, each word quoted as a shell would need it (names the sandbox or
+ * another client chose are escaped on the way to a terminal). */
+static void put_argv(const bk_process_info *p)
+{
+	for (size_t i = 0; i < p->argc; i++) {
+		if (i)
+			putchar(' ');
+		bkctl_quote_name(stdout, p->argv[i]);
+	}
+}
+
+int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	bk_process_info *procs;
+	bk_status st;
+	bk_client *c;
+	size_t n;
+	int help = 0, code = no_options(ctl, cmd, argc, argv, &help);
+
+	if (code || help)
+		return code;
+	if (optind != argc) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_process_list(c, &procs, &n, &st);
+	bk_client_close(c);
+	if (code != BK_OK)
+		return bkctl_fail(ctl, &st);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_array(&j, NULL);
+		for (size_t i = 0; i < n; i++) {
+			bk_json_begin_object(&j, NULL);
+			bk_json_string(&j, "process_id", procs[i].id);
+			bk_json_begin_array(&j, "argv");
+			for (size_t a = 0; a < procs[i].argc; a++)
+				bk_json_bytes(&j, NULL, (const uint8_t *)procs[i].argv[a], strlen(procs[i].argv[a]));
+			bk_json_end_array(&j);
+			bk_json_bytes(&j, "tag", (const uint8_t *)procs[i].tag, strlen(procs[i].tag));
+			status_json(&j, "status", &procs[i].status);
+			bk_json_uint(&j, "expose_port", procs[i].expose_port);
+			bk_json_int(&j, "started_ms", procs[i].started_ms);
+			bk_json_bool(&j, "tty", procs[i].tty);
+			bk_json_uint(&j, "stdout_end", procs[i].stdout_end);
+			bk_json_uint(&j, "stderr_end", procs[i].stderr_end);
+			bk_json_end_object(&j);
+		}
+		bk_json_end_array(&j);
+	} else {
+		printf("%-6s %-34s %9s %5s %-12s %s\n", "ID", "STATUS", "DURATION", "PORT", "TAG", "COMMAND");
+		for (size_t i = 0; i < n; i++) {
+			char status[64], port[12] = "-";
+			if (procs[i].expose_port)
+				snprintf(port, sizeof(port), "%u", procs[i].expose_port);
+			status_text(&procs[i].status, status, sizeof(status));
+			printf("%-6s %-34s %8.1fs %5s ", procs[i].id, status,
+			       (double)procs[i].status.duration_us / 1e6, port);
+			if (procs[i].tag[0]) {
+				bkctl_quote_name(stdout, procs[i].tag);
+				putchar(' ');
+			} else {
+				printf("%-12s ", "-");
+			}
+			put_argv(&procs[i]);
+			putchar('\n');
+		}
+	}
+	bk_process_list_free(procs, n);
+	return BKCTL_EXIT_OK;
+}
+
+/* logs: the one stream shown, where it is, and what the other is skipped to. */
+typedef struct logs_state {
+	const bkctl *ctl;
+	int stream;              /* enum bk_stream */
+} logs_state;
+
+static bool logs_output(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len)
+{
+	logs_state *l = arg;
+
+	(void)offset;
+	if (stream == l->stream && bk_write_full(STDOUT_FILENO, data, len) == -EPIPE)
+		return false; /* nobody reads us any more */
+	return true;
+}
+
+static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
+{
+	logs_state *l = arg;
+
+	if (stream == l->stream)
+		fprintf(stderr, "%s: %llu bytes lost: the ring dropped them before they were read; "
+				"output goes on from offset %llu\n",
+			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
+}
+
+/* Where the stream not shown ends now, so that reads skip what it already holds, and whether
+ * the process still runs. */
+static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, bk_status *st)
+{
+	bk_process_info *procs;
+	size_t n;
+	int code = bk_process_list(c, &procs, &n, st);
+
+	if (code != BK_OK)
+		return code;
+	*end = 0;
+	*running = false;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(procs[i].id, id) == 0) {
+			*end = stream == BK_STREAM_STDERR ? procs[i].stdout_end : procs[i].stderr_end;
+			*running = procs[i].status.running;
+		}
+	}
+	bk_process_list_free(procs, n);
+	return BK_OK;
+}
+
+/* logs without -f: what the stream holds from `from` to its end now. With -o json, one read's
+ * answer (at most LOGS_READ_MAX bytes): "next" says where the following call goes on. */
+static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state *l, uint64_t from, uint64_t other,
+		     bk_status *st)
+{
+	for (;;) {
+		uint64_t so = l->stream == BK_STREAM_STDOUT ? from : other;
+		uint64_t se = l->stream == BK_STREAM_STDERR ? from : other;
+		bk_process_output o;
+		bk_stream_chunk *ch;
+		bool done;
+		int code = bk_process_read(c, id, so, se, LOGS_READ_MAX, 0, &o, st);
+
+		if (code != BK_OK)
+			return code;
+		ch = l->stream == BK_STREAM_STDERR ? &o.err : &o.out;
+		if (ctl->json) {
+			bk_json j = { .out = stdout };
+			bk_json_begin_object(&j, NULL);
+			bk_json_string(&j, "process_id", id);
+			bk_json_string(&j, "stream", l->stream == BK_STREAM_STDERR ? "stderr" : "stdout");
+			bk_json_uint(&j, "offset", ch->offset);
+			bk_json_uint(&j, "lost", ch->lost);
+			bk_json_bytes(&j, "data", ch->data, ch->len);
+			bk_json_uint(&j, "next", ch->offset + ch->len);
+			bk_json_uint(&j, "end", ch->end);
+			bk_json_bool(&j, "eof", ch->eof);
+			status_json(&j, "status", &o.status);
+			bk_json_end_object(&j);
+			bk_process_output_free(&o);
+			return BK_OK;
+		}
+		if (ch->lost)
+			logs_lost(l, l->stream, ch->offset, ch->lost);
+		done = !logs_output(l, l->stream, ch->offset, ch->data, ch->len);
+		from = ch->offset + ch->len;
+		other = l->stream == BK_STREAM_STDERR ? o.out.end : o.err.end;
+		done = done || !ch->len || from >= ch->end;
+		bk_process_output_free(&o);
+		if (done)
+			return BK_OK;
+	}
+}
+
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	enum { OPT_FROM = 2000, OPT_STDERR };
+	static const struct option longopts[] = {
+		{ "follow", no_argument, NULL, 'f' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "stderr", no_argument, NULL, OPT_STDERR },
+		{ 0 },
+	};
+	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
+	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
+	uint64_t from = 0, other = 0;
+	bool follow = false, running;
+	const char *id;
+	char *end;
+	bk_status st;
+	bk_client *c;
+	int opt, help = 0, code;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "f", longopts, &help)) != -1) {
+		switch (opt) {
+		case 'f':
+			follow = true;
+			break;
+		case OPT_FROM:
+			errno = 0;
+			from = strtoull(optarg, &end, 10);
+			if (end == optarg || *end || errno || optarg[0] == '-') {
+				fprintf(stderr, "%s: --from %s: expected a byte offset\n", ctl->prog, optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			break;
+		case OPT_STDERR:
+			l.stream = BK_STREAM_STDERR;
+			break;
+		default:
+			return BKCTL_EXIT_USAGE;
+		}
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (!(id = one_id(cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
+	if (follow && ctl->json) {
+		fprintf(stderr, "%s: -f streams the output as text; -o json reads what is there now\n", ctl->prog);
+		return BKCTL_EXIT_USAGE;
+	}
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = other_end(c, id, l.stream, &other, &running, &st);
+	/* An ended process's last bytes may reach its rings just after its end: following it returns
+	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
+	if (code == BK_OK && (follow || (!running && !ctl->json))) {
+		uint64_t so = l.stream == BK_STREAM_STDOUT ? from : other;
+		uint64_t se = l.stream == BK_STREAM_STDERR ? from : other;
+		code = bk_process_follow(c, id, &so, &se, &h, NULL, &st);
+		if (code == BK_CANCELLED)
+			code = BK_OK; /* our stdout was closed */
+	} else if (code == BK_OK) {
+		code = logs_once(ctl, c, id, &l, from, other, &st);
+	}
+	bk_client_close(c);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_OUT_OF_RANGE)
+			fprintf(stderr, "%s: --from %llu is past what the process has written so far (bkctl ps shows it)\n",
+				ctl->prog, (unsigned long long)from);
+		return code;
+	}
+	return BKCTL_EXIT_OK;
+}
+
+int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = { { "close", no_argument, NULL, 'c' }, { 0 } };
+	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_close_ int file = -1;
+	uint64_t total = 0, written;
+	bool close_after = false;
+	const char *id, *path = "-";
+	int opt, help = 0, code = BK_OK, fd = STDIN_FILENO;
+	bk_status st;
+	bk_client *c;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (opt != 'c')
+			return BKCTL_EXIT_USAGE;
+		close_after = true;
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (optind == argc - 2) {
+		path = argv[argc - 1];
+		argc--;
+	}
+	if (!(id = one_id(cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
+	if (strcmp(path, "-") != 0) {
+		file = open(path, O_RDONLY | O_CLOEXEC);
+		if (file < 0) {
+			bk_status_errno(&st, errno, "%s", path);
+			return bkctl_fail(ctl, &st);
+		}
+		fd = file;
+	}
+	buf = malloc(SEND_CHUNK);
+	if (!buf) {
+		fprintf(stderr, "%s: out of memory\n", ctl->prog);
+		return BKCTL_EXIT_STATUS;
+	}
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	/* A chunk at a time, as it comes (a pipe may never end): each in once the last is. */
+	for (;;) {
+		ssize_t n = read(fd, buf, SEND_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			bk_status_errno(&st, errno, "reading %s", strcmp(path, "-") ? path : "our standard input");
+			code = st.code;
+			break;
+		}
+		if (n == 0) {
+			if (close_after)
+				code = bk_process_close_stdin(c, id, &st);
+			break;
+		}
+		code = bk_process_write(c, id, buf, (size_t)n, false, &written, &st);
+		total += written;
+		if (code != BK_OK)
+			break;
+	}
+	bk_client_close(c);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_FAILED_PRECONDITION)
+			fprintf(stderr, "%s: only a process started with -i (bkctl start -i) whose stdin is open takes "
+					"input\n",
+				ctl->prog);
+		fprintf(stderr, "%s: %llu bytes were written before this\n", ctl->prog, (unsigned long long)total);
+		return code;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_uint(&j, "written", total);
+		bk_json_bool(&j, "closed", close_after);
+		bk_json_end_object(&j);
+	}
+	return BKCTL_EXIT_OK;
+}
+
+int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	const char *id;
+	bk_status st;
+	bk_client *c;
+	int help = 0, code = no_options(ctl, cmd, argc, argv, &help);
+
+	if (code || help)
+		return code;
+	if (!(id = one_id(cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_process_close_stdin(c, id, &st);
+	bk_client_close(c);
+	return code == BK_OK ? BKCTL_EXIT_OK : bkctl_fail(ctl, &st);
+}
+
+int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	enum { OPT_KILL_AFTER = 2000 };
+	static const struct option longopts[] = {
+		{ "signal", required_argument, NULL, 's' },
+		{ "kill-after", required_argument, NULL, OPT_KILL_AFTER },
+		{ 0 },
+	};
+	uint32_t kill_after_ms = 0;
+	int opt, help = 0, code, sig = SIGTERM;
+	const char *id;
+	bk_status st;
+	bk_client *c;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "s:", longopts, &help)) != -1) {
+		switch (opt) {
+		case 's':
+			if (parse_signal(optarg, &sig) < 0) {
+				fprintf(stderr, "%s: -s %s: expected a signal name (TERM, SIGINT, ...) or number 1-64\n",
+					ctl->prog, optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			break;
+		case OPT_KILL_AFTER:
+			if (bkctl_parse_seconds(optarg, &kill_after_ms) < 0) {
+				fprintf(stderr, "%s: --kill-after %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
+					optarg);
+				return BKCTL_EXIT_USAGE;
+			}
+			break;
+		default:
+			return BKCTL_EXIT_USAGE;
+		}
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (!(id = one_id(cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_process_signal(c, id, sig, kill_after_ms, &st);
+	bk_client_close(c);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (st.code == BK_FAILED_PRECONDITION)
+			fprintf(stderr, "%s: %s has ended already (bkctl ps shows how)\n", ctl->prog, id);
+		return code;
+	}
+	return BKCTL_EXIT_OK;
+}
+
+int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' }, { 0 } };
+	uint32_t timeout_ms = 0;
+	struct timespec start;
+	bk_process_status ps;
+	const char *id;
+	bk_status st;
+	bk_client *c;
+	int opt, help = 0, code;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (opt != 'T' || bkctl_parse_seconds(optarg, &timeout_ms) < 0) {
+			if (opt == 'T')
+				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
+			return BKCTL_EXIT_USAGE;
+		}
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (!(id = one_id(cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	/* Long-polls of at most the server's maximum, until it ends or our --timeout is up. */
+	for (;;) {
+		uint64_t waited_ms = bk_elapsed_us(&start) / 1000;
+		uint32_t left = timeout_ms ? (waited_ms >= timeout_ms ? 0 : timeout_ms - (uint32_t)waited_ms)
+					   : BK_PROCESS_LONG_POLL_MAX_MS;
+		code = bk_process_wait(c, id, left, &ps, &st);
+		if (code != BK_OK || !ps.running || (timeout_ms && left == 0))
+			break;
+	}
+	bk_client_close(c);
+	if (code != BK_OK)
+		return bkctl_fail(ctl, &st);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", id);
+		status_json(&j, "status", &ps);
+		bk_json_end_object(&j);
+	} else {
+		char text[64];
+		status_text(&ps, text, sizeof(text));
+		printf("%s %s\n", id, text);
+	}
+	/* Still running after --timeout: what the caller waited for did not happen. */
+	return ps.running ? BKCTL_EXIT_STATUS : BKCTL_EXIT_OK;
+}
+
+int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	bk_process_info *procs = NULL;
+	bkctl_failures f = { 0 };
+	size_t n = 0, removed = 0;
+	bk_status st;
+	bk_client *c;
+	int help = 0, code = no_options(ctl, cmd, argc, argv, &help);
+
+	if (code || help)
+		return code;
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	if (optind == argc) {
+		/* No id: every ended process. */
+		code = bk_process_list(c, &procs, &n, &st);
+		if (code != BK_OK) {
+			bk_client_close(c);
+			return bkctl_fail(ctl, &st);
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (procs[i].status.running)
+				continue;
+			if (bk_process_remove(c, procs[i].id, &st) == BK_OK)
+				removed++;
+			else
+				bkctl_failures_add(ctl, &f, procs[i].id, &st, NULL, NULL);
+		}
+		bk_process_list_free(procs, n);
+	} else {
+		for (int i = optind; i < argc; i++) {
+			if (bk_process_remove(c, argv[i], &st) == BK_OK)
+				removed++;
+			else
+				bkctl_failures_add(ctl, &f, argv[i], &st, NULL, NULL);
+		}
+	}
+	bk_client_close(c);
+	for (size_t i = 0; i < f.n; i++) {
+		if (f.v[i].st.code == BK_FAILED_PRECONDITION) {
+			fprintf(stderr, "%s: a running process is removed once it ended: bkctl kill ID, then prune\n",
+				ctl->prog);
+			break;
+		}
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_uint(&j, "removed", removed);
+		bk_json_uint(&j, "failed", f.n);
+		bk_json_end_object(&j);
+	}
+	code = f.exit_code;
+	bkctl_failures_free(&f);
+	return code;
+}
+
+/* reset --new-key FILE: the file's first key. */
+static int load_new_key(const bkctl *ctl, const char *path, bk_keyring **ring)
+{
+	bk_error *err = NULL;
+	bk_status st;
+
+	if (bk_keyring_load(path, ring, &err) < 0) {
+		bk_status_set(&st, err->status, 0, false, "--new-key: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return bkctl_fail(ctl, &st);
+	}
+	return 0;
+}
+
+int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	enum { OPT_NEW_KEY = 2000 };
+	static const struct option longopts[] = { { "new-key", required_argument, NULL, OPT_NEW_KEY }, { 0 } };
+	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
+	const char *new_key_path = NULL;
+	bk_reset_request rq = { 0 };
+	bk_reset_result res;
+	bk_status st;
+	bk_client *c;
+	int opt, help = 0, code;
+
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
+		if (opt != OPT_NEW_KEY)
+			return BKCTL_EXIT_USAGE;
+		new_key_path = optarg;
+	}
+	if (help)
+		return BKCTL_EXIT_OK;
+	if (optind != argc) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	if (new_key_path) {
+		code = load_new_key(ctl, new_key_path, &ring);
+		if (code)
+			return code;
+		rq.new_key_id = ring->keys[0].id;
+		rq.new_key = ring->keys[0].secret;
+		rq.new_key_len = ring->keys[0].len;
+	}
+	c = bkctl_connect(ctl, &code);
+	if (!c)
+		return code;
+	code = bk_reset(c, &rq, &res, &st);
+	bk_client_close(c);
+	if (code != BK_OK) {
+		code = bkctl_fail(ctl, &st);
+		if (code == BKCTL_EXIT_STATUS && st.code != BK_FAILED_PRECONDITION && st.code != BK_INVALID_ARGUMENT)
+			fprintf(stderr, "%s: a reset that cannot prove the sandbox clean leaves boxkited refusing all "
+					"work: discard this sandbox (delete its pod) rather than reuse it\n",
+				ctl->prog);
+		return code;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_uint(&j, "processes_killed", res.processes_killed);
+		bk_json_uint(&j, "entries_removed", res.entries_removed);
+		if (new_key_path)
+			bk_json_string(&j, "key_id", rq.new_key_id);
+		bk_json_end_object(&j);
+	} else {
+		printf("reset: %llu processes killed, %llu entries removed, workspace and tmp verified empty\n",
+		       (unsigned long long)res.processes_killed, (unsigned long long)res.entries_removed);
+		if (new_key_path)
+			printf("reset: boxkited now accepts only key '%s' of %s; the previous key is refused\n",
+			       rq.new_key_id, new_key_path);
+	}
+	return BKCTL_EXIT_OK;
+}

@@ -1,0 +1,50 @@
+/* Sync (issue 13): snapshots of a tree of the sandbox (the workspace by default) pushed to a
+ * store (store.h) and pulled back, content-addressed by the transfer path's block hashes.
+ *
+ * A push walks the tree through the file worker (List and OpenRead orders: the sandbox user's
+ * view, nothing privileged walks it), takes each file's block hashes from the file index when
+ * its version is known there (fileindex.h: not read at all) and reads and hashes it otherwise,
+ * uploads the blocks the store does not have (a set of the blobs known to be in each store
+ * makes the check free after the first), and writes the manifest last, after a barrier. A file
+ * whose version moves while it is read is read again, and after BK_SYNC_READ_TRIES the push
+ * fails ABORTED naming it: nothing is ever stored torn.
+ *
+ * A pull checks the whole manifest first, then writes each file as uploads do — an unnamed file
+ * made by the file worker, filled here with blocks whose hashes are checked, committed by the
+ * file worker with its mode in one rename — so a blob that is missing or corrupt fails the pull
+ * with that file as it was. Directories and contained symlinks are made; with mirror, what the
+ * manifest lacks is removed.
+ *
+ * One sync runs at a time, on a thread of its own; SyncStatus reads its progress. */
+#ifndef BK_SYNC_H
+#define BK_SYNC_H
+
+#include "rpc/call.h"
+
+#define BK_SYNC_READ_TRIES 3
+/* The largest manifest read back (compressed, and its content). */
+#define BK_MANIFEST_MAX (512u << 20)
+
+int bk_sync_start(bk_server *srv, bk_error **err);
+/* Waits for a running sync to end (its orders fail once the links are closed). */
+void bk_sync_stop(bk_server *srv);
+
+/* --restore-from: the latest snapshot under the URL pulled into /workspace before boxkited
+ * serves, waiting (up to wait_ms) for the file worker. No snapshot there yet is not an error
+ * (logged): a session's first pod starts empty. */
+int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error **err);
+
+/* For the Reset rpc: wait until no sync runs (a pull still writing into the workspace, a push
+ * still reading it). The gate keeps new ones out. */
+void bk_sync_idle(bk_server *srv);
+
+/* For the Reset rpc: with --sync-on-reset, push /workspace there and wait for it to end (after
+ * any sync running); *snapshot gets its id. 0 and "" when not configured. */
+int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **err);
+
+void bk_handle_sync_push(bk_call *call, const ProtobufCMessage *request);
+void bk_handle_sync_pull(bk_call *call, const ProtobufCMessage *request);
+void bk_handle_sync_list(bk_call *call, const ProtobufCMessage *request);
+void bk_handle_sync_status(bk_call *call, const ProtobufCMessage *request);
+
+#endif

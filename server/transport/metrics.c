@@ -1,0 +1,128 @@
+#include "transport/metrics.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "rpc/server.h"
+
+/* Upper bounds of the exec duration histogram, in seconds: a `true` takes ~2 ms, the default
+ * timeout is 30 s, the largest 600 s. */
+static const double exec_bounds[BK_METRICS_EXEC_BUCKETS] = { 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+							     0.5,   1,     2.5,  5,     10,   30,  60, 600 };
+
+/* The rejection details that are authentication failures, and their metric label. */
+static const struct {
+	int detail;
+	const char *reason;
+} auth_reasons[] = {
+	{ BK_DETAIL_UNKNOWN_KEY, "unknown_key" },   { BK_DETAIL_BAD_MAC, "bad_mac" },
+	{ BK_DETAIL_STALE, "stale" },               { BK_DETAIL_FUTURE, "future" },
+	{ BK_DETAIL_REPLAYED, "replayed" },         { BK_DETAIL_AUTH_NOT_CONFIGURED, "no_key_configured" },
+};
+
+int bk_metrics_init(bk_metrics *m, size_t nmethods)
+{
+	m->nmethods = nmethods;
+	m->requests = calloc((nmethods + 1) * BK_METRICS_STATUSES, sizeof(*m->requests));
+	atomic_store(&m->executor_answered_ms, -1);
+	return m->requests ? 0 : -ENOMEM;
+}
+
+void bk_metrics_fini(bk_metrics *m)
+{
+	free(m->requests);
+	m->requests = NULL;
+}
+
+void bk_metrics_call(bk_metrics *m, size_t method_row, bool has_method, int status, int detail, size_t in,
+		     size_t out)
+{
+	size_t row = has_method && method_row < m->nmethods ? method_row : m->nmethods;
+
+	if (!m->requests)
+		return;
+	if (status < 0 || status >= BK_METRICS_STATUSES)
+		status = BK_UNKNOWN;
+	atomic_fetch_add_explicit(&m->requests[row * BK_METRICS_STATUSES + (size_t)status], 1, memory_order_relaxed);
+	if (detail > 0 && detail < BK_METRICS_DETAILS)
+		atomic_fetch_add_explicit(&m->refused[detail], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->bytes_in, in, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->bytes_out, out, memory_order_relaxed);
+}
+
+void bk_metrics_exec_started(bk_metrics *m)
+{
+	atomic_fetch_add_explicit(&m->execs_running, 1, memory_order_relaxed);
+}
+
+void bk_metrics_exec_finished(bk_metrics *m, uint64_t duration_us, bool timed_out, bool oom_killed, bool started)
+{
+	size_t b = 0;
+
+	while (b < BK_METRICS_EXEC_BUCKETS && (double)duration_us > exec_bounds[b] * 1e6)
+		b++;
+	atomic_fetch_add_explicit(&m->exec_buckets[b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->exec_count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->exec_sum_us, duration_us, memory_order_relaxed);
+	if (timed_out)
+		atomic_fetch_add_explicit(&m->exec_timeouts, 1, memory_order_relaxed);
+	if (oom_killed)
+		atomic_fetch_add_explicit(&m->exec_oom_kills, 1, memory_order_relaxed);
+	if (started)
+		atomic_fetch_sub_explicit(&m->execs_running, 1, memory_order_relaxed);
+}
+
+static unsigned long get(const atomic_ulong *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void bk_metrics_write(const bk_server *srv, FILE *out)
+{
+	const bk_metrics *m = &srv->metrics;
+	unsigned long cumulative = 0;
+
+	family(out, "boxkite_requests_total", "counter",
+	       "Requests answered (or dropped as duplicates), by rpc and status; method \"-\": none or unknown.");
+	for (size_t r = 0; r <= m->nmethods; r++)
+		for (int s = 0; s < BK_METRICS_STATUSES; s++) {
+			unsigned long n = get(&m->requests[r * BK_METRICS_STATUSES + (size_t)s]);
+			if (n)
+				fprintf(out, "boxkite_requests_total{method=\"%s\",status=\"%s\"} %lu\n",
+					r < m->nmethods ? srv->methods[r].name : "-", bk_status_name(s), n);
+		}
+	family(out, "boxkite_auth_failures_total", "counter", "Requests refused by authentication, by reason.");
+	for (size_t i = 0; i < BK_ARRAY_SIZE(auth_reasons); i++)
+		fprintf(out, "boxkite_auth_failures_total{reason=\"%s\"} %lu\n", auth_reasons[i].reason,
+			get(&m->refused[auth_reasons[i].detail]));
+	family(out, "boxkite_exec_duration_seconds", "histogram", "Wall time of each exec that ran, to its end.");
+	for (size_t b = 0; b <= BK_METRICS_EXEC_BUCKETS; b++) {
+		cumulative += get(&m->exec_buckets[b]);
+		if (b < BK_METRICS_EXEC_BUCKETS)
+			fprintf(out, "boxkite_exec_duration_seconds_bucket{le=\"%g\"} %lu\n", exec_bounds[b], cumulative);
+		else
+			fprintf(out, "boxkite_exec_duration_seconds_bucket{le=\"+Inf\"} %lu\n", cumulative);
+	}
+	fprintf(out, "boxkite_exec_duration_seconds_sum %.6f\nboxkite_exec_duration_seconds_count %lu\n",
+		(double)get(&m->exec_sum_us) / 1e6, get(&m->exec_count));
+	family(out, "boxkite_exec_timeouts_total", "counter", "Execs killed at their timeout.");
+	fprintf(out, "boxkite_exec_timeouts_total %lu\n", get(&m->exec_timeouts));
+	family(out, "boxkite_exec_oom_kills_total", "counter", "Execs the memory cgroup OOM-killed.");
+	fprintf(out, "boxkite_exec_oom_kills_total %lu\n", get(&m->exec_oom_kills));
+	family(out, "boxkite_execs_running", "gauge", "Sandboxed commands running now.");
+	fprintf(out, "boxkite_execs_running %ld\n", atomic_load_explicit(&m->execs_running, memory_order_relaxed));
+	family(out, "boxkite_received_bytes_total", "counter", "Bytes of requests received (envelopes).");
+	fprintf(out, "boxkite_received_bytes_total %lu\n", get(&m->bytes_in));
+	family(out, "boxkite_sent_bytes_total", "counter", "Bytes of answers sent (envelopes).");
+	fprintf(out, "boxkite_sent_bytes_total %lu\n", get(&m->bytes_out));
+	family(out, "boxkite_replay_cache_entries", "gauge", "Live nonces in the replay cache.");
+	fprintf(out, "boxkite_replay_cache_entries %zu\n", bk_replay_count(srv->replay));
+	family(out, "boxkite_sandbox_ready", "gauge", "1 when the sandbox is found and the executor answers.");
+	fprintf(out, "boxkite_sandbox_ready %d\n", atomic_load(&srv->sandbox_ready) ? 1 : 0);
+}

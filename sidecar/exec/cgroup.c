@@ -1,0 +1,570 @@
+#include "exec/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <signal.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "exec/child.h"
+#include "exec/kfile.h"
+
+#define CGROUP2_SUPER_MAGIC 0x63677270
+
+static int write_file(const char *dir, const char *name, const char *value)
+{
+	char path[4096];
+	_cleanup_close_ int fd = -1;
+	size_t len = strlen(value);
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, value, len) != (ssize_t)len)
+		return -errno ? -errno : -EIO;
+	return 0;
+}
+
+static int read_file(const char *dir, const char *name, char *buf, size_t size)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return (int)bk_kfile_read(path, buf, size);
+}
+
+char *bk_cgroup_self_path(const char *self_cgroup, const char *controller)
+{
+	FILE *f = fopen(self_cgroup, "re");
+	char line[4096];
+	char *found = NULL;
+
+	if (!f)
+		return NULL;
+	/* Lines are "ID:CONTROLLERS:PATH"; the path is the rest of the line, colons and all. */
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *ctrls, *path, *save = NULL;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!(ctrls = strchr(line, ':')) || !(path = strchr(ctrls + 1, ':')))
+			continue;
+		*ctrls++ = '\0';
+		*path++ = '\0';
+		if (!controller) {
+			if (strcmp(line, "0") == 0 && !ctrls[0])
+				found = strdup(path);
+			continue;
+		}
+		for (char *tok = strtok_r(ctrls, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, controller) == 0)
+				found = strdup(path);
+	}
+	fclose(f);
+	return found;
+}
+
+/* rmdir every exec-* cgroup in base, then base: the ones still holding processes stay. */
+static void remove_base(const char *base)
+{
+	DIR *d = opendir(base);
+	struct dirent *de;
+	char sub[4096 + 256];
+
+	if (d) {
+		while ((de = readdir(d)))
+			if (strncmp(de->d_name, "exec-", 5) == 0) {
+				snprintf(sub, sizeof(sub), "%s/%s", base, de->d_name);
+				rmdir(sub);
+			}
+		closedir(d);
+	}
+	rmdir(base);
+}
+
+/* Remove boxkite-<pid> cgroups that a boxkited killed outright (SIGKILL) left behind: the ones
+ * in `dir` whose pid runs no longer and that are over a minute old. The age matters because
+ * the pid is looked up in our PID namespace only: a live boxkited in another namespace may look
+ * dead from here — and then only its empty cgroups can go (rmdir refuses the others), and the
+ * newest empty one, just staged for its next exec, is younger than a minute. */
+static void remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	time_t now = time(NULL);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[4096];
+		struct stat st;
+		int pid;
+
+		if (sscanf(de->d_name, "boxkite-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (stat(path, &st) == 0 && now - st.st_ctime > 60)
+			remove_base(path);
+	}
+	closedir(d);
+}
+
+/* mkdir <hierarchy><own>/boxkite-<pid>; returns the malloc'd path. */
+static char *make_parent(const char *hierarchy, const char *own, int *errnum)
+{
+	char *path = NULL;
+
+	if (asprintf(&path, "%s%s%sboxkite-%d", hierarchy, own, own[strlen(own) - 1] == '/' ? "" : "/",
+		     (int)getpid()) < 0) {
+		*errnum = ENOMEM;
+		return NULL;
+	}
+	*strrchr(path, '/') = '\0';
+	remove_stale(path);
+	path[strlen(path)] = '/';
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		*errnum = errno;
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static bool is_cgroup2(const char *path)
+{
+	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Settle on no cgroups, saying why. Returns 0: running without cgroups is not an error. */
+static int none(bk_cgroups *cg, const char *fmt, ...) BK_PRINTF(2, 3);
+static int none(bk_cgroups *cg, const char *fmt, ...)
+{
+	va_list ap;
+
+	for (int i = 0; i < 2; i++) {
+		free(cg->base[i]);
+		free(cg->home[i]);
+		cg->base[i] = cg->home[i] = NULL;
+	}
+	cg->mode = BK_CGROUP_NONE;
+	va_start(ap, fmt);
+	if (vasprintf(&cg->why_none, fmt, ap) < 0)
+		cg->why_none = NULL;
+	va_end(ap);
+	return 0;
+}
+
+/* Move every process of cgroup `from` into `to` (both v2 directories). */
+static int move_processes(const char *from, const char *to)
+{
+	char procs[8192], *line, *save = NULL;
+	int ret;
+
+	if ((ret = read_file(from, "cgroup.procs", procs, sizeof(procs))) < 0)
+		return ret;
+	for (line = strtok_r(procs, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if ((ret = write_file(to, "cgroup.procs", line)) < 0 && ret != -ESRCH)
+			return ret;
+	return 0;
+}
+
+/* cgroup v2: controllers can be enabled for children only in a cgroup without processes of its
+ * own ("no internal processes"). If ours holds processes (boxkited's) and does not delegate
+ * pids and memory yet, our processes move into a leaf child of our own cgroup — deeper in the
+ * subtree we started in, never out of it — and our cgroup then enables both for its children.
+ * boxkite's parent cgroup is another child, with exec cgroups below it. */
+static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
+{
+	_cleanup_free_ char *rel = bk_cgroup_self_path(self_cgroup, NULL);
+	_cleanup_free_ char *own = NULL, *leaf = NULL;
+	char controllers[1024], subtree[1024];
+	int errnum = 0;
+
+	if (!rel)
+		return none(cg, "no cgroup v2 line in %s", self_cgroup);
+	if (asprintf(&own, "%s%s", root, strcmp(rel, "/") ? rel : "") < 0)
+		return -ENOMEM;
+	if (read_file(own, "cgroup.controllers", controllers, sizeof(controllers)) < 0 ||
+	    !strstr(controllers, "pids") || !strstr(controllers, "memory"))
+		return none(cg, "cgroup v2 at %s lacks the pids or memory controller", own);
+	if (read_file(own, "cgroup.subtree_control", subtree, sizeof(subtree)) < 0)
+		return none(cg, "cannot read %s/cgroup.subtree_control", own);
+	if (!strstr(subtree, "pids") || !strstr(subtree, "memory")) {
+		if (asprintf(&leaf, "%s/boxkited", own) < 0)
+			return -ENOMEM;
+		if ((mkdir(leaf, 0755) < 0 && errno != EEXIST && (errnum = errno)) ||
+		    (errnum = -move_processes(own, leaf)) ||
+		    (errnum = -write_file(own, "cgroup.subtree_control", "+pids +memory")))
+			return none(cg, "cannot delegate pids and memory below %s: %s", own, strerror(errnum));
+		cg->home[0] = TAKE_PTR(leaf);
+	} else {
+		cg->home[0] = TAKE_PTR(own);
+	}
+	cg->base[0] = make_parent(root, rel, &errnum);
+	if (!cg->base[0])
+		return none(cg, "cannot create a cgroup under %s%s: %s", root, rel, strerror(errnum));
+	errnum = -write_file(cg->base[0], "cgroup.subtree_control", "+pids +memory");
+	if (errnum) {
+		rmdir(cg->base[0]);
+		return none(cg, "cannot enable pids and memory in %s: %s", cg->base[0], strerror(errnum));
+	}
+	/* No swap beyond the memory limit, so the limit is the limit: once, here, for every exec
+	 * cgroup below (the limit is hierarchical; the file is absent without swap). */
+	write_file(cg->base[0], "memory.swap.max", "0");
+	cg->mode = BK_CGROUP_V2;
+	return 0;
+}
+
+static int init_v1(bk_cgroups *cg, const char *root, const char *self_cgroup)
+{
+	static const char *const controllers[2] = { "pids", "memory" };
+
+	for (int i = 0; i < 2; i++) {
+		_cleanup_free_ char *own = bk_cgroup_self_path(self_cgroup, controllers[i]);
+		_cleanup_free_ char *hierarchy = NULL;
+		int errnum = 0;
+
+		if (!own)
+			return none(cg, "no %s controller in %s", controllers[i], self_cgroup);
+		if (asprintf(&hierarchy, "%s/%s", root, controllers[i]) < 0 ||
+		    asprintf(&cg->home[i], "%s%s", hierarchy, strcmp(own, "/") ? own : "") < 0)
+			return -ENOMEM;
+		cg->base[i] = make_parent(hierarchy, own, &errnum);
+		if (!cg->base[i]) {
+			if (i == 1)
+				rmdir(cg->base[0]);
+			return none(cg, "cannot create a cgroup under %s: %s", hierarchy, strerror(errnum));
+		}
+	}
+	cg->mode = BK_CGROUP_V1;
+	return 0;
+}
+
+
+static int hierarchies(const bk_cgroups *cg)
+{
+	return cg->mode == BK_CGROUP_V1 ? 2 : cg->mode == BK_CGROUP_V2 ? 1 : 0;
+}
+
+/* Write the limits: pids in the pids hierarchy ([0]), memory in the memory one ([1] on v1). */
+static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, bk_error **err)
+{
+	const char *pids_dir = ecg->path[0], *mem_dir = ecg->path[hierarchies(cg) - 1];
+	char value[32];
+	int ret;
+
+	snprintf(value, sizeof(value), "%u", cg->pids);
+	if ((ret = write_file(pids_dir, "pids.max", value)) < 0)
+		return bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
+	snprintf(value, sizeof(value), "%" PRIu64, cg->memory_bytes);
+	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) < 0)
+		return bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
+	return 0;
+}
+
+/* Move the calling process into dirs[0..n). */
+static int join(char *const *dirs, int n, bk_error **err)
+{
+	for (int i = 0; i < n; i++) {
+		int ret = write_file(dirs[i], "cgroup.procs", "0");
+		if (ret < 0)
+			return bk_error_errno(err, -ret, "%s/cgroup.procs", dirs[i]);
+	}
+	return 0;
+}
+
+/* --- the mover ------------------------------------------------------------------------------- */
+
+enum helper_op { HELPER_MOVE, HELPER_REMOVE };
+
+struct helper_request {
+	int32_t op;
+	int32_t pid;
+	int32_t n;
+	char dir[2][1024];
+};
+
+/* Remove an exec's cgroup. It may still be busy for a moment: the executor waited in it for
+ * the clone and leaves it only when the mover has moved it on, which can come after a short
+ * command is already gone. Retried for up to half a second; off the latency path. */
+static void remove_when_empty(const char *dir)
+{
+	for (int tries = 0; rmdir(dir) < 0 && errno == EBUSY && tries < 250; tries++)
+		usleep(2000);
+}
+
+/* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
+ * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
+__attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack,
+						  uint64_t bounding)
+{
+	struct helper_request m;
+	bool remover = ack < 0;
+
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+	/* The mover dies with the executor. The remover outlives it on purpose: at the end of its
+	 * queue (EOF: the executor exited, cleanly or not) it removes boxkite's cgroups. */
+	if (!remover)
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Moving and removing root-owned cgroups as uid 0 needs no capability — except removing
+	 * boxkite's parent cgroup from a hierarchy root, which is mode 0555: the remover keeps
+	 * CAP_DAC_OVERRIDE alone for that. Nothing in the bounding set: neither ever execs. */
+	if (bk_child_keep_caps(remover ? BK_CAP(CAP_DAC_OVERRIDE) : 0, bounding))
+		_exit(1);
+	while (read(req, &m, sizeof(m)) == (ssize_t)sizeof(m)) {
+		char pid[16];
+		int32_t result = 0;
+
+		snprintf(pid, sizeof(pid), "%d", m.pid);
+		for (int i = 0; i < m.n && i < 2; i++) {
+			m.dir[i][sizeof(m.dir[i]) - 1] = '\0';
+			if (m.op == HELPER_REMOVE)
+				remove_when_empty(m.dir[i]);
+			else if (result == 0)
+				result = -write_file(m.dir[i], "cgroup.procs", pid);
+		}
+		if (m.op == HELPER_MOVE && write(ack, &result, sizeof(result)) != sizeof(result))
+			break;
+	}
+	if (remover) {
+		/* The executor's commands die with it (their parent-death signal); give the kernel a
+		 * moment to empty their cgroups, then remove everything of ours. */
+		for (int tries = 0; tries < 20; tries++) {
+			bool left = false;
+			for (int i = 0; i < 2; i++) {
+				if (!cg->base[i])
+					continue;
+				remove_base(cg->base[i]);
+				left |= access(cg->base[i], F_OK) == 0;
+			}
+			if (!left)
+				break;
+			usleep(100000);
+		}
+	}
+	_exit(0);
+}
+
+/* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
+static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int *ack)
+{
+	uint64_t bounding = bk_capbset_read();
+	int r[2], a[2] = { -1, -1 };
+	pid_t pid;
+
+	if (pipe2(r, O_CLOEXEC) < 0)
+		return -1;
+	if (ack && pipe2(a, O_CLOEXEC) < 0) {
+		bk_close(r[0]);
+		bk_close(r[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* Only its own pipe ends: a copy of another helper's would keep that one from ever
+		 * seeing EOF, and the executor's shutdown would wait for it forever. */
+		if (bk_child_close_fds((const int[]){ r[0], a[1] }, 2) < 0)
+			_exit(1);
+		helper_main(cg, name, r[0], a[1], bounding);
+	}
+	bk_close(r[0]);
+	bk_close(a[1]);
+	if (pid < 0) {
+		bk_close(r[1]);
+		bk_close(a[0]);
+		return -1;
+	}
+	*req = r[1];
+	if (ack)
+		*ack = a[0];
+	return pid;
+}
+
+static void helper_stop(pid_t *pid, int *req, int *ack)
+{
+	if (*pid <= 0)
+		return;
+	/* EOF on its request pipe: it finishes what was asked and exits. */
+	*req = bk_close(*req);
+	if (ack)
+		*ack = bk_close(*ack);
+	waitpid(*pid, NULL, 0);
+	*pid = 0;
+}
+
+/* Wait for the move in progress, if any: 0, or the errno it failed with. */
+static int mover_wait(bk_cgroups *cg)
+{
+	int32_t result;
+
+	if (!cg->moving)
+		return 0;
+	cg->moving = false;
+	if (read(cg->mover_ack, &result, sizeof(result)) != sizeof(result))
+		return EPIPE;
+	return result;
+}
+
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+		    bk_error **err)
+{
+	int ret;
+
+	memset(cg, 0, sizeof(*cg));
+	cg->mover_req = cg->mover_ack = cg->remover_req = -1;
+	cg->memory_bytes = memory_bytes;
+	cg->pids = pids;
+	ret = is_cgroup2(root) ? init_v2(cg, root, self_cgroup) : init_v1(cg, root, self_cgroup);
+	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
+		return ret;
+	/* Two helpers, so that a slow removal never holds up a move the next exec waits for. */
+	cg->mover = helper_start(cg, "bk-cgroup-mover", &cg->mover_req, &cg->mover_ack);
+	cg->remover = cg->mover > 0 ? helper_start(cg, "bk-cgroup-rm", &cg->remover_req, NULL) : -1;
+	if (cg->mover < 0 || cg->remover < 0) {
+		ret = -errno;
+		helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
+		for (int i = 0; i < 2; i++)
+			if (cg->base[i])
+				rmdir(cg->base[i]);
+		return bk_error_errno(err, -ret, "cannot start the cgroup helpers");
+	}
+	return 0;
+}
+
+void bk_cgroups_fini(bk_cgroups *cg)
+{
+	bk_cgroups_unstage(cg, NULL);
+	helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
+	/* The remover empties its queue, then removes boxkite's cgroups, and exits. */
+	helper_stop(&cg->remover, &cg->remover_req, NULL);
+	for (int i = 0; i < 2; i++) {
+		free(cg->base[i]);
+		free(cg->home[i]);
+	}
+	free(cg->why_none);
+	memset(cg, 0, sizeof(*cg));
+}
+
+int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
+{
+	struct helper_request m = { .op = HELPER_MOVE, .pid = getpid(), .n = hierarchies(cg) };
+	int nh = hierarchies(cg), ret;
+
+	if (nh == 0 || cg->staged)
+		return 0;
+	memset(&cg->stage, 0, sizeof(cg->stage));
+	for (int i = 0; i < nh; i++) {
+		if (asprintf(&cg->stage.path[i], "%s/exec-%" PRIu64, cg->base[i], cg->next) < 0) {
+			cg->stage.path[i] = NULL;
+			ret = bk_error_errno(err, ENOMEM, "cgroup path");
+			goto fail;
+		}
+		if (mkdir(cg->stage.path[i], 0755) < 0) {
+			ret = bk_error_errno(err, errno, "mkdir %s", cg->stage.path[i]);
+			free(cg->stage.path[i]);
+			cg->stage.path[i] = NULL;
+			goto fail;
+		}
+	}
+	cg->next++;
+	if ((ret = set_limits(cg, &cg->stage, err)) < 0)
+		goto fail;
+	/* The move goes to the mover: we go on serving while the kernel takes its time. */
+	for (int i = 0; i < nh; i++)
+		snprintf(m.dir[i], sizeof(m.dir[i]), "%s", cg->stage.path[i]);
+	if (write(cg->mover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
+		ret = bk_error_errno(err, errno ? errno : EPIPE, "the cgroup mover");
+		goto fail;
+	}
+	cg->moving = true;
+	cg->staged = true;
+	return 0;
+fail:
+	bk_exec_cgroup_destroy(cg, &cg->stage);
+	return ret;
+}
+
+int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err)
+{
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (hierarchies(cg) == 0)
+		return 0;
+	if (!cg->staged && (ret = bk_cgroups_stage(cg, err)) < 0)
+		return ret;
+	/* The child must be created in the staged cgroup: the move has to be done. */
+	if ((ret = mover_wait(cg)) != 0) {
+		join(cg->home, hierarchies(cg), NULL);
+		bk_exec_cgroup_destroy(cg, &cg->stage);
+		cg->staged = false;
+		return bk_error_errno(err, ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
+	}
+	/* The caller clones into it next; from then on it is that exec's. */
+	*out = cg->stage;
+	memset(&cg->stage, 0, sizeof(cg->stage));
+	cg->staged = false;
+	return 0;
+}
+
+int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err)
+{
+	int ret;
+
+	if (!cg->staged)
+		return 0;
+	mover_wait(cg);
+	if ((ret = join(cg->home, hierarchies(cg), err)) < 0)
+		return ret;
+	bk_exec_cgroup_destroy(cg, &cg->stage);
+	cg->staged = false;
+	return 0;
+}
+
+bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
+{
+	const char *mem_dir = cg->mode == BK_CGROUP_V1 ? ecg->path[1] : ecg->path[0];
+	char buf[1024];
+	const char *p;
+
+	if (cg->mode == BK_CGROUP_NONE || !mem_dir)
+		return false;
+	/* v2: memory.events "oom_kill N"; v1: memory.oom_control "oom_kill N" (kernel >= 4.13). */
+	if (read_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.events" : "memory.oom_control", buf, sizeof(buf)) <
+	    0)
+		return false;
+	p = strstr(buf, "oom_kill ");
+	return p && strtoull(p + 9, NULL, 10) > 0;
+}
+
+void bk_exec_cgroup_destroy(bk_cgroups *cg, bk_exec_cgroup *ecg)
+{
+	struct helper_request m = { .op = HELPER_REMOVE };
+
+	/* rmdir of a memory cgroup can take milliseconds: the remover does it, and the exec's
+	 * answer does not wait. Without the helper (or if it is gone), here. */
+	for (int i = 0; i < 2; i++)
+		if (ecg->path[i])
+			snprintf(m.dir[m.n++], sizeof(m.dir[0]), "%s", ecg->path[i]);
+	if (m.n && (cg->remover <= 0 || write(cg->remover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)))
+		for (int i = 0; i < m.n; i++)
+			rmdir(m.dir[i]);
+	for (int i = 0; i < 2; i++) {
+		free(ecg->path[i]);
+		ecg->path[i] = NULL;
+	}
+}

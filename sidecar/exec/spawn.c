@@ -1,0 +1,401 @@
+#include "exec/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "cleanup.h"
+#include "exec/init/init_status.h"
+
+#define CHILD_STACK_SIZE (256 * 1024)
+#define OUTPUT_PIPE_SIZE (1024 * 1024)
+
+/* What the child reads: it lives in the parent's frame, which CLONE_VM shares and CLONE_VFORK
+ * keeps alive until the child has exec'd or exited. */
+struct child_ctx {
+	const bk_spawner *sp;
+	const bk_spawn_request *rq;
+	char *const *init_argv; /* boxkite-init --exec --status-fd=N -- argv... */
+	int stdin_r, stdout_w, stderr_w, report_w, status_w;
+	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
+	int pidfd; /* of the exec's init, however it was made */
+};
+
+#define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_PIDFD)
+#define RESOLVE_CONTAINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+/* A network namespace of its own: from the pool, or made by the clone itself. */
+static int netns_flag(const bk_spawn_request *rq)
+{
+	return rq->netns >= 0 ? 0 : CLONE_NEWNET;
+}
+
+static int set_rlimit(int resource, uint64_t value)
+{
+	struct rlimit rl = { .rlim_cur = value, .rlim_max = value };
+
+	return (int)syscall(SYS_prlimit64, 0, resource, &rl, NULL);
+}
+
+/* Step 6: core 0, nice and rtprio 0 (no lowering its nice value, no real-time scheduling),
+ * nofile, fsize; nproc only when no pids cgroup limits the exec (RLIMIT_NPROC counts every
+ * process of the uid on the node, other pods' sandboxes included), and data when asked
+ * (without a memory cgroup). */
+static int apply_rlimits(const bk_spawn_limits *l)
+{
+	if (set_rlimit(RLIMIT_CORE, 0) < 0 || set_rlimit(RLIMIT_NICE, 0) < 0 || set_rlimit(RLIMIT_RTPRIO, 0) < 0 ||
+	    set_rlimit(RLIMIT_NOFILE, l->nofile) < 0 || set_rlimit(RLIMIT_FSIZE, l->fsize) < 0)
+		return -1;
+	if (l->nproc && set_rlimit(RLIMIT_NPROC, l->nproc) < 0)
+		return -1;
+	return l->data ? set_rlimit(RLIMIT_DATA, l->data) : 0;
+}
+
+/* Step 7 with a terminal: a new one from the sandbox's own devpts (the exec's /dev/ptmx), opened
+ * as the sandbox user so that its slave is the user's as on any machine; its master goes to the
+ * executor over the console socket (as runc's --console-socket does), its slave becomes stdin,
+ * stdout, stderr and the controlling terminal of the session step 0 made. */
+static int open_terminal(const struct child_ctx *c)
+{
+	struct winsize ws = { .ws_row = c->rq->rows, .ws_col = c->rq->cols };
+	int unlock = 0, master, slave, ret = -1;
+
+	master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return -1;
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0)
+		goto out;
+	slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0)
+		goto out;
+	if (bk_fd_send(c->console_w, "m", 1, &master, 1, 0) == 0 && dup2(slave, 0) >= 0 && dup2(slave, 1) >= 0 &&
+	    dup2(slave, 2) >= 0 && ioctl(0, TIOCSCTTY, 0) == 0)
+		ret = 0;
+	close(slave);
+out:
+	close(master);
+	return ret;
+}
+
+/* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
+ * from clone) until it becomes the exec's init. Each step is one of DESIGN.md §3, in order; any
+ * failure is reported by name. */
+static int exec_child(void *arg)
+{
+	struct child_ctx *c = arg;
+	const bk_spawn_request *rq = c->rq;
+	const int rfd = c->report_w;
+	int root_fd, cwd_fd;
+
+	/* 0. A session of its own, without a controlling terminal: whatever terminal boxkited was
+	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. Then below
+	 *    boxkited in the CPU's eyes (child.h); raising one's nice value needs no privilege, and
+	 *    with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	if (setsid() < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SESSION);
+	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
+
+	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
+	 *    (sidecar/exec/cgroup.h, "Staging"), so from its first instruction it is charged to its
+	 *    own pids and memory limits. */
+
+	/* 1. A network namespace nothing ever ran in, with only lo, up — so that servers the
+	 *    command starts on localhost work, and nothing else exists to reach: one from the
+	 *    pool (lo already up), or the one the clone just made. */
+	if (rq->netns >= 0) {
+		if (setns(rq->netns, CLONE_NEWNET) < 0)
+			bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
+	} else if (bk_child_loopback_up() < 0) {
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
+	}
+
+	/* 2. The sandbox's filesystem and hostname; System V IPC of its own, whose objects die
+	 *    with the exec instead of piling up in the sandbox outside any exec's memory limit... */
+	if (setns(rq->ns->mnt, CLONE_NEWNS) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_MNT);
+	if (setns(rq->ns->uts, CLONE_NEWUTS) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SETNS_UTS);
+	if (unshare(CLONE_NEWIPC) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_IPC_NS);
+	/*    ...in a copy of its mount table, receiving but never propagating mounts, where a
+	 *    fresh /proc shows only this exec's PID namespace: other execs' processes cannot be
+	 *    seen, read or signalled although they run as the same uid... */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
+	/*    ...and a cgroup namespace rooted at its own cgroup: /proc/self/cgroup shows "/", not
+	 *    the host's cgroup paths and the executor's pid. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS);
+
+	/* 4. The working directory's root, here in the exec's own mount table (a mount point of
+	 *    the sandbox's read-only root, not something a command can replace)... */
+	root_fd = open(rq->cwd_root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
+
+	/* 5. The sandbox user, no capabilities in any set, no_new_privs. */
+	bk_step failed = bk_child_drop_privileges(&c->sp->creds);
+	if (failed)
+		bk_child_fail(rfd, failed);
+
+	/* 4. ...and the directory itself, resolved beneath that root as the sandbox user: a symlink
+	 *    that leaves the root, an absolute one, or a directory the sandbox user may not enter is
+	 *    refused, as the file rpcs refuse them. */
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_CONTAINED };
+	cwd_fd = (int)syscall(SYS_openat2, root_fd, rq->cwd_rel, &how, sizeof(how));
+	if (cwd_fd < 0 || fchdir(cwd_fd) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
+
+	/* 6. Resource limits that hold with or without a cgroup. */
+	if (apply_rlimits(&rq->limits) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_RLIMIT);
+
+	/* 7. stdio onto the pipes, default signal state, no other descriptor than the init's status
+	 *    pipe (kept across its execve), then seccomp — last, so nothing above needs a syscall
+	 *    the filter refuses. */
+	if (rq->tty) {
+		if (open_terminal(c) < 0)
+			bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_TERMINAL);
+	} else if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0) {
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
+	}
+	if (fcntl(c->status_w, F_SETFD, 0) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
+	if (bk_child_reset_signals() < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
+	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd }, 3) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
+	if (bk_child_seccomp(c->sp->seccomp) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
+
+	/* 8. The exec's init (as `docker run --init`): it starts the command as its child, forwards
+	 *    signals, reaps, and ends with the command's status — so the command is not PID 1, and
+	 *    its signals to itself and abort() behave as on any machine. */
+	syscall(SYS_execveat, c->sp->init_fd, "", c->init_argv, rq->envp, AT_EMPTY_PATH);
+	bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_EXECVE);
+	return 127;
+}
+
+/* Local mode only. CLONE_NEWPID works only from a process whose own PID namespace is the one
+ * the new namespace is nested in, and the executor's is not the sandbox's: this short-lived
+ * helper is born in the sandbox's namespace, unshares a new one for its next child, and makes
+ * the exec's init with CLONE_PARENT, so that the executor is its parent (and reaps it). It
+ * shares the executor's descriptor table, so it must close nothing. */
+static int pidns_helper(void *arg)
+{
+	struct child_ctx *c = arg;
+	const bk_spawner *sp = c->sp;
+
+	if (unshare(CLONE_NEWPID) < 0)
+		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
+	if (clone(exec_child, (char *)sp->stack + 2 * (4096 + sp->stack_size),
+		  CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_PARENT | SIGCHLD, c, &c->pidfd) < 0)
+		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+void bk_pidfd_kill_reap(int pidfd)
+{
+	siginfo_t info;
+
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	while (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0 && errno == EINTR)
+		;
+}
+
+int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
+		     bk_error **err)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->self_pidns = sp->init_fd = -1;
+	/* Opened here, outside any sandbox, and executed by descriptor in each exec's mount
+	 * namespace: the sandbox's root need not hold it, and nothing in the sandbox can swap it. */
+	sp->init_fd = open(init_path, O_RDONLY | O_CLOEXEC);
+	if (sp->init_fd < 0)
+		return bk_error_errno(err, errno, "cannot open the exec init %s", init_path);
+	sp->seccomp = seccomp;
+	sp->creds.uid = uid;
+	sp->creds.gid = gid;
+	sp->creds.bounding = bk_capbset_read();
+	sp->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	if (sp->self_pidns < 0)
+		return bk_error_errno(err, errno, "open /proc/self/ns/pid");
+	/* Two stacks (the helper's and the exec child's), each above a guard page. CLONE_VFORK
+	 * keeps each parent off the stack its child runs on. */
+	sp->stack_size = CHILD_STACK_SIZE;
+	sp->stack = mmap(NULL, 2 * (sp->stack_size + 4096), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (sp->stack == MAP_FAILED) {
+		sp->stack = NULL;
+		return bk_error_errno(err, errno, "child stack");
+	}
+	/* Without its guard pages a child overrunning its stack would write over the other's, or
+	 * over whatever is mapped next: the executor does not run that way. */
+	if (mprotect(sp->stack, 4096, PROT_NONE) < 0 ||
+	    mprotect((char *)sp->stack + 4096 + sp->stack_size, 4096, PROT_NONE) < 0)
+		return bk_error_errno(err, errno, "child stack guard pages");
+	return 0;
+}
+
+void bk_spawner_fini(bk_spawner *sp)
+{
+	if (sp->stack)
+		munmap(sp->stack, 2 * (sp->stack_size + 4096));
+	sp->stack = NULL;
+	sp->self_pidns = bk_close(sp->self_pidns);
+	sp->init_fd = bk_close(sp->init_fd);
+}
+
+int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
+	     bk_error **err)
+{
+	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 }, st[2] = { -1, -1 };
+	int con[2] = { -1, -1 }, master = -1;
+	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1, .console_w = -1 };
+	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
+	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
+	_cleanup_free_ char **init_argv = NULL;
+	size_t argc = 0;
+	int ret, r;
+	pid_t pid;
+
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0 ||
+	    pipe2(rep, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ret = bk_error_errno(err, errno, "pipe2");
+		goto out;
+	}
+	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0) {
+		ret = bk_error_errno(err, errno, "socketpair for the terminal");
+		goto out;
+	}
+	ctx.console_w = con[1];
+	/* The init's command line: built here, the child may not allocate. */
+	while (rq->argv[argc])
+		argc++;
+	init_argv = calloc(argc + 5, sizeof(*init_argv));
+	if (!init_argv) {
+		ret = bk_error_errno(err, ENOMEM, "init argv");
+		goto out;
+	}
+	snprintf(status_arg, sizeof(status_arg), BK_INIT_STATUS_FLAG "%d", st[1]);
+	init_argv[0] = "boxkite-init";
+	init_argv[1] = BK_INIT_EXEC_FLAG;
+	init_argv[2] = status_arg;
+	init_argv[3] = "--";
+	memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
+	ctx.init_argv = init_argv;
+	ctx.status_w = st[1];
+	/* Large pipes: output capture runs at ~2 GB/s with 1 MiB, ~1.4 with the default 64 KiB. */
+	fcntl(o[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+	fcntl(e[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+	ctx.stdin_r = in[0];
+	ctx.stdout_w = o[1];
+	ctx.stderr_w = e[1];
+	ctx.report_w = rep[1];
+
+	if (!rq->ns->pid_is_ours) {
+		/* Local mode: pid_for_children := the sandbox's PID namespace for the helper, which
+		 * nests the exec's namespace in it; restored right after. */
+		if (setns(rq->ns->pid, CLONE_NEWPID) < 0) {
+			ret = bk_error_errno(err, errno, "setns(pid) into the sandbox");
+			goto out;
+		}
+		/* CLONE_FILES: the pidfd the helper gets for the exec's init lands in our table. */
+		pid = clone(pidns_helper, stack_top, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &ctx);
+		int clone_errno = errno;
+		if (setns(sp->self_pidns, CLONE_NEWPID) < 0) {
+			/* Every later clone would land in the wrong place: the executor cannot go on. */
+			fprintf(stderr, "boxkited executor: cannot restore pid_for_children: %s\n", strerror(errno));
+			abort();
+		}
+		if (pid > 0)
+			while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+				;
+		errno = clone_errno;
+	} else {
+		/* Pod mode: the sandbox's PID namespace is ours (shareProcessNamespace). */
+		pid = clone(exec_child, stack_top, CLONE_EXEC_FLAGS | netns_flag(rq) | CLONE_NEWPID | SIGCHLD, &ctx,
+			    &ctx.pidfd);
+	}
+	if (pid < 0) {
+		ret = bk_error_errno(err, errno, "clone");
+		goto out;
+	}
+	/* The child has exec'd or exited (CLONE_VFORK): its ends of the pipes are its own now. */
+	in[0] = bk_close(in[0]);
+	o[1] = bk_close(o[1]);
+	e[1] = bk_close(e[1]);
+	rep[1] = bk_close(rep[1]);
+	st[1] = bk_close(st[1]);
+	r = bk_step_report_read(rep[0], report);
+	if (r != 0) {
+		siginfo_t info;
+		if (ctx.pidfd >= 0)
+			while (waitid(P_PIDFD, (id_t)ctx.pidfd, &info, WEXITED) < 0 && errno == EINTR)
+				;
+		if (r < 0) {
+			report->step = BOXKITE__EXECUTOR__STEP__STEP_NONE;
+			report->errnum = -r;
+		}
+		ret = 1;
+		goto out;
+	}
+	if (rq->tty) {
+		/* The master the child sent before it went on (CLONE_VFORK: it is in the socket). Its
+		 * stderr pipe is at EOF already: a terminal has one stream. */
+		char tag;
+		size_t n = 0;
+		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n) != 1 || n != 1) {
+			ret = bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
+			bk_pidfd_kill_reap(ctx.pidfd);
+			goto out;
+		}
+		bk_close(in[1]);
+		bk_close(o[0]);
+		in[1] = master;
+		o[0] = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		if (o[0] < 0) {
+			ret = bk_error_errno(err, errno, "dup of the terminal");
+			bk_pidfd_kill_reap(ctx.pidfd);
+			goto out;
+		}
+	}
+	out->pidfd = TAKE_FD(ctx.pidfd);
+	out->stdin_w = TAKE_FD(in[1]);
+	out->stdout_r = TAKE_FD(o[0]);
+	out->stderr_r = TAKE_FD(e[0]);
+	out->status_r = TAKE_FD(st[0]);
+	ret = 0;
+out:
+	bk_close(ctx.pidfd);
+	bk_close(in[0]);
+	bk_close(in[1]);
+	bk_close(o[0]);
+	bk_close(o[1]);
+	bk_close(e[0]);
+	bk_close(e[1]);
+	bk_close(rep[0]);
+	bk_close(rep[1]);
+	bk_close(st[0]);
+	bk_close(st[1]);
+	bk_close(con[0]);
+	bk_close(con[1]);
+	return ret;
+}

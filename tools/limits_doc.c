@@ -1,0 +1,132 @@
+/* bk-limits-doc: print docs/PROTOCOL.md's limits tables from the server's own constants — its
+ * configuration's defaults, the fixed sizes and the dispatch table's rows (server/rpc/methods.c).
+ * `make docs` puts the output into PROTOCOL.md; `make test` fails when PROTOCOL.md says
+ * something else, so that the spec cannot drift from the code. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "boundary/command.h"
+#include "config.h"
+#include "envelope.h"
+#include "files/files.h"
+#include "keys.h"
+#include "rpc/methods.h"
+#include "runs/process.h"
+
+/* n bytes as the document writes them: "16 KiB", "4 MiB + 64 KiB", "1 000 bytes". */
+static const char *bytes(uint64_t n, char *out, size_t size)
+{
+	uint64_t mib = n >> 20, kib = (n >> 10) & 1023;
+
+	if (n == 0)
+		snprintf(out, size, "—");
+	else if (n % 1024)
+		snprintf(out, size, "%" PRIu64 " bytes", n);
+	else if (n >= (1ull << 30) && n % (1ull << 30) == 0)
+		snprintf(out, size, "%" PRIu64 " GiB", n >> 30);
+	else if (mib && kib)
+		snprintf(out, size, "%" PRIu64 " MiB + %" PRIu64 " KiB", mib, kib);
+	else if (mib)
+		snprintf(out, size, "%" PRIu64 " MiB", mib);
+	else
+		snprintf(out, size, "%" PRIu64 " KiB", kib);
+	return out;
+}
+
+int main(void)
+{
+	char *argv[] = { "bk-limits-doc", "--listen", "inproc://limits-doc", NULL };
+	char a[64], b[64];
+	bk_config cfg;
+	bk_error *err = NULL;
+
+	if (bk_config_parse(&cfg, 3, argv, &err) != 0) {
+		fprintf(stderr, "bk-limits-doc: %s\n", bk_error_msg(err));
+		return 1;
+	}
+	printf("Server limits (boxkited's flags, `boxkited --help`), at their defaults:\n\n");
+	printf("| what | default | flag | on excess |\n|---|---|---|---|\n");
+	printf("| connections at once, authenticated or not | %u | `--max-connections` | one more is closed as it "
+	       "arrives |\n",
+	       cfg.max_connections);
+	printf("| message size (request ID + Envelope) | %s, the largest legal request; it may only be lowered | "
+	       "`--max-message` | nng closes the connection; no answer |\n",
+	       bytes(cfg.max_message, a, sizeof(a)));
+	printf("| memory one request may decode into (its data field aside) | %s (2 × max-message) | `--decode-cap` | "
+	       "8 RESOURCE_EXHAUSTED / OVERSIZED |\n",
+	       bytes(cfg.decode_cap, a, sizeof(a)));
+	printf("| clock skew accepted, each way | %" PRId64 " s | `--window` | 16 UNAUTHENTICATED / STALE or FUTURE |\n",
+	       (int64_t)cfg.window_ms / 1000);
+	printf("| live nonces remembered | %zu | `--replay-capacity` | 8 RESOURCE_EXHAUSTED / REPLAY_CACHE_FULL |\n",
+	       (size_t)cfg.replay_capacity);
+	printf("| bytes of answers kept for re-sends | %s | `--replay-answer-cap` | oldest answers dropped; their "
+	       "re-sends get REPLAYED |\n",
+	       bytes(cfg.replay_answer_cap, a, sizeof(a)));
+	printf("| requests served at once | %u | `--contexts` | further requests wait in nng |\n", cfg.contexts);
+	printf("| uploads open at once | %u | `--uploads-max` | FileUploadBegin: 8 RESOURCE_EXHAUSTED |\n",
+	       cfg.uploads_max);
+	printf("| largest file an upload writes | %s | `--file-max` | FileUploadBegin: 8 RESOURCE_EXHAUSTED |\n",
+	       bytes(cfg.file_max, a, sizeof(a)));
+	printf("| an upload untouched this long is dropped | %" PRId64 " s | `--upload-idle` | its id: 5 NOT_FOUND |\n",
+	       (int64_t)cfg.upload_idle_ms / 1000);
+	printf("| bytes the workspace may hold, uploads counted | none | `--workspace-quota` | FileUploadBegin: "
+	       "8 RESOURCE_EXHAUSTED |\n");
+	printf("| an exec's timeout: default, largest asked | %" PRId64 " s, %" PRId64
+	       " s | `--exec-timeout`, `--exec-timeout-max` | above the largest: 3 INVALID_ARGUMENT |\n",
+	       (int64_t)cfg.exec_timeout_ms / 1000, (int64_t)cfg.exec_timeout_max_ms / 1000);
+	printf("| an exec's output kept per stream: default, largest asked | %s, %s | `--exec-output`, "
+	       "`--exec-output-max` | past the limit: read and dropped, counted; above the largest: 3 "
+	       "INVALID_ARGUMENT |\n",
+	       bytes(cfg.exec_output, a, sizeof(a)), bytes(cfg.exec_output_max, b, sizeof(b)));
+	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
+	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
+	       bytes(cfg.exec_output_budget, a, sizeof(a)));
+	printf("| background processes kept, running or ended and not removed | %u | `--processes-max` | "
+	       "ProcessStart: 8 RESOURCE_EXHAUSTED |\n",
+	       cfg.processes_max);
+	printf("| a process's ring per stream: default, largest asked | %s, %s | `--process-ring`, "
+	       "`--process-ring-max` | above the largest: 3 INVALID_ARGUMENT |\n",
+	       bytes(cfg.process_ring, a, sizeof(a)), bytes(cfg.process_ring_max, b, sizeof(b)));
+	printf("| ring bytes of all processes kept, two rings each | %s | `--process-ring-budget` | ProcessStart: 8 "
+	       "RESOURCE_EXHAUSTED |\n",
+	       bytes(cfg.process_ring_budget, a, sizeof(a)));
+	printf("| longest a process runs, and the default | none | `--process-runtime-max` | above it: 3 "
+	       "INVALID_ARGUMENT; at it: killed, `runtime_exceeded` |\n\n");
+
+	printf("Fixed sizes:\n\n| what | size |\n|---|---|\n");
+	printf("| nonce | exactly %d bytes |\n| MAC | exactly %d bytes (longer: MALFORMED; shorter: BAD_MAC) |\n",
+	       BK_NONCE_LEN, BK_MAC_LEN);
+	printf("| key | %d to %d bytes |\n| key id | 1 to %d characters of `[A-Za-z0-9._-]` |\n", BK_KEY_MIN, BK_KEY_MAX,
+	       BK_KEY_ID_MAX);
+	printf("| block of the content hash; largest chunk either way (uncompressed) | %s |\n",
+	       bytes(BK_FILE_CHUNK_MAX, a, sizeof(a)));
+	printf("| chunks of one upload waiting ahead of a gap; how long one waits | %d; %d s |\n", BK_CHUNK_QUEUE_MAX,
+	       BK_GAP_WAIT_MS / 1000);
+	printf("| reads of a download chunk while its file keeps changing | %d, then 10 ABORTED |\n", BK_READ_TRIES);
+	printf("| FileList page: entries by default; most asked | %d; %d |\n", BK_LIST_PAGE_DEFAULT, BK_LIST_PAGE_MAX);
+	printf("| Exec: argv entries; environment variables | at most %d; at most %d |\n", BK_EXEC_ARGV_MAX,
+	       BK_EXEC_ENV_MAX);
+	printf("| Exec: bytes of argv (or shell), and of the environment, a NUL counted per string | at most %s each |\n",
+	       bytes(BK_EXEC_STRINGS_MAX, a, sizeof(a)));
+	printf("| ProcessRead: bytes per stream by default; most asked | %s; %s |\n", bytes(BK_PROCESS_READ_DEFAULT, a, sizeof(a)),
+	       bytes(BK_PROCESS_READ_MAX, b, sizeof(b)));
+	printf("| ProcessWrite: bytes per write | at most %s |\n", bytes(BK_PROCESS_WRITE_MAX, a, sizeof(a)));
+	printf("| ProcessRead, ProcessWait, a ProcessWrite not taken: longest wait | %d s |\n", BK_PROCESS_WAIT_MAX_MS / 1000);
+	printf("| calls waiting (long-polls) at once, beside `--contexts` | %d |\n", BK_PARKED_MAX);
+	printf("| largest legal request Envelope (the largest body, or data, and every other field) | %s |\n\n",
+	       bytes(BK_REQUEST_MAX, a, sizeof(a)));
+
+	printf("Per method ([server/rpc/methods.c](../server/methods.c)): the largest request `body` and `data`, "
+	       "larger refused 8 RESOURCE_EXHAUSTED / OVERSIZED before decoding (data to a method that takes "
+	       "none: 3 INVALID_ARGUMENT / BAD_BODY); whether it needs a key; whether this server serves it "
+	       "(if not: 12 UNIMPLEMENTED, `not implemented yet`, after every check):\n\n");
+	printf("| method | max body | max data | needs a key | served |\n|---|---|---|---|---|\n");
+	for (size_t i = 0; bk_methods_row(i); i++) {
+		const bk_method *m = bk_methods_row(i);
+		printf("| %s | %s | %s | %s | %s |\n", m->name, bytes(m->max_body, a, sizeof(a)),
+		       bytes(m->max_data, b, sizeof(b)), m->flags & BK_METHOD_UNKEYED ? "no" : "yes", m->handler ? "yes" : "not yet");
+	}
+	bk_config_free(&cfg);
+	return 0;
+}

@@ -68,7 +68,7 @@ EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
-EGRESS_SRC := egress/egress.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
+EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
               egress/confine.c $(GEN_EGRESS)
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
@@ -160,9 +160,9 @@ $(B)/obj/client/cli/%.o: CPPFLAGS += -Iclient/cli
 # The layout (docs/ARCHITECTURE.md, "Module map and layer rule"), checked:
 # - every header name once in the tree, and sidecar/ includes nothing of server/ (the include
 #   paths above make that a compile error too);
-# - no link cycle: within each of the front, the executor, the egress proxy, the library, the CLI and
-#   common/, no two
-#   object files need each other, directly or through others (scripts/link-cycles);
+# - no link cycle: within each of the front, the executor, the egress proxy, the library, the CLI
+#   and common/, no two object files need each other, directly or through others
+#   (scripts/link-cycles);
 # - bkctl takes from the library only what libboxkite.so exports.
 LINK_GROUPS := front $(FRONT_OBJ) $(call obj,server/main.c) -- executor $(EXEC_OBJ) $(call obj,sidecar/main.c) \
 	-- egress $(EGRESS_OBJ) $(call obj,egress/main.c) \

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -46,112 +45,6 @@ static int reply(bk_channel *ch, uint64_t id, int errnum, const char *message, B
 	return bk_channel_send(ch, &r.base, NULL, 0, BK_CHANNEL_FORCE) < 0 ? -EPIPE : 0;
 }
 
-/* --- the sidecar's own addresses ------------------------------------------------------------- */
-
-static void own_refresh(bk_egress *eg)
-{
-	struct ifaddrs *ifa = NULL;
-	uint8_t own[BK_EGRESS_OWN_MAX][16];
-	size_t n = 0;
-
-	if (getifaddrs(&ifa) < 0) {
-		bk_log(BK_LOG_ERROR, "egress: cannot list the sidecar's addresses: %s", strerror(errno));
-		return;
-	}
-	for (struct ifaddrs *i = ifa; i && n < BK_EGRESS_OWN_MAX; i = i->ifa_next) {
-		if (!i->ifa_addr)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET) {
-			static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-			memcpy(own[n], mapped, 12);
-			memcpy(own[n++] + 12, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-		} else if (i->ifa_addr->sa_family == AF_INET6) {
-			memcpy(own[n++], &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
-		}
-	}
-	freeifaddrs(ifa);
-	pthread_mutex_lock(&eg->lock);
-	memcpy(eg->own, own, n * 16);
-	eg->n_own = n;
-	pthread_mutex_unlock(&eg->lock);
-}
-
-const char *bk_egress_refusal(bk_egress *eg, const uint8_t addr[16], uint16_t port)
-{
-	const char *why;
-
-	pthread_mutex_lock(&eg->lock);
-	why = bk_egress_addr_refusal(addr, port, eg->ceiling, eg->n_ceiling, (const uint8_t(*)[16])eg->own, eg->n_own);
-	pthread_mutex_unlock(&eg->lock);
-	return why;
-}
-
-/* --- connections ----------------------------------------------------------------------------- */
-
-static void exec_free(bk_egress_exec *ex)
-{
-	free(ex->grant);
-	free(ex);
-}
-
-/* Drop a reference to ex, under the lock. */
-static void exec_unref(bk_egress_exec *ex)
-{
-	if (--ex->refs == 0)
-		exec_free(ex);
-}
-
-void bk_egress_conn_close_fd(bk_egress_conn *c, int *fd)
-{
-	pthread_mutex_lock(&c->eg->lock);
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-	pthread_mutex_unlock(&c->eg->lock);
-}
-
-bool bk_egress_conn_set_upstream(bk_egress_conn *c, int fd)
-{
-	bool ok;
-
-	pthread_mutex_lock(&c->eg->lock);
-	ok = !c->ex->closed;
-	if (ok)
-		c->upstream = fd;
-	pthread_mutex_unlock(&c->eg->lock);
-	return ok;
-}
-
-/* Under the lock: c out of its exec's list, its counts given back. */
-static void conn_forget(bk_egress_conn *c)
-{
-	bk_egress *eg = c->eg;
-	bk_egress_exec *ex = c->ex;
-
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		ex->conn_list = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	ex->conns--;
-	eg->conns_total--;
-	__atomic_fetch_sub(&eg->stats->open, 1, __ATOMIC_RELAXED);
-	exec_unref(ex);
-}
-
-void bk_egress_conn_end(bk_egress_conn *c)
-{
-	pthread_mutex_lock(&c->eg->lock);
-	if (c->client >= 0)
-		close(c->client);
-	if (c->upstream >= 0)
-		close(c->upstream);
-	conn_forget(c);
-	pthread_mutex_unlock(&c->eg->lock);
-	free(c);
-}
-
 /* A connection past a bound: told so at once, audited, closed. */
 static void refuse_now(bk_egress *eg, bk_egress_exec *ex, int fd, const char *why)
 {
@@ -184,41 +77,15 @@ static void accept_some(bk_egress *eg, bk_egress_exec *ex)
 				       strerror(errno));
 			return;
 		}
-		c = calloc(1, sizeof(*c));
-		pthread_mutex_lock(&eg->lock);
-		if (!c)
-			why = "out of memory";
-		else if (ex->conns >= eg->limits.max_connections)
-			why = "too many connections from this command at once";
-		else if (eg->conns_total >= BK_EGRESS_CONNS_TOTAL)
-			why = "too many connections at once";
-		if (!why) {
-			c->eg = eg;
-			c->ex = ex;
-			c->client = fd;
-			c->upstream = -1;
-			c->next = ex->conn_list;
-			if (ex->conn_list)
-				ex->conn_list->prev = c;
-			ex->conn_list = c;
-			ex->conns++;
-			ex->refs++;
-			eg->conns_total++;
-			__atomic_fetch_add(&eg->stats->open, 1, __ATOMIC_RELAXED);
-		}
-		pthread_mutex_unlock(&eg->lock);
-		if (why) {
-			free(c);
+		c = bk_egress_conn_admit(eg, ex, fd, &why);
+		if (!c) {
 			refuse_now(eg, ex, fd, why);
 			continue;
 		}
 		int r = pthread_create(&t, &eg->thread_attr, bk_egress_conn_main, c);
 		if (r != 0) {
 			/* Counted, never served: its counts back, then refused (ex stays: it is open). */
-			pthread_mutex_lock(&eg->lock);
-			conn_forget(c);
-			pthread_mutex_unlock(&eg->lock);
-			free(c);
+			bk_egress_conn_forget(c);
 			refuse_now(eg, ex, fd, "no thread for the connection");
 		}
 	}
@@ -302,7 +169,7 @@ static void serve_open(bk_egress *eg, int epfd, const Boxkite__Egress__Open *o, 
 refused:
 	bk_log(BK_LOG_ERROR, "egress: exec %llu refused: %s", (unsigned long long)o->exec_id, why);
 	if (ex)
-		exec_free(ex);
+		bk_egress_exec_free(ex);
 	close(fd);
 }
 
@@ -332,7 +199,7 @@ found:
 	epoll_ctl(epfd, EPOLL_CTL_DEL, ex->listener, NULL);
 	close(ex->listener);
 	ex->listener = -1;
-	exec_unref(ex);
+	bk_egress_exec_unref(ex);
 	pthread_mutex_unlock(&eg->lock);
 }
 
@@ -508,18 +375,21 @@ int bk_egress_main(int sock)
 	pthread_attr_setstacksize(&eg.thread_attr, CONN_STACK);
 	if (bk_channel_init(&ch, sock, SIZE_MAX) < 0)
 		return 1;
-	if (set_up(&eg, &ch) < 0) {
+	if ((status = set_up(&eg, &ch)) < 0) {
+		if (status != -EINVAL && status != -EBADMSG)
+			bk_log(BK_LOG_ERROR, "egress: set-up: the channel: %s", strerror(-status));
 		bk_channel_flush(&ch);
 		bk_channel_fini(&ch);
 		return 1;
 	}
+	status = 0;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0 ||
 	    epoll_ctl(epfd, EPOLL_CTL_ADD, ch.fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_channel }) < 0) {
 		bk_log(BK_LOG_ERROR, "egress: epoll: %s", strerror(errno));
 		return 1;
 	}
-	own_refresh(&eg);
+	bk_egress_own_refresh(&eg);
 	refresh_at = bk_clock_monotonic_ms() + BK_EGRESS_OWN_REFRESH_MS;
 	for (;;) {
 		struct epoll_event evs[32];
@@ -533,7 +403,7 @@ int bk_egress_main(int sock)
 			break;
 		}
 		if (bk_clock_monotonic_ms() >= refresh_at) {
-			own_refresh(&eg);
+			bk_egress_own_refresh(&eg);
 			refresh_at = bk_clock_monotonic_ms() + BK_EGRESS_OWN_REFRESH_MS;
 		}
 		for (int i = 0; i < n; i++) {

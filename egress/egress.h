@@ -86,6 +86,24 @@ int bk_egress_main(int sock);
 /* The connection thread (conn.c): serve conn, then bk_egress_conn_end() it. */
 void *bk_egress_conn_main(void *conn);
 
+/* --- state.c: what the main thread and the connection threads share ---------------------- */
+
+/* Look at the sidecar's own addresses (again). */
+void bk_egress_own_refresh(bk_egress *eg);
+
+/* Free an exec that nothing holds any more, or that was never published. */
+void bk_egress_exec_free(bk_egress_exec *ex);
+
+/* Drop a reference to ex, under the lock: freed with the last. */
+void bk_egress_exec_unref(bk_egress_exec *ex);
+
+/* A connection for fd within the bounds (per exec, in all), counted and listed under ex; NULL
+ * with *why when it is past one (fd stays the caller's). */
+bk_egress_conn *bk_egress_conn_admit(bk_egress *eg, bk_egress_exec *ex, int fd, const char **why);
+
+/* Give back an admitted connection that was never served (its fd stays the caller's). */
+void bk_egress_conn_forget(bk_egress_conn *c);
+
 /* The end of a connection's thread: its descriptors closed, its counts given back, its exec freed
  * when this was the last thing holding it. */
 void bk_egress_conn_end(bk_egress_conn *c);

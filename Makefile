@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 3
+SONAME_MAJOR := 4
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -65,11 +65,11 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
-              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c proxyctl.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
-              egress/confine.c $(GEN_EGRESS)
+              egress/confine.c
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
               quote.c)
@@ -77,7 +77,7 @@ BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC))
+CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC) $(GEN_EGRESS))
 FRONT_OBJ  := $(call obj,$(FRONT_SRC))
 EXEC_OBJ   := $(call obj,$(EXEC_SRC))
 EGRESS_OBJ := $(call obj,$(EGRESS_SRC))

@@ -368,6 +368,25 @@ long bk_egress_grant_beyond(const bk_egress_pattern *grant, size_t n_grant, cons
 	return -1;
 }
 
+int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, const char **why)
+{
+	bk_egress_pattern p;
+
+	if (bk_egress_pattern_parse(text, &p, why) < 0)
+		return -EINVAL;
+	if (!p.port || p.kind == BK_EGRESS_ANY || p.kind == BK_EGRESS_SUBDOMAINS ||
+	    (p.kind == BK_EGRESS_NET && p.prefix != 128)) {
+		*why = "a destination is one host and one port, no wildcard or range";
+		return -EINVAL;
+	}
+	memset(host, 0, sizeof(*host));
+	host->is_addr = p.kind == BK_EGRESS_NET;
+	memcpy(host->addr, p.addr, sizeof(p.addr));
+	memcpy(host->name, p.name, sizeof(p.name));
+	*port = p.port;
+	return 0;
+}
+
 /* --- hosts as asked -------------------------------------------------------------------------- */
 
 int bk_egress_host_parse(const char *text, size_t len, bk_egress_host *h, const char **why)

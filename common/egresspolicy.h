@@ -34,6 +34,17 @@
 /* "[ffff:...:255.255.255.255]:65535" and a NUL */
 #define BK_EGRESS_ADDR_TEXT_MAX 56
 
+/* Where a granted command finds the proxy: this port on the loopback address of its own network
+ * namespace, as its environment says (HTTP_PROXY and the others). */
+#define BK_EGRESS_PROXY_PORT 3128
+#define BK_EGRESS_PROXY_URL "http://127.0.0.1:3128"
+/* Where it finds what to trust when its grant reaches a brokered destination: the system's roots
+ * and the proxy's CA, in a read-only tmpfs mounted on this directory of the sandbox, in the
+ * exec's own mount namespace. */
+#define BK_EGRESS_CA_DIR "/run/boxkite"
+#define BK_EGRESS_CA_NAME "egress-ca.pem"
+#define BK_EGRESS_CA_FILE BK_EGRESS_CA_DIR "/" BK_EGRESS_CA_NAME
+
 typedef enum bk_egress_host_kind {
 	BK_EGRESS_ANY,        /* `*` */
 	BK_EGRESS_NAME,       /* exactly this name */
@@ -74,6 +85,10 @@ bool bk_egress_pattern_covers(const bk_egress_pattern *outer, const bk_egress_pa
  * the whole grant (an empty ceiling covers nothing). */
 long bk_egress_grant_beyond(const bk_egress_pattern *grant, size_t n_grant, const bk_egress_pattern *ceiling,
 			    size_t n_ceiling);
+
+/* A single destination, HOST:PORT with a name or one address and a port, no wildcard or range
+ * (a brokered credential's). 0, or -EINVAL with *why. */
+int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, const char **why);
 
 /* Normalize a host as a request names it (len bytes, not NUL-terminated: a name, an IPv4
  * address in any inet_aton form, or an IPv6 one in brackets). 0, or -EINVAL with *why. */

@@ -5,25 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int bk_broker_destination(const char *text, bk_egress_host *host, uint16_t *port, const char **why)
-{
-	bk_egress_pattern p;
-
-	if (bk_egress_pattern_parse(text, &p, why) < 0)
-		return -EINVAL;
-	if (!p.port || p.kind == BK_EGRESS_ANY || p.kind == BK_EGRESS_SUBDOMAINS ||
-	    (p.kind == BK_EGRESS_NET && p.prefix != 128)) {
-		*why = "a credential's destination is one host and one port, no wildcard or range";
-		return -EINVAL;
-	}
-	memset(host, 0, sizeof(*host));
-	host->is_addr = p.kind == BK_EGRESS_NET;
-	memcpy(host->addr, p.addr, sizeof(p.addr));
-	memcpy(host->name, p.name, sizeof(p.name));
-	*port = p.port;
-	return 0;
-}
-
 static bool token_char(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -118,7 +99,7 @@ int bk_broker_add(bk_broker *b, const char *destination, int fd, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, E2BIG, "more than %d credentialed destinations",
 				    BK_BROKER_MAX);
 	e = &b->entries[b->n];
-	if (bk_broker_destination(destination, &e->host, &e->port, &why) < 0)
+	if (bk_egress_destination_parse(destination, &e->host, &e->port, &why) < 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "credential for %s: %s", destination, why);
 	if (bk_broker_find(b, &e->host, e->port))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EEXIST, "two credentials for %s", destination);

@@ -29,10 +29,6 @@ typedef struct bk_broker {
 	size_t n;
 } bk_broker;
 
-/* Parse a destination: HOST:PORT with a name or one address and a port, no wildcard. 0, or
- * -EINVAL with *why. */
-int bk_broker_destination(const char *text, bk_egress_host *host, uint16_t *port, const char **why);
-
 /* Read the header lines of fd (at most BK_BROKER_FILE_MAX bytes; "Name: value" per line, LF or
  * CRLF, blank lines and lines starting with '#' skipped) for the destination. 0 or -errno. */
 int bk_broker_add(bk_broker *b, const char *destination, int fd, bk_error **err);

@@ -21,8 +21,6 @@
 #include "egressstats.h"
 #include "mitm.h"
 
-/* The proxy's address in each exec's network namespace, and what its environment says. */
-#define BK_EGRESS_PORT 3128
 /* Connections of all execs together, at once: what the proxy's descriptors and threads allow. */
 #define BK_EGRESS_CONNS_TOTAL 1024
 /* The sidecar's own addresses are looked at again this often. */

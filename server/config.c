@@ -13,7 +13,8 @@
 #include "sync/store.h"
 #include "version.h"
 
-enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT, OPT_EGRESS_ALLOW,
+		OPT_EGRESS_CREDENTIAL };
 
 struct option_def {
 	const char *name;
@@ -78,6 +79,14 @@ static const struct option_def option_defs[] = {
 	{ "s3-path-style", OPT_FLAG, FIELD(s3_path_style), "", "s3:// stores: ENDPOINT/BUCKET/KEY addressing instead of BUCKET.ENDPOINT/KEY" },
 	{ "s3-credentials", OPT_STRING, FIELD(s3_credentials), "PATH", "s3:// stores: a file 'ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]' (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)" },
 	{ "sync-on-reset", OPT_STRING, FIELD(sync_on_reset), "URL", "push a final snapshot of /workspace to URL before a reset wipes it" },
+	{ "egress-allow", OPT_EGRESS_ALLOW, FIELD(egress_allow), "HOST:PORT", "the egress ceiling: a destination a request may grant its command (a name, *.DOMAIN, an address or CIDR; a port or *); repeatable. None: no egress" },
+	{ "egress-credential", OPT_EGRESS_CREDENTIAL, FIELD(egress_credential), "HOST:PORT=FILE", "add FILE's header lines (mode 0600) to requests to HOST:PORT through the egress proxy; repeatable" },
+	{ "egress", OPT_STRING, FIELD(egress_path), "PATH", "the boxkite-egress binary (default: next to boxkited)" },
+	{ "egress-uid", OPT_UINT, FIELD(egress_uid), "UID", "the egress proxy's user and group (default 65533)" },
+	{ "egress-connections", OPT_UINT, FIELD(egress_connections), "N", "egress connections one command may have open at once (default 32)" },
+	{ "egress-idle", OPT_SECONDS, FIELD(egress_idle_ms), "SECONDS", "end an egress connection with no byte either way for this long (default 60)" },
+	{ "egress-connect-timeout", OPT_SECONDS, FIELD(egress_connect_ms), "SECONDS", "to read a request head, resolve and dial, and shake hands (default 10)" },
+	{ "egress-header-max", OPT_SIZE, FIELD(egress_header_max), "BYTES", "largest request head the egress proxy reads, 1K-64K (default 16K)" },
 };
 
 static void config_defaults(bk_config *cfg)
@@ -109,6 +118,11 @@ static void config_defaults(bk_config *cfg)
 	cfg->file_max = 16ull << 30;
 	cfg->uploads_max = 64;
 	cfg->upload_idle_ms = 900000;
+	cfg->egress_uid = 65533;
+	cfg->egress_connections = 32;
+	cfg->egress_idle_ms = 60000;
+	cfg->egress_connect_ms = 10000;
+	cfg->egress_header_max = 16384;
 }
 
 void bk_config_free(bk_config *cfg)
@@ -134,6 +148,14 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->s3_endpoint);
 	free(cfg->s3_region);
 	free(cfg->s3_credentials);
+	for (size_t i = 0; i < cfg->negress_allow; i++)
+		free(cfg->egress_allow[i]);
+	free(cfg->egress_ceiling);
+	for (size_t i = 0; i < cfg->negress_credential; i++) {
+		free(cfg->egress_credential[i].destination);
+		free(cfg->egress_credential[i].path);
+	}
+	free(cfg->egress_path);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -211,6 +233,35 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		const char *why = NULL;
 		if (bk_roots_add(&cfg->roots, value, &why) < 0)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--root %s: %s", value, why);
+		return 0;
+	}
+	case OPT_EGRESS_ALLOW: {
+		bk_egress_pattern p;
+		const char *why = NULL;
+		if (cfg->negress_allow == BK_EGRESS_CEILING_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow: at most %d patterns",
+					    BK_EGRESS_CEILING_MAX);
+		if (bk_egress_pattern_parse(value, &p, &why) < 0)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow %s: %s", value, why);
+		if (!(cfg->egress_allow[cfg->negress_allow] = strdup(value)))
+			return bk_error_errno(err, ENOMEM, "--egress-allow");
+		cfg->negress_allow++;
+		return 0;
+	}
+	case OPT_EGRESS_CREDENTIAL: {
+		bk_egress_credential *c = &cfg->egress_credential[cfg->negress_credential];
+		const char *eq = strchr(value, '='), *why = NULL;
+		if (cfg->negress_credential == BK_EGRESS_CREDENTIALS_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential: at most %d",
+					    BK_EGRESS_CREDENTIALS_MAX);
+		if (!eq || eq[1] != '/')
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential %s: expected HOST:PORT=/ABSOLUTE/FILE", value);
+		if (!(c->destination = strndup(value, (size_t)(eq - value))) || !(c->path = strdup(eq + 1)))
+			return bk_error_errno(err, ENOMEM, "--egress-credential");
+		cfg->negress_credential++;
+		if (bk_egress_destination_parse(c->destination, &c->host, &c->port, &why) < 0)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: %s", value, why);
 		return 0;
 	}
 	case OPT_FLAG:
@@ -305,6 +356,43 @@ static int next_to_self(const char *name, char **out, bk_error **err)
 	return 0;
 }
 
+/* The egress settings, once all are read: the ceiling parsed, each credential's destination
+ * within it, the proxy's user apart from every other. */
+static int egress_finish(bk_config *cfg, bk_error **err)
+{
+	const char *why = NULL;
+	size_t bad = 0;
+	int ret;
+
+	if (cfg->negress_allow == 0) {
+		if (cfg->negress_credential)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential without --egress-allow: no destination is reachable");
+		return 0;
+	}
+	if (bk_egress_patterns_parse(cfg->egress_allow, cfg->negress_allow, &cfg->egress_ceiling, &why, &bad) < 0)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow %s: %s", cfg->egress_allow[bad],
+				    why ? why : "out of memory");
+	for (size_t i = 0; i < cfg->negress_credential; i++) {
+		const bk_egress_credential *c = &cfg->egress_credential[i];
+		if (!bk_egress_patterns_match(cfg->egress_ceiling, cfg->negress_allow, &c->host, c->port))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential %s: not within --egress-allow", c->destination);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(cfg->egress_credential[j].destination, c->destination) == 0)
+				return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: given twice",
+						    c->destination);
+	}
+	if (cfg->egress_uid == 0 || cfg->egress_uid == cfg->sandbox_uid || cfg->egress_uid == cfg->front_uid)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--egress-uid %u: neither 0, the sandbox's nor the front's uid", cfg->egress_uid);
+	if (cfg->egress_header_max < 1024 || cfg->egress_header_max > 65536)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-header-max: 1K-64K");
+	if (!cfg->egress_path && (ret = next_to_self("boxkite-egress", &cfg->egress_path, err)) < 0)
+		return ret;
+	return 0;
+}
+
 /* Defaults that depend on other settings, and settings that contradict each other. */
 static int config_finish(bk_config *cfg, bk_error **err)
 {
@@ -370,7 +458,7 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    "--exec-output-budget is below two streams of --exec-output: no exec would fit");
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
-	return 0;
+	return egress_finish(cfg, err);
 }
 
 static void usage(FILE *out)

@@ -191,7 +191,8 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
-	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell, rq->cwd, rq->n_env, rq->env };
+	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell,	    rq->cwd,
+					 rq->n_env,  rq->env,  rq->n_allow_net, rq->allow_net };
 	_cleanup_(bk_command_fini) bk_command cmd = { 0 };
 	struct exec_run *run;
 

@@ -24,6 +24,8 @@
 
 /* Addresses tried per name, in the resolver's order. */
 #define ADDRS_MAX 8
+/* How long a refused command's further bytes are read and dropped before the close. */
+#define LINGER_MS 1000
 
 /* What the audit line says about this connection. */
 struct decision {
@@ -88,8 +90,25 @@ static void answer(struct conn_run *x, bk_relay_end *to, int status)
 			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n"
 			 "X-Boxkite-Egress: %s\r\n\r\nboxkite egress: %s\n",
 			 status, status_text(status), strlen(x->d.reason) + 17, x->d.verdict, x->d.reason);
-	if (n > 0 && (size_t)n < sizeof(buf))
-		bk_relay_write_all(to, buf, (size_t)n, x->eg->limits.connect_ms);
+	if (n <= 0 || (size_t)n >= sizeof(buf) || bk_relay_write_all(to, buf, (size_t)n, x->eg->limits.connect_ms) < 0)
+		return;
+	/* A lingering close, as web servers make it: the command may still be sending (a body, a
+	 * slow head), and a close with its bytes unread would reset the connection and lose the
+	 * answer on its side. So: no more from us, and what it sends read and dropped, for a moment. */
+	if (to->ssl)
+		SSL_shutdown(to->ssl);
+	else
+		shutdown(to->fd, SHUT_WR);
+	int64_t until = bk_clock_monotonic_ms() + LINGER_MS;
+	for (int64_t left = LINGER_MS; left > 0; left = until - bk_clock_monotonic_ms()) {
+		struct pollfd p = { .fd = to->fd, .events = POLLIN };
+		short ev = 0;
+		if (poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t r = bk_relay_read(to, buf, sizeof(buf), &ev);
+		if (r == 0 || (r < 0 && r != -EAGAIN))
+			break;
+	}
 }
 
 static void refuse(struct conn_run *x, bk_relay_end *to, int status, const char *why)

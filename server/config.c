@@ -490,7 +490,9 @@ static void usage(FILE *out)
 
 int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 {
-	enum { OPT_CONFIG = 1000, OPT_HELP, OPT_VERSION };
+	/* getopt_long returns an option's val: each row's is its index past OPT_ROW, so that no row
+	 * can come back as '?' or ':' (63 and 58 once there were as many rows). */
+	enum { OPT_CONFIG = 1000, OPT_HELP, OPT_VERSION, OPT_ROW = 2000 };
 	struct option longopts[BK_ARRAY_SIZE(option_defs) + 4];
 	bool listen_from_flags = false;
 	size_t n = 0;
@@ -500,7 +502,7 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
 		longopts[n++] = (struct option){ option_defs[i].name,
 						 option_defs[i].type == OPT_FLAG ? no_argument : required_argument, NULL,
-						 (int)i };
+						 OPT_ROW + (int)i };
 	longopts[n++] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
 	longopts[n++] = (struct option){ "help", no_argument, NULL, OPT_HELP };
 	longopts[n++] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
@@ -529,15 +531,15 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "bad command line");
 		}
 		/* --listen flags replace the file's list rather than adding to it. */
-		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) && option_defs[c].type == OPT_LISTEN &&
-		    !listen_from_flags) {
+		size_t row = (size_t)(c - OPT_ROW);
+		bool is_row = c >= OPT_ROW && row < BK_ARRAY_SIZE(option_defs);
+		if (is_row && option_defs[row].type == OPT_LISTEN && !listen_from_flags) {
 			listen_from_flags = true;
 			for (size_t i = 0; i < cfg->nlisten; i++)
 				free(cfg->listen[i]);
 			cfg->nlisten = 0;
 		}
-		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) &&
-		    (ret = apply_option(cfg, &option_defs[c], optarg ? optarg : "true", err)) < 0)
+		if (is_row && (ret = apply_option(cfg, &option_defs[row], optarg ? optarg : "true", err)) < 0)
 			return ret;
 	}
 	if (optind < argc)

@@ -560,16 +560,17 @@ static bool ceiling_names(const uint8_t addr[16], uint16_t port, const uint8_t r
 const char *bk_egress_addr_refusal(const uint8_t addr[16], uint16_t port, const bk_egress_pattern *ceiling,
 				   size_t n_ceiling, const uint8_t (*own)[16], size_t n_own)
 {
-	const struct special_range *r;
+	const struct special_range *r = special_range_of(addr);
 	uint8_t v4[16];
 
+	/* The class first (loopback says more than "ours"), then the sidecar's own addresses, which
+	 * only an exact address pattern opens, whatever range they are in. */
+	if (r && !ceiling_names(addr, port, r->addr, r->prefix, ceiling, n_ceiling))
+		return r->class;
+	if (!r && translated_v4(addr, v4) && special_range_of(v4))
+		return "translated special";
 	for (size_t i = 0; i < n_own; i++)
 		if (memcmp(addr, own[i], 16) == 0 && !ceiling_names(addr, port, own[i], 128, ceiling, n_ceiling))
 			return "the sidecar's own";
-	r = special_range_of(addr);
-	if (r)
-		return ceiling_names(addr, port, r->addr, r->prefix, ceiling, n_ceiling) ? NULL : r->class;
-	if (translated_v4(addr, v4) && special_range_of(v4))
-		return "translated special";
 	return NULL;
 }

@@ -315,7 +315,7 @@ static int addresses(struct conn_run *x, uint8_t out[ADDRS_MAX][16], size_t *n)
 		return -ENOENT;
 	}
 	snprintf(x->d.addr, sizeof(x->d.addr), "%s", first);
-	decide(&x->d, "refused", "never dialled: a %s address", refusal);
+	decide(&x->d, "refused", "never dialled: %s address", refusal);
 	return -EPERM;
 }
 

@@ -328,6 +328,8 @@ SSL *bk_mitm_accepting(bk_mitm *m, const bk_egress_host *host, int fd)
 		SSL_free(ssl);
 		return NULL;
 	}
+	if (ssl)
+		SSL_set_accept_state(ssl);
 	return ssl;
 }
 
@@ -348,5 +350,6 @@ SSL *bk_mitm_connecting(bk_mitm *m, const bk_egress_host *host, int fd)
 		SSL_free(ssl);
 		return NULL;
 	}
+	SSL_set_connect_state(ssl);
 	return ssl;
 }

@@ -233,10 +233,11 @@ static int take_answer(bk_proxyctl *pc, const char **why, char *msg, size_t size
 		*why = ret == -EPIPE ? "it closed its channel" : "its channel broke";
 		return ret;
 	}
-	if (r->id != pc->start_id || !pc->start_id || nfds) {
+	/* It answers its set-up only: an error to any of those orders, or Ready to Start. */
+	if (!pc->start_id || !r->id || r->id > pc->start_id || nfds) {
 		*why = "an answer it was not asked for";
 		ret = -EPROTO;
-	} else if (r->errnum || r->kind_case != BOXKITE__EGRESS__REPLY__KIND_READY) {
+	} else if (r->errnum || r->id != pc->start_id || r->kind_case != BOXKITE__EGRESS__REPLY__KIND_READY) {
 		snprintf(msg, size, "its set-up was refused: %.400s", r->message);
 		*why = msg;
 		ret = -(r->errnum > 0 && r->errnum < 4096 ? r->errnum : EPROTO);

@@ -110,12 +110,13 @@ static int mount_ca(const struct child_ctx *c)
 	while (off < rq->ca_len) {
 		ssize_t n = write(fd, rq->ca_bundle + off, rq->ca_len - off);
 		if (n <= 0)
-			goto out;
+			break;
 		off += (size_t)n;
 	}
-	ret = mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-out:
+	/* Closed first: a file open for writing keeps a remount read-only busy. */
 	close(fd);
+	if (off == rq->ca_len)
+		ret = mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	return ret;
 }
 

@@ -226,8 +226,9 @@ def dns(addr, table):
         log(ev="query", name=name, type=qtype)
         entry = table.get(name)
         if isinstance(entry, list):
-            n = turns.get(name, 0)
-            turns[name] = n + 1
+            # In turn for each question (A and AAAA counted apart: a lookup asks both).
+            n = turns.get((name, qtype), 0)
+            turns[(name, qtype)] = n + 1
             entry = entry[n % len(entry)]
         rrs = b""
         count = 0

@@ -165,8 +165,8 @@ BYPASSES = {
     "name_to_multicast": (ANY80, get("http://mc.example/"), 403, "multicast"),
     "absolute_host_header_mismatch": (G80, get("http://pkg.example/", "Host: other.example\r\n"), 400, "Host"),
     "absolute_host_header_port": (G80, get("http://pkg.example/", "Host: pkg.example:8080\r\n"), 400, "Host"),
-    "absolute_other_under_granted_host": (G80, get("http://other.example/", "Host: pkg.example\r\n"), 403,
-                                          "not granted"),
+    "absolute_other_under_granted_host": (G80, get("http://other.example/", "Host: pkg.example\r\n"), 400,
+                                          "Host"),
     "two_host_headers": (G80, get("http://pkg.example/", "Host: pkg.example\r\nHost: other.example\r\n"), 400,
                          "two Host"),
     "userinfo_absolute": (G80, get("http://pkg.example@other.example/"), 400, "userinfo"),
@@ -188,8 +188,6 @@ BYPASSES = {
     "smuggle_bare_lf": (G80, raw("GET http://pkg.example/ HTTP/1.1\nHost: pkg.example\n\n"), 400, "bare"),
     "smuggle_folded_header": (G80, raw("GET http://pkg.example/ HTTP/1.1\r\nX-A: a\r\n Host: other.example\r\n\r\n"),
                               400, "folded"),
-    "smuggle_bad_chunk": (G80, raw("POST http://pkg.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                    "zz\r\nGET http://other.example/ HTTP/1.1\r\n\r\n"), None, "hexadecimal"),
     "http2_preface": (G80, raw("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 505, "HTTP/2"),
     "http2_version": (G80, raw("GET http://pkg.example/ HTTP/2.0\r\n\r\n"), 505, "HTTP/2"),
     "h2c_upgrade": (G80, get("http://pkg.example/", "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"), 400,
@@ -283,6 +281,18 @@ class BypassMore(unittest.TestCase):
         reached = seen.strangers()
         self.assertEqual([(e["l"], e["method"]) for e in reached], [("pkg", "POST")], reached)
 
+    def test_request_smuggled_in_a_malformed_chunk(self):
+        # The head is fine (and forwarded); the body's framing is not: the relay stops there, and
+        # what follows — a request for another host — goes nowhere.
+        seen = Reached()
+        since = T.log_offset()
+        client(G80, [raw("POST http://pkg.example/echo/badchunk HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "zz\r\nGET http://other.example/ HTTP/1.1\r\n\r\n")])
+        [a] = T.audit(since)
+        self.assertIn("not hexadecimal", a.get("reason", ""), a)
+        reached = seen.strangers()
+        self.assertEqual([(e["l"], e["path"]) for e in reached], [("pkg", "/echo/badchunk")], reached)
+
     def test_dns_exfiltration_reaches_no_resolver(self):
         # Neither through the proxy (a name not granted is never resolved) nor around it.
         before = len([e for e in T.far_log.events() if e["ev"] == "query"])
@@ -327,7 +337,7 @@ class BypassMore(unittest.TestCase):
             T.daemon.bkctl("kill", pid)
 
     def test_grant_beyond_the_ceiling_runs_nothing(self):
-        for grant in ("other.example:443", "*:443", "pkg.example:*", "10.0.0.0/8:80", "*.example:80"):
+        for grant in ("other.example:443", "*:443", "pkg.example:*", "10.0.0.0/8:443", "*.example:443"):
             marker = T.daemon.workspace / "ran"
             r = T.daemon.bkctl("exec", "--allow-net", grant, "--", "touch", "/workspace/ran")
             self.assertEqual(r.returncode, bkit.EXIT_FAILED, r)
@@ -391,7 +401,8 @@ class Allowed(unittest.TestCase):
     def test_pip_download(self):
         for scheme, grant in (("http", G80), ("https", G443)):
             rc, out, err = sh(grant, "/usr/bin/python3 -m pip download --no-cache-dir --disable-pip-version-check "
-                                     f"-q --index-url {scheme}://pkg.example/simple/ -d /tmp/dl-{scheme} egressdemo "
+                                     f"-q --index-url {scheme}://pkg.example/simple/ --trusted-host pkg.example "
+                                     f"-d /tmp/dl-{scheme} egressdemo "
                                      f"&& ls /tmp/dl-{scheme}")
             self.assertEqual(rc, 0, f"{scheme}: {out} {err}")
             self.assertEqual(out.strip(), "egressdemo-1.0-py3-none-any.whl", err)
@@ -445,7 +456,7 @@ class Credentials(unittest.TestCase):
         mark = len(T.far_log.events())
         # The command even forges its own: the destination sees the operator's only.
         script = ("curl -sS -H 'Authorization: Bearer forged' -H 'authorization: Basic Zm9yZ2Vk' "
-                  "https://api.example/echo/brokered; echo; echo $SSL_CERT_FILE")
+                  "https://api.example/echo/brokered; echo $SSL_CERT_FILE")
         rc, out, err = sh(["api.example:443"], script)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.splitlines()[0], "api ok /echo/brokered", out)
@@ -572,7 +583,7 @@ class Lifecycle(unittest.TestCase):
         script = ("import socket,time\n"
                   "s=socket.create_connection(('127.0.0.1',3128))\n"
                   "s.sendall(b'CONNECT hold.example:80 HTTP/1.1\\r\\n\\r\\n'); s.recv(100)\n"
-                  "s.sendall(b'hello'); time.sleep(60)\n")
+                  "s.sendall(b'hello\\n'); time.sleep(60)\n")
         r = T.daemon.bkctl("start", "--allow-net", "hold.example:80", "--", "/usr/bin/python3", "-c", script)
         self.assertEqual(r.returncode, 0, r)
         pid = r.stdout.strip()
@@ -582,7 +593,7 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(T.daemon.bkctl("kill", pid).returncode, 0)
         closes = bkit.wait_for(lambda: [e for e in self._hold_events(mark) if e["ev"] == "close"], 10,
                                what="the far end to see the tunnel close")
-        self.assertEqual(closes[0]["bytes"], 5, closes)
+        self.assertEqual(closes[0]["bytes"], 6, closes)
         # Well before the idle bound (4 s): it ended because the exec did.
         self.assertLess(time.monotonic() - t0, 3.5)
 
@@ -638,6 +649,55 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("boxkite_egress_connections_open", text)
 
 
+# A plain HTTP server on the machine's loopback that says which Authorization header it got.
+AUTH_ECHO = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("auth=%s path=%s" % (self.headers.get_all("Authorization"), self.path)).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+class PodModeEgress(unittest.TestCase):
+    """Pod mode works the same: the proxy dials from the sidecar's network namespace (here the
+    emulated pod's, the machine's own, so only its loopback is dialled: the ceiling names it
+    exactly), and a brokered plain-HTTP destination gets the operator's header, rewritten in
+    place, with the CA bundle mounted from the pod template's /run/boxkite."""
+
+    def test_pod_mode(self):
+        with bkit.scope():
+            srv = bkit.popen([bkit.PYTHON, "-u", "-c", AUTH_ECHO], stdout=subprocess.PIPE, text=True)
+            port = int(srv.stdout.readline())
+            d = bkit.temp_dir("egress-pod")
+            cred = d / "cred"
+            cred.write_text("Authorization: Bearer pod-secret\n")
+            os.chmod(cred, 0o600)
+            pod = bkit.Pod(tag="egresspod", daemon_args=[f"--egress-allow=127.0.0.1:{port}",
+                                                          f"--egress-credential=127.0.0.1:{port}={cred}"])
+            pod.daemon.start()
+            pod.start_container()
+            bkit.wait_for(lambda: pod.daemon.health().get("sandbox_ready") is True, 10, what="the pod's sandbox")
+            rc, obj, err = pod.daemon.exec_json(
+                "--allow-net", f"127.0.0.1:{port}", "--shell",
+                f"curl -sS --noproxy '' -H 'Authorization: forged' http://127.0.0.1:{port}/pod; echo; "
+                "head -c 27 $SSL_CERT_FILE", timeout=60)
+            self.assertEqual(rc, 0, (obj, err))
+            self.assertEqual(obj["stdout"], f"auth=['Bearer pod-secret'] path=/pod\n-----BEGIN CERTIFICATE-----",
+                             obj)
+            # Without the grant: nothing.
+            rc, obj, err = pod.daemon.exec_json("--shell", f"curl -sS -m 3 http://127.0.0.1:{port}/x", timeout=60)
+            self.assertNotEqual(obj["exit_code"], 0, obj)
+
+
 class Ceiling(unittest.TestCase):
     def test_health_tells_a_keyed_caller_the_ceiling(self):
         r = T.daemon.bkctl("-o", "json", "verify", timeout=90)
@@ -663,7 +723,7 @@ class Ceiling(unittest.TestCase):
             os.chmod(loose, 0o644)
             bad.write_text("not a header line\n")
             os.chmod(bad, 0o600)
-            for f, why in ((loose, "mode 0644"), (bad, "not \"Name: value\"")):
+            for f, why in ((loose, "mode 0644"), (bad, "Name: value")):
                 daemon = bkit.Daemon("egress-badcred", args=["--egress-allow", "api.example:443",
                                                              f"--egress-credential=api.example:443={f}"])
                 with self.assertRaises(AssertionError) as e:

@@ -49,14 +49,14 @@ GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
-              common/sbpath.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
+              common/sbpath.c common/secretfile.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
               common/egresspolicy.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
 # Its rooms (docs/ARCHITECTURE.md, "Module map and layer rule"); main.c is the composition root.
 FRONT_SRC  := server/config.c \
               $(addprefix server/boundary/,privsep.c privdrop.c link.c command.c) \
-              $(addprefix server/transport/,nng.c http.c proxy.c metrics.c) \
+              $(addprefix server/transport/,nng.c door.c http.c proxy.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
               $(addprefix server/runs/,exec.c process.c) \

@@ -47,7 +47,7 @@ int bk_fd_send(int sock, const void *buf, size_t len, const int *fds, size_t nfd
 	return (size_t)n == len ? 0 : -EMSGSIZE;
 }
 
-ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t max, size_t *nfds)
+ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t max, size_t *nfds, bool *lost)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * BK_CHANNEL_MAX_FDS)];
@@ -60,6 +60,8 @@ ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t
 	ssize_t n;
 
 	*nfds = 0;
+	if (lost)
+		*lost = false;
 	do
 		n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
@@ -77,10 +79,19 @@ ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t
 				close(in[i]);
 		}
 	}
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+	/* Descriptors that did not arrive (MSG_CTRUNC: the receiver had no descriptor to spare, or
+	 * more came than fit) lose nothing of the packet itself: a caller that can tell its peer so
+	 * gets the packet and *lost. A packet cut short (MSG_TRUNC) is not one. */
+	if ((mh.msg_flags & MSG_TRUNC) || ((mh.msg_flags & MSG_CTRUNC) && !lost)) {
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
 		return -EMSGSIZE;
+	}
+	if (mh.msg_flags & MSG_CTRUNC) {
+		for (size_t i = 0; i < got; i++)
+			close(fds[i]);
+		*lost = true;
+		return n;
 	}
 	*nfds = got;
 	return n;
@@ -97,8 +108,7 @@ int bk_channel_socketpair(int sv[2])
 	for (int i = 0; i < 2; i++) {
 		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0) {
 			int ret = -errno;
-			sv[0] = bk_close(sv[0]);
-			sv[1] = bk_close(sv[1]);
+			bk_close_pair(sv);
 			return ret;
 		}
 	}
@@ -258,11 +268,11 @@ bool bk_channel_broken(bk_channel *ch)
 	return broken;
 }
 
-int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds)
+int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds, bool *lost)
 {
 	size_t got = 0;
 	ssize_t n = bk_fd_recv(ch->fd, ch->rbuf, BK_CHANNEL_MAX_MSG, MSG_DONTWAIT, fds, fds ? BK_CHANNEL_MAX_FDS : 0,
-			       &got);
+			       &got, lost);
 
 	if (nfds)
 		*nfds = 0;
@@ -283,11 +293,11 @@ int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *f
 }
 
 int bk_channel_recv(bk_channel *ch, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg, int *fds,
-		    size_t *nfds)
+		    size_t *nfds, bool *lost)
 {
 	const uint8_t *buf = NULL;
 	size_t len = 0, got = 0;
-	int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &got);
+	int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &got, lost);
 
 	if (nfds)
 		*nfds = 0;

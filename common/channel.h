@@ -37,8 +37,10 @@ int bk_fd_send(int sock, const void *buf, size_t len, const int *fds, size_t nfd
 /* Receive one packet of at most size bytes and the descriptors that came with it, close-on-exec:
  * up to max into fds (which may be NULL when max is 0), any beyond closed. flags are recvmsg's
  * (MSG_DONTWAIT). Returns the packet's length (0 at EOF) with *nfds set; -EMSGSIZE when the
- * packet or its descriptors did not fit (none kept); or -errno. */
-ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t max, size_t *nfds);
+ * packet did not fit, or its descriptors did not arrive whole and lost is NULL (none kept); with
+ * lost, descriptors that did not arrive (the receiver at its descriptor limit) set *lost, keep
+ * none, and return the packet: a shortage of descriptors is not a broken peer. Or -errno. */
+ssize_t bk_fd_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t max, size_t *nfds, bool *lost);
 
 /* Make both ends of a new channel socketpair able to carry BK_CHANNEL_MAX_MSG (SO_SNDBUFFORCE:
  * the caller needs CAP_NET_ADMIN). sv receives the two close-on-exec ends. 0 or -errno. */
@@ -90,9 +92,10 @@ bool bk_channel_broken(bk_channel *ch);
 
 /* Receive one packet without waiting: 0 with *buf, *len (valid until the next receive) and up to
  * BK_CHANNEL_MAX_FDS close-on-exec descriptors in fds (*nfds; fds may be NULL when none may come,
- * and any that do are closed); -EAGAIN when nothing waits; -EPIPE when the peer closed;
- * -EBADMSG for a truncated packet; or another -errno. */
-int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds);
+ * and any that do are closed) — and *lost when descriptors sent with it did not arrive (see
+ * bk_fd_recv; lost NULL makes that -EBADMSG); -EAGAIN when nothing waits; -EPIPE when the peer
+ * closed; -EBADMSG for a truncated packet; or another -errno. */
+int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds, bool *lost);
 
 /* Whether m, decoded from len bytes, is what protobuf-c itself would write for it: no unknown
  * field at any depth (protobuf-c keeps and re-encodes them, so the size alone would let a field
@@ -105,6 +108,6 @@ bool bk_message_canonical(const ProtobufCMessage *m, size_t len);
  * protobuf_c_message_free_unpacked(msg, NULL)): -EBADMSG when it does not decode (its
  * descriptors closed). */
 int bk_channel_recv(bk_channel *ch, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg, int *fds,
-		    size_t *nfds);
+		    size_t *nfds, bool *lost);
 
 #endif

@@ -10,6 +10,10 @@
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(bk_freep)
 #define _cleanup_close_ _cleanup_(bk_closep)
+#define _cleanup_close_pair_ _cleanup_(bk_close_pairp)
+
+/* A pair of descriptors (pipe2, socketpair) that is not open yet. */
+#define BK_FD_PAIR_NONE { -1, -1 }
 
 /* Move ownership out of a variable that has a cleanup attribute. */
 #define TAKE_PTR(p)                                                                                \
@@ -52,6 +56,18 @@ static inline int bk_close(int fd)
 static inline void bk_closep(int *fd)
 {
 	bk_close(*fd);
+}
+
+/* Close both ends of a pair, either of which may have been taken (-1). */
+static inline void bk_close_pair(int p[2])
+{
+	p[0] = bk_close(p[0]);
+	p[1] = bk_close(p[1]);
+}
+
+static inline void bk_close_pairp(int (*p)[2])
+{
+	bk_close_pair(*p);
 }
 
 #define BK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

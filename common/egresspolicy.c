@@ -199,7 +199,7 @@ static int parse_net(char *host, bool v6, bk_egress_pattern *p, const char **why
 	return 0;
 }
 
-int bk_egress_pattern_parse(const char *text, bk_egress_pattern *p, const char **why)
+static int pattern_parse(const char *text, bk_egress_pattern *p, const char **why)
 {
 	char buf[BK_EGRESS_PATTERN_TEXT_MAX + 1], *host = buf, *colon;
 	size_t len = strlen(text);
@@ -313,21 +313,28 @@ void bk_egress_pattern_format(const bk_egress_pattern *p, char *buf, size_t size
 	snprintf(buf, size, "%s:%s", host, port);
 }
 
-int bk_egress_patterns_parse(char *const *texts, size_t n, bk_egress_pattern **out, const char **why, size_t *bad)
+int bk_egress_pattern_parse(const char *text, bk_egress_pattern *p, bk_error **err)
+{
+	const char *why = NULL;
+
+	return pattern_parse(text, p, &why) < 0 ? bk_error_invalid(err, "%s", why) : 0;
+}
+
+int bk_egress_patterns_parse(char *const *texts, size_t n, bk_egress_pattern **out, bk_error **err)
 {
 	bk_egress_pattern *v = NULL;
+	const char *why = NULL;
 
 	*out = NULL;
 	if (n == 0)
 		return 0;
 	v = calloc(n, sizeof(*v));
 	if (!v)
-		return -ENOMEM;
+		return bk_error_errno(err, ENOMEM, "patterns");
 	for (size_t i = 0; i < n; i++) {
-		if (bk_egress_pattern_parse(texts[i], &v[i], why) < 0) {
-			*bad = i;
+		if (pattern_parse(texts[i], &v[i], &why) < 0) {
 			free(v);
-			return -EINVAL;
+			return bk_error_invalid(err, "'%.300s': %s", texts[i], why);
 		}
 	}
 	*out = v;
@@ -368,17 +375,16 @@ long bk_egress_grant_beyond(const bk_egress_pattern *grant, size_t n_grant, cons
 	return -1;
 }
 
-int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, const char **why)
+int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, bk_error **err)
 {
 	bk_egress_pattern p;
+	const char *why = NULL;
 
-	if (bk_egress_pattern_parse(text, &p, why) < 0)
-		return -EINVAL;
+	if (pattern_parse(text, &p, &why) < 0)
+		return bk_error_invalid(err, "%s", why);
 	if (!p.port || p.kind == BK_EGRESS_ANY || p.kind == BK_EGRESS_SUBDOMAINS ||
-	    (p.kind == BK_EGRESS_NET && p.prefix != 128)) {
-		*why = "a destination is one host and one port, no wildcard or range";
-		return -EINVAL;
-	}
+	    (p.kind == BK_EGRESS_NET && p.prefix != 128))
+		return bk_error_invalid(err, "a destination is one host and one port, no wildcard or range");
 	memset(host, 0, sizeof(*host));
 	host->is_addr = p.kind == BK_EGRESS_NET;
 	memcpy(host->addr, p.addr, sizeof(p.addr));
@@ -389,7 +395,7 @@ int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t
 
 /* --- hosts as asked -------------------------------------------------------------------------- */
 
-int bk_egress_host_parse(const char *text, size_t len, bk_egress_host *h, const char **why)
+static int host_parse(const char *text, size_t len, bk_egress_host *h, const char **why)
 {
 	char buf[BK_EGRESS_NAME_MAX + 2];
 	struct in_addr a4;
@@ -573,4 +579,11 @@ const char *bk_egress_addr_refusal(const uint8_t addr[16], uint16_t port, const 
 		if (memcmp(addr, own[i], 16) == 0 && !ceiling_names(addr, port, own[i], 128, ceiling, n_ceiling))
 			return "the sidecar's own";
 	return NULL;
+}
+
+int bk_egress_host_parse(const char *text, size_t len, bk_egress_host *h, bk_error **err)
+{
+	const char *why = NULL;
+
+	return host_parse(text, len, h, &why) < 0 ? bk_error_invalid(err, "%s", why) : 0;
 }

@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 #define BK_EGRESS_NAME_MAX 253     /* a DNS name, without its trailing dot */
 #define BK_EGRESS_PATTERN_TEXT_MAX 300
 #define BK_EGRESS_GRANT_MAX 64     /* patterns in one request's grant */
@@ -67,16 +69,15 @@ typedef struct bk_egress_host {
 	uint8_t addr[16];                  /* is_addr: IPv6; IPv4 as ::ffff:a.b.c.d */
 } bk_egress_host;
 
-/* Parse one pattern (NUL-terminated text). 0, or -EINVAL with *why. */
-int bk_egress_pattern_parse(const char *text, bk_egress_pattern *p, const char **why);
+/* Parse one pattern (NUL-terminated text). 0, or -EINVAL with *err saying why. */
+int bk_egress_pattern_parse(const char *text, bk_egress_pattern *p, bk_error **err);
 
 /* The pattern's canonical text (what parsing it gives back). Truncated to size, NUL-terminated. */
 void bk_egress_pattern_format(const bk_egress_pattern *p, char *buf, size_t size);
 
 /* Parse n texts into a new array (*out, freed by the caller; NULL when n is 0). 0, or -EINVAL with
- * *why and *bad (the index of the text refused), or -ENOMEM. */
-int bk_egress_patterns_parse(char *const *texts, size_t n, bk_egress_pattern **out, const char **why,
-			     size_t *bad);
+ * *err naming the text refused and why, or -ENOMEM. */
+int bk_egress_patterns_parse(char *const *texts, size_t n, bk_egress_pattern **out, bk_error **err);
 
 /* Whether every destination inner matches is one outer matches too. */
 bool bk_egress_pattern_covers(const bk_egress_pattern *outer, const bk_egress_pattern *inner);
@@ -87,12 +88,12 @@ long bk_egress_grant_beyond(const bk_egress_pattern *grant, size_t n_grant, cons
 			    size_t n_ceiling);
 
 /* A single destination, HOST:PORT with a name or one address and a port, no wildcard or range
- * (a brokered credential's). 0, or -EINVAL with *why. */
-int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, const char **why);
+ * (a brokered credential's). 0, or -EINVAL with *err. */
+int bk_egress_destination_parse(const char *text, bk_egress_host *host, uint16_t *port, bk_error **err);
 
 /* Normalize a host as a request names it (len bytes, not NUL-terminated: a name, an IPv4
- * address in any inet_aton form, or an IPv6 one in brackets). 0, or -EINVAL with *why. */
-int bk_egress_host_parse(const char *text, size_t len, bk_egress_host *h, const char **why);
+ * address in any inet_aton form, or an IPv6 one in brackets). 0, or -EINVAL with *err. */
+int bk_egress_host_parse(const char *text, size_t len, bk_egress_host *h, bk_error **err);
 
 /* Whether the pattern matches this host and port. */
 bool bk_egress_pattern_matches(const bk_egress_pattern *p, const bk_egress_host *h, uint16_t port);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,8 @@
 /* Returned when the error itself cannot be allocated; never freed. */
 static bk_error error_oom = { .status = BK_RESOURCE_EXHAUSTED, .errnum = ENOMEM, .msg = "out of memory" };
 
-static int error_vset(bk_error **err, int status, int errnum, const char *fmt, va_list ap)
+/* with_cause: append ": strerror(errnum)" to the message (when errnum is set). */
+static int error_vset(bk_error **err, int status, int errnum, bool with_cause, const char *fmt, va_list ap)
 {
 	int ret = errnum > 0 ? -errnum : -EIO;
 	char *msg = NULL;
@@ -21,7 +23,7 @@ static int error_vset(bk_error **err, int status, int errnum, const char *fmt, v
 		*err = &error_oom;
 		return ret;
 	}
-	if (errnum > 0) {
+	if (errnum > 0 && with_cause) {
 		char *full = NULL;
 		if (asprintf(&full, "%s: %s", msg, strerror(errnum)) < 0) {
 			free(msg);
@@ -50,7 +52,7 @@ int bk_error_set(bk_error **err, int status, int errnum, const char *fmt, ...)
 	int ret;
 
 	va_start(ap, fmt);
-	ret = error_vset(err, status, errnum, fmt, ap);
+	ret = error_vset(err, status, errnum, true, fmt, ap);
 	va_end(ap);
 	return ret;
 }
@@ -61,7 +63,18 @@ int bk_error_errno(bk_error **err, int errnum, const char *fmt, ...)
 	int ret;
 
 	va_start(ap, fmt);
-	ret = error_vset(err, bk_status_from_errno(errnum), errnum, fmt, ap);
+	ret = error_vset(err, bk_status_from_errno(errnum), errnum, true, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+int bk_error_invalid(bk_error **err, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = error_vset(err, BK_INVALID_ARGUMENT, EINVAL, false, fmt, ap);
 	va_end(ap);
 	return ret;
 }

@@ -1,6 +1,7 @@
 #include "keys.h"
 
 #include "fullio.h"
+#include "secretfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,14 +191,10 @@ int bk_keyring_load_fd(int fd, const char *path, bk_keyring **out, bk_error **er
 	ssize_t n;
 	int ret;
 
+	if ((ret = bk_secret_file_check(fd, "key file", path, err)) < 0)
+		return ret;
 	if (fstat(fd, &st) < 0)
 		return bk_error_errno(err, errno, "cannot stat key file %s", path);
-	if (!S_ISREG(st.st_mode))
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "key file %s is not a regular file", path);
-	if (st.st_mode & 077)
-		return bk_error_set(err, BK_PERMISSION_DENIED, EPERM,
-				    "key file %s has mode %04o: group or others may access it (chmod 600 %s)", path,
-				    (unsigned)(st.st_mode & 07777), path);
 	if (st.st_size > KEYFILE_MAX_BYTES)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EFBIG, "key file %s is larger than %d bytes", path,
 				    KEYFILE_MAX_BYTES);

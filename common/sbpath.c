@@ -30,15 +30,14 @@ static const char *next_component(const char **p, size_t *len)
 }
 
 /* Lexical normalization; relative paths are taken relative to the workspace. */
-static int normalize(const char *in, char *out, size_t size, const char **why)
+static int normalize(const char *in, char *out, size_t size, bk_error **err)
 {
 	size_t n = 0, len;
 	const char *p = in;
 
 	if (in[0] != '/') {
 		if (size < sizeof(BK_WORKSPACE)) {
-			*why = "path too long";
-			return -EINVAL;
+			return bk_error_invalid(err, "path too long");
 		}
 		memcpy(out, BK_WORKSPACE, sizeof(BK_WORKSPACE) - 1);
 		n = sizeof(BK_WORKSPACE) - 1;
@@ -47,20 +46,17 @@ static int normalize(const char *in, char *out, size_t size, const char **why)
 		if (len == 1 && c[0] == '.')
 			continue;
 		if (len == 2 && c[0] == '.' && c[1] == '.') {
-			*why = "'..' is not allowed in sandbox paths";
-			return -EINVAL;
+			return bk_error_invalid(err, "'..' is not allowed in sandbox paths");
 		}
 		if (n + 1 + len + 1 > size) {
-			*why = "path too long";
-			return -EINVAL;
+			return bk_error_invalid(err, "path too long");
 		}
 		out[n++] = '/';
 		memcpy(out + n, c, len);
 		n += len;
 	}
 	if (n == 0) {
-		*why = "'/' is not inside a sandbox root";
-		return -EINVAL;
+		return bk_error_invalid(err, "'/' is not inside a sandbox root");
 	}
 	out[n] = '\0';
 	return 0;
@@ -79,7 +75,7 @@ static const bk_root *find_root(const bk_roots *roots, const char *path)
 	return best;
 }
 
-int bk_roots_add(bk_roots *roots, const char *spec, const char **why)
+int bk_roots_add(bk_roots *roots, const char *spec, bk_error **err)
 {
 	char path[BK_ROOT_PATH_MAX + 8];
 	size_t len = strlen(spec);
@@ -87,16 +83,14 @@ int bk_roots_add(bk_roots *roots, const char *spec, const char **why)
 	char norm[BK_ROOT_PATH_MAX];
 
 	if (roots->n == BK_ROOTS_MAX) {
-		*why = "too many roots";
-		return -EINVAL;
+		return bk_error_invalid(err, "too many roots");
 	}
 	if (spec[0] != '/' || len - (ro ? 3 : 0) >= sizeof(path)) {
-		*why = "a root is an absolute sandbox path, optionally followed by :ro";
-		return -EINVAL;
+		return bk_error_invalid(err, "a root is an absolute sandbox path, optionally followed by :ro");
 	}
 	memcpy(path, spec, len - (ro ? 3 : 0));
 	path[len - (ro ? 3 : 0)] = '\0';
-	if (normalize(path, norm, sizeof(norm), why) < 0)
+	if (normalize(path, norm, sizeof(norm), err) < 0)
 		return -EINVAL;
 	for (size_t i = 0; i < roots->n; i++) {
 		if (strcmp(roots->root[i].path, norm) == 0) {
@@ -111,16 +105,15 @@ int bk_roots_add(bk_roots *roots, const char *spec, const char **why)
 }
 
 int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t size, const bk_root **root,
-		    const char **why)
+		    bk_error **err)
 {
 	const bk_root *r;
 
-	if (normalize(in, out, size, why) < 0)
+	if (normalize(in, out, size, err) < 0)
 		return -EINVAL;
 	r = find_root(roots, out);
 	if (!r) {
-		*why = "path is not inside a sandbox root";
-		return -EINVAL;
+		return bk_error_invalid(err, "path is not inside a sandbox root");
 	}
 	if (root)
 		*root = r;

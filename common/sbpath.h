@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "error.h"
+
 #define BK_WORKSPACE "/workspace"
 /* The sandbox user's home: outside the workspace, so that dotfiles and caches stay out of it. */
 #define BK_SANDBOX_HOME "/home/sandbox"
@@ -28,13 +30,13 @@ typedef struct bk_roots {
 /* /workspace and /tmp, both writable. */
 void bk_roots_default(bk_roots *roots);
 
-/* Add "PATH" or "PATH:ro" (an absolute sandbox path). 0, or -EINVAL with *why. */
-int bk_roots_add(bk_roots *roots, const char *spec, const char **why);
+/* Add "PATH" or "PATH:ro" (an absolute sandbox path). 0, or -EINVAL with *err saying why. */
+int bk_roots_add(bk_roots *roots, const char *spec, bk_error **err);
 
 /* Write the normalized absolute path of `in` to out and say under which root it lies (the
- * longest matching one). Returns 0, or -EINVAL with *why set. */
+ * longest matching one). Returns 0, or -EINVAL with *err saying why. */
 int bk_sandbox_path(const bk_roots *roots, const char *in, char *out, size_t size, const bk_root **root,
-		    const char **why);
+		    bk_error **err);
 
 /* Whether a symlink at link (a normalized path under root, as bk_sandbox_path() gives) with
  * this target stays inside root when read lexically: an absolute target under root, or a

@@ -12,22 +12,25 @@
 
 #include "cleanup.h"
 #include "fullio.h"
+#include "secretfile.h"
 
 bool bk_tls_url(const char *url)
 {
 	return strncmp(url, "tls+tcp://", 10) == 0;
 }
 
-/* A PEM file, NUL-terminated (what nng's TLS wants), malloc'd. */
-static int read_pem(const char *path, char **out, bk_error **err)
+/* A PEM file, NUL-terminated (what nng's TLS wants), malloc'd; a private key's (`secret` names
+ * it) only if nobody but its owner may access it, like the key file. */
+static int read_pem(const char *path, const char *secret, char **out, bk_error **err)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_close_ int fd = secret ? bk_secret_file_open(secret, path, err)
+					: open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	uint8_t *data = NULL;
 	size_t len = 0;
 	int ret;
 
 	if (fd < 0)
-		return bk_error_errno(err, errno, "cannot open %s", path);
+		return secret ? fd : bk_error_errno(err, errno, "cannot open %s", path);
 	ret = bk_read_all(fd, BK_TLS_PEM_MAX, &data, &len);
 	if (ret < 0)
 		return bk_error_errno(err, -ret, "cannot read %s", path);
@@ -52,7 +55,7 @@ int bk_tls_server_config(const char *cert_path, const char *key_path, nng_tls_co
 	nng_tls_config *cfg = NULL;
 	int ret, rv;
 
-	if ((ret = read_pem(cert_path, &cert, err)) < 0 || (ret = read_pem(key_path, &key, err)) < 0)
+	if ((ret = read_pem(cert_path, NULL, &cert, err)) < 0 || (ret = read_pem(key_path, "--tls-key", &key, err)) < 0)
 		return ret;
 	rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER);
 	if (rv == 0)
@@ -87,7 +90,7 @@ int bk_tls_client_config(const char *cert_path, nng_tls_config **out, bk_error *
 	char cn[256];
 	int ret, rv;
 
-	if ((ret = read_pem(cert_path, &cert, err)) < 0)
+	if ((ret = read_pem(cert_path, NULL, &cert, err)) < 0)
 		return ret;
 	if (cert_common_name(cert, cn, sizeof(cn)) < 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "%s: not a PEM certificate with a CN", cert_path);

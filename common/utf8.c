@@ -75,3 +75,45 @@ char *bk_utf8_escape(const char *s, char *out, size_t size)
 	out[o] = '\0';
 	return out;
 }
+
+/* Whether field f of m is set: a oneof member only when its case says so; a repeated field's
+ * count, else 1. */
+static size_t field_count(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
+{
+	const char *base = (const char *)m;
+
+	if (f->label == PROTOBUF_C_LABEL_REPEATED)
+		return *(const size_t *)(base + f->quantifier_offset);
+	if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+		return 0;
+	return 1;
+}
+
+const ProtobufCFieldDescriptor *bk_utf8_message_check(const ProtobufCMessage *m,
+						      const ProtobufCMessageDescriptor **in)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i], *bad;
+		const char *at = (const char *)m + f->offset;
+		size_t n = field_count(m, f);
+		bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
+
+		if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		for (size_t k = 0; k < n; k++) {
+			const void *v = repeated ? (*(void *const *)at ? (*(void *const *const *)at)[k] : NULL)
+						 : *(void *const *)at;
+			if (!v)
+				continue;
+			if (f->type == PROTOBUF_C_TYPE_STRING && !bk_utf8_valid(v)) {
+				*in = d;
+				return f;
+			}
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE && (bad = bk_utf8_message_check(v, in)))
+				return bad;
+		}
+	}
+	return NULL;
+}

@@ -99,8 +99,8 @@ int bk_broker_add(bk_broker *b, const char *destination, int fd, bk_error **err)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, E2BIG, "more than %d credentialed destinations",
 				    BK_BROKER_MAX);
 	e = &b->entries[b->n];
-	if (bk_egress_destination_parse(destination, &e->host, &e->port, &why) < 0)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "credential for %s: %s", destination, why);
+	if ((ret = bk_egress_destination_parse(destination, &e->host, &e->port, err)) < 0)
+		return bk_error_prefix(err, ret, "credential for %s", destination);
 	if (bk_broker_find(b, &e->host, e->port))
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EEXIST, "two credentials for %s", destination);
 	for (;;) {

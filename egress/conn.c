@@ -173,7 +173,7 @@ static int authority_host(bk_http_span a, uint16_t default_port, bk_egress_host 
 
 	if (bk_http_authority_split(a, default_port, &host, port, why) < 0)
 		return -EINVAL;
-	return bk_egress_host_parse(host.p, host.len, h, why);
+	return bk_egress_host_parse(host.p, host.len, h, NULL);
 }
 
 /* A Host header, when there is one, names the destination the request does. */
@@ -219,7 +219,7 @@ static int first_flight(void *arg, const uint8_t *buf, size_t len, const char **
 		}
 		if (r == 0)
 			return 1;
-		if (bk_egress_host_parse(sni, strlen(sni), &named, why) < 0 || !host_equal(&named, &x->host)) {
+		if (bk_egress_host_parse(sni, strlen(sni), &named, NULL) < 0 || !host_equal(&named, &x->host)) {
 			*why = "the TLS server name is not the host the tunnel was granted for";
 			return -EPERM;
 		}
@@ -246,7 +246,7 @@ static int first_flight(void *arg, const uint8_t *buf, size_t len, const char **
 	uint16_t port;
 	bool same = true;
 	if (rq.form != BK_HTTP_ORIGIN)
-		same = bk_egress_host_parse(rq.host.p, rq.host.len, &named, why) == 0 && host_equal(&named, &x->host);
+		same = bk_egress_host_parse(rq.host.p, rq.host.len, &named, NULL) == 0 && host_equal(&named, &x->host);
 	if (same && rq.host_header)
 		same = authority_host(rq.host_header->value, x->port, &named, &port, why) == 0 &&
 		       host_equal(&named, &x->host);
@@ -467,8 +467,7 @@ static int brokered(struct conn_run *x, size_t pending_len)
 	}
 	const char *sni = SSL_get_servername(x->client.ssl, TLSEXT_NAMETYPE_host_name);
 	bk_egress_host named;
-	const char *why;
-	if (sni && (bk_egress_host_parse(sni, strlen(sni), &named, &why) < 0 || !host_equal(&named, &x->host))) {
+	if (sni && (bk_egress_host_parse(sni, strlen(sni), &named, NULL) < 0 || !host_equal(&named, &x->host))) {
 		decide(&x->d, "refused", "the TLS server name is not the host the tunnel was granted for");
 		return -EPERM;
 	}
@@ -505,7 +504,7 @@ static void serve(struct conn_run *x)
 {
 	uint8_t addrs[ADDRS_MAX][16];
 	size_t n_addrs = 0;
-	const char *why = NULL;
+	_cleanup_error_ bk_error *err = NULL;
 	int ret;
 
 	if ((ret = read_head(x, &x->client)) <= 0)
@@ -518,8 +517,8 @@ static void serve(struct conn_run *x)
 	snprintf(x->d.asked, sizeof(x->d.asked), "%.*s:%u", (int)(x->rq.host.len < 260 ? x->rq.host.len : 260),
 		 x->rq.host.p, x->rq.port);
 	x->port = x->rq.port;
-	if (bk_egress_host_parse(x->rq.host.p, x->rq.host.len, &x->host, &why) < 0) {
-		refuse(x, &x->client, 400, why);
+	if (bk_egress_host_parse(x->rq.host.p, x->rq.host.len, &x->host, &err) < 0) {
+		refuse(x, &x->client, 400, bk_error_msg(err));
 		return;
 	}
 	if (!host_header_agrees(&x->rq, &x->host, x->port)) {

@@ -121,43 +121,40 @@ static bool is_listener(int fd)
  * connections fail at once instead of waiting in a backlog nobody serves. */
 static void serve_open(bk_egress *eg, int epfd, const Boxkite__Egress__Open *o, int fd)
 {
+	_cleanup_error_ bk_error *err = NULL;
 	bk_egress_exec *ex = NULL;
-	const char *why = NULL;
-	size_t bad = 0;
 
-	if (o->exec_id == 0 || o->n_grant == 0 || o->n_grant > BK_EGRESS_GRANT_MAX || strlen(o->key_id) > 64) {
-		why = "an exec id, 1-64 patterns and a key id of at most 64 bytes";
-		goto refused;
-	}
-	if (!is_listener(fd)) {
-		why = "not a listening TCP socket";
-		goto refused;
-	}
-	ex = calloc(1, sizeof(*ex));
-	if (!ex) {
-		why = "out of memory";
-		goto refused;
-	}
-	if (bk_egress_patterns_parse(o->grant, o->n_grant, &ex->grant, &why, &bad) < 0)
-		goto refused;
-	ex->n_grant = o->n_grant;
-	if (bk_egress_grant_beyond(ex->grant, ex->n_grant, eg->ceiling, eg->n_ceiling) >= 0) {
-		why = "a grant beyond the ceiling";
-		goto refused;
-	}
-	pthread_mutex_lock(&eg->lock);
-	if (exec_find(eg, o->exec_id)) {
+	if (o->exec_id == 0 || o->n_grant == 0 || o->n_grant > BK_EGRESS_GRANT_MAX || strlen(o->key_id) > 64)
+		bk_error_invalid(&err, "an exec id, 1-64 patterns and a key id of at most 64 bytes");
+	else if (!is_listener(fd))
+		bk_error_invalid(&err, "not a listening TCP socket");
+	else if (!(ex = calloc(1, sizeof(*ex))))
+		bk_error_errno(&err, ENOMEM, "an exec");
+	else if (bk_egress_patterns_parse(o->grant, o->n_grant, &ex->grant, &err) == 0 &&
+		 bk_egress_grant_beyond(ex->grant, o->n_grant, eg->ceiling, eg->n_ceiling) >= 0)
+		bk_error_invalid(&err, "a grant beyond the ceiling");
+	if (!err) {
+		ex->n_grant = o->n_grant;
+		pthread_mutex_lock(&eg->lock);
+		if (exec_find(eg, o->exec_id)) {
+			bk_error_invalid(&err, "an exec id already open");
+		} else {
+			ex->id = o->exec_id;
+			snprintf(ex->key_id, sizeof(ex->key_id), "%s", o->key_id);
+			ex->listener = fd;
+			ex->refs = 1;
+			ex->next = eg->execs;
+			eg->execs = ex;
+		}
 		pthread_mutex_unlock(&eg->lock);
-		why = "an exec id already open";
-		goto refused;
 	}
-	ex->id = o->exec_id;
-	snprintf(ex->key_id, sizeof(ex->key_id), "%s", o->key_id);
-	ex->listener = fd;
-	ex->refs = 1;
-	ex->next = eg->execs;
-	eg->execs = ex;
-	pthread_mutex_unlock(&eg->lock);
+	if (err) {
+		bk_log(BK_LOG_ERROR, "egress: exec %llu refused: %s", (unsigned long long)o->exec_id, bk_error_msg(err));
+		if (ex)
+			bk_egress_exec_free(ex);
+		close(fd);
+		return;
+	}
 	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ||
 	    epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = ex }) < 0) {
 		bk_log(BK_LOG_ERROR, "egress: exec %llu: cannot serve its listener: %s", (unsigned long long)o->exec_id,
@@ -165,12 +162,6 @@ static void serve_open(bk_egress *eg, int epfd, const Boxkite__Egress__Open *o, 
 		/* Its connections fail at once rather than wait. */
 		shutdown(fd, SHUT_RDWR);
 	}
-	return;
-refused:
-	bk_log(BK_LOG_ERROR, "egress: exec %llu refused: %s", (unsigned long long)o->exec_id, why);
-	if (ex)
-		bk_egress_exec_free(ex);
-	close(fd);
 }
 
 /* Close: no new connection; every open one shut down, so that each thread wakes and ends. */
@@ -238,37 +229,29 @@ bad:
 
 /* --- set-up: Configure, Credential..., Start ------------------------------------------------- */
 
-static int configure(bk_egress *eg, const Boxkite__Egress__Configure *c, int stats_fd, const char **why)
+static int configure(bk_egress *eg, const Boxkite__Egress__Configure *c, int stats_fd, bk_error **err)
 {
-	size_t bad;
 	struct stat st;
 	void *page;
+	int ret;
 
-	if (c->n_ceiling == 0 || c->n_ceiling > BK_EGRESS_CEILING_MAX) {
-		*why = "a ceiling of 1-256 patterns";
-		return -EINVAL;
-	}
-	if (!c->max_connections || !c->idle_ms || !c->connect_ms || c->header_max < 1024 || c->header_max > 65536) {
-		*why = "limits of at least 1 (a head of 1-64 KiB)";
-		return -EINVAL;
-	}
-	if (bk_egress_patterns_parse(c->ceiling, c->n_ceiling, &eg->ceiling, why, &bad) < 0)
-		return -EINVAL;
+	if (c->n_ceiling == 0 || c->n_ceiling > BK_EGRESS_CEILING_MAX)
+		return bk_error_invalid(err, "a ceiling of 1-256 patterns");
+	if (!c->max_connections || !c->idle_ms || !c->connect_ms || c->header_max < 1024 || c->header_max > 65536)
+		return bk_error_invalid(err, "limits of at least 1 (a head of 1-64 KiB)");
+	if ((ret = bk_egress_patterns_parse(c->ceiling, c->n_ceiling, &eg->ceiling, err)) < 0)
+		return bk_error_prefix(err, ret, "the ceiling");
 	eg->n_ceiling = c->n_ceiling;
 	eg->limits = (bk_egress_limits){ .max_connections = c->max_connections, .idle_ms = c->idle_ms,
 					 .connect_ms = c->connect_ms, .header_max = c->header_max };
 	/* The counters' page: exactly its size, and sealed so that it cannot shrink under the
 	 * front's mapping (a SIGBUS there would be ours to cause). */
 	if (fstat(stats_fd, &st) < 0 || st.st_size != BK_EGRESS_STATS_SIZE ||
-	    (fcntl(stats_fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
-		*why = "the counters' memory is not a sealed page";
-		return -EINVAL;
-	}
+	    (fcntl(stats_fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return bk_error_invalid(err, "the counters' memory is not a sealed page");
 	page = mmap(NULL, BK_EGRESS_STATS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, stats_fd, 0);
-	if (page == MAP_FAILED) {
-		*why = "cannot map the counters";
-		return -errno;
-	}
+	if (page == MAP_FAILED)
+		return bk_error_errno(err, errno, "cannot map the counters");
 	eg->stats = page;
 	return 0;
 }
@@ -310,12 +293,11 @@ static int set_up(bk_egress *eg, bk_channel *ch)
 		const uint8_t *buf;
 		size_t len, nfds = 0;
 		int fds[BK_CHANNEL_MAX_FDS], ret;
-		const char *why = NULL;
-		bk_error *err = NULL;
+		_cleanup_error_ bk_error *err = NULL;
 
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
 			return -errno;
-		ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds);
+		ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds, NULL);
 		if (ret == -EAGAIN)
 			continue;
 		if (ret < 0)
@@ -328,24 +310,21 @@ static int set_up(bk_egress *eg, bk_channel *ch)
 		switch (configured ? o->kind_case : BOXKITE__EGRESS__ORDER__KIND_CONFIGURE) {
 		case BOXKITE__EGRESS__ORDER__KIND_CONFIGURE:
 			if (configured || o->kind_case != BOXKITE__EGRESS__ORDER__KIND_CONFIGURE) {
-				why = configured ? "configured once" : "Configure comes first";
-				ret = -EINVAL;
+				ret = bk_error_invalid(&err, "%s", configured ? "configured once" : "Configure comes first");
 			} else {
-				ret = configure(eg, o->configure, fds[0], &why);
+				ret = configure(eg, o->configure, fds[0], &err);
 				configured = ret == 0;
 			}
 			break;
 		case BOXKITE__EGRESS__ORDER__KIND_CREDENTIAL:
 			ret = bk_broker_add(&eg->broker, o->credential->destination, fds[0], &err);
-			why = bk_error_msg(err);
 			break;
 		case BOXKITE__EGRESS__ORDER__KIND_START:
 			ret = start(eg, ch, o->id);
 			boxkite__egress__order__free_unpacked(o, NULL);
 			return ret;
 		default:
-			why = "not an order before Start";
-			ret = -EINVAL;
+			ret = bk_error_invalid(&err, "not an order before Start");
 			break;
 		}
 		for (size_t i = 0; i < nfds; i++)
@@ -353,12 +332,10 @@ static int set_up(bk_egress *eg, bk_channel *ch)
 		uint64_t id = o->id;
 		boxkite__egress__order__free_unpacked(o, NULL);
 		if (ret < 0) {
-			bk_log(BK_LOG_ERROR, "egress: set-up: %s", why);
-			reply(ch, id, -ret, why, NULL);
-			bk_error_free(err);
+			bk_log(BK_LOG_ERROR, "egress: set-up: %s", bk_error_msg(err));
+			reply(ch, id, -ret, bk_error_msg(err), NULL);
 			return ret;
 		}
-		bk_error_free(err);
 	}
 }
 
@@ -415,7 +392,7 @@ int bk_egress_main(int sock)
 				const uint8_t *buf;
 				size_t len, nfds = 0;
 				int fds[BK_CHANNEL_MAX_FDS];
-				int r = bk_channel_recv_raw(&ch, &buf, &len, fds, &nfds);
+				int r = bk_channel_recv_raw(&ch, &buf, &len, fds, &nfds, NULL);
 				if (r == -EAGAIN)
 					break;
 				if (r < 0) {

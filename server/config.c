@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "rpc/methods.h"
+#include "transport/door.h"
+#include "transport/proxy.h"
 #include "sync/store.h"
 #include "version.h"
 
@@ -29,6 +31,8 @@ static const struct option_def option_defs[] = {
 	{ "listen", OPT_LISTEN, FIELD(listen), "URL", "listen on URL (tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc:///PATH); repeatable" },
 	{ "key-file", OPT_STRING, FIELD(key_file), "PATH", "key file (bkctl keygen); without one only Health is served" },
 	{ "key-env", OPT_STRING, FIELD(key_env), "NAME", "read the keys from environment variable NAME instead (a Kubernetes secretKeyRef); never reloaded" },
+	{ "claim-key-file", OPT_STRING, FIELD(claim_key_file), "PATH", "a warm pool's claim key instead: Health and Reset only, until a Reset installs the tenant's key (kept in --state-dir: the claim key is refused for good)" },
+	{ "claim-key-env", OPT_STRING, FIELD(claim_key_env), "NAME", "the claim key from environment variable NAME (a Kubernetes secretKeyRef); never reloaded" },
 	{ "http-listen", OPT_STRING, FIELD(http_listen), "URL", "serve /livez, /readyz and /metrics on URL (http://HOST:PORT)" },
 	{ "preview-listen", OPT_STRING, FIELD(preview_listen), "URL", "relay previews (/preview/PORT/TOKEN/...) to exposed ports on URL (http://HOST:PORT)" },
 	{ "preview-ttl-max", OPT_SECONDS, FIELD(preview_ttl_max_ms), "SECONDS", "the longest a preview token may be good for (default 86400)" },
@@ -59,6 +63,8 @@ static const struct option_def option_defs[] = {
 	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output buffered for all running execs together (default 256M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
 	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
+	{ "sandbox-memory", OPT_SIZE, FIELD(sandbox_memory), "BYTES", "memory of every exec and process together (default 4 x --exec-memory)" },
+	{ "sandbox-pids", OPT_UINT, FIELD(sandbox_pids), "N", "processes of every exec and process together (default 4 x --exec-pids)" },
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
 	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
@@ -131,6 +137,8 @@ void bk_config_free(bk_config *cfg)
 		free(cfg->listen[i]);
 	free(cfg->key_file);
 	free(cfg->key_env);
+	free(cfg->claim_key_file);
+	free(cfg->claim_key_env);
 	free(cfg->http_listen);
 	free(cfg->preview_listen);
 	free(cfg->tls_cert);
@@ -230,19 +238,17 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		*(size_t *)field = (size_t)v;
 		return 0;
 	case OPT_ROOT: {
-		const char *why = NULL;
-		if (bk_roots_add(&cfg->roots, value, &why) < 0)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--root %s: %s", value, why);
-		return 0;
+		int ret = bk_roots_add(&cfg->roots, value, err);
+		return ret < 0 ? bk_error_prefix(err, ret, "--root %s", value) : 0;
 	}
 	case OPT_EGRESS_ALLOW: {
 		bk_egress_pattern p;
-		const char *why = NULL;
+		int ret;
 		if (cfg->negress_allow == BK_EGRESS_CEILING_MAX)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow: at most %d patterns",
 					    BK_EGRESS_CEILING_MAX);
-		if (bk_egress_pattern_parse(value, &p, &why) < 0)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow %s: %s", value, why);
+		if ((ret = bk_egress_pattern_parse(value, &p, err)) < 0)
+			return bk_error_prefix(err, ret, "--egress-allow %s", value);
 		if (!(cfg->egress_allow[cfg->negress_allow] = strdup(value)))
 			return bk_error_errno(err, ENOMEM, "--egress-allow");
 		cfg->negress_allow++;
@@ -250,7 +256,8 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 	}
 	case OPT_EGRESS_CREDENTIAL: {
 		bk_egress_credential *c = &cfg->egress_credential[cfg->negress_credential];
-		const char *eq = strchr(value, '='), *why = NULL;
+		const char *eq = strchr(value, '=');
+		int ret;
 		if (cfg->negress_credential == BK_EGRESS_CREDENTIALS_MAX)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential: at most %d",
 					    BK_EGRESS_CREDENTIALS_MAX);
@@ -260,8 +267,8 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 		if (!(c->destination = strndup(value, (size_t)(eq - value))) || !(c->path = strdup(eq + 1)))
 			return bk_error_errno(err, ENOMEM, "--egress-credential");
 		cfg->negress_credential++;
-		if (bk_egress_destination_parse(c->destination, &c->host, &c->port, &why) < 0)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: %s", value, why);
+		if ((ret = bk_egress_destination_parse(c->destination, &c->host, &c->port, err)) < 0)
+			return bk_error_prefix(err, ret, "--egress-credential %s", value);
 		return 0;
 	}
 	case OPT_FLAG:
@@ -360,8 +367,6 @@ static int next_to_self(const char *name, char **out, bk_error **err)
  * within it, the proxy's user apart from every other. */
 static int egress_finish(bk_config *cfg, bk_error **err)
 {
-	const char *why = NULL;
-	size_t bad = 0;
 	int ret;
 
 	if (cfg->negress_allow == 0) {
@@ -370,9 +375,8 @@ static int egress_finish(bk_config *cfg, bk_error **err)
 					    "--egress-credential without --egress-allow: no destination is reachable");
 		return 0;
 	}
-	if (bk_egress_patterns_parse(cfg->egress_allow, cfg->negress_allow, &cfg->egress_ceiling, &why, &bad) < 0)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow %s: %s", cfg->egress_allow[bad],
-				    why ? why : "out of memory");
+	if ((ret = bk_egress_patterns_parse(cfg->egress_allow, cfg->negress_allow, &cfg->egress_ceiling, err)) < 0)
+		return bk_error_prefix(err, ret, "--egress-allow");
 	for (size_t i = 0; i < cfg->negress_credential; i++) {
 		const bk_egress_credential *c = &cfg->egress_credential[i];
 		if (!bk_egress_patterns_match(cfg->egress_ceiling, cfg->negress_allow, &c->host, c->port))
@@ -424,14 +428,31 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    "(at most %zu) or raise --exec-memory",
 				    cfg->tmp_size, cfg->shm_size, cfg->exec_memory,
 				    cfg->exec_memory - cfg->exec_memory / 4 - cfg->shm_size);
+	if (!cfg->sandbox_memory)
+		cfg->sandbox_memory = 4 * cfg->exec_memory;
+	if (!cfg->sandbox_pids)
+		cfg->sandbox_pids = 4 * cfg->exec_pids;
+	if (cfg->sandbox_memory < cfg->exec_memory || cfg->sandbox_pids < cfg->exec_pids)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--sandbox-memory and --sandbox-pids are at least one exec's (--exec-memory, --exec-pids)");
 	if (!cfg->init_name && !(cfg->init_name = strdup("boxkite-init")))
 		return bk_error_errno(err, ENOMEM, "config");
 	if (!cfg->init_path && (ret = next_to_self("boxkite-init", &cfg->init_path, err)) < 0)
 		return ret;
 	if (!cfg->executor_path && (ret = next_to_self("boxkite-executor", &cfg->executor_path, err)) < 0)
 		return ret;
-	if (cfg->key_file && cfg->key_env)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--key-file and --key-env: one source of keys");
+	if (!!cfg->key_file + !!cfg->key_env + !!cfg->claim_key_file + !!cfg->claim_key_env > 1)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--key-file, --key-env, --claim-key-file, --claim-key-env: one source of keys (a pod's "
+				    "own key, or a warm pool's claim key)");
+	/* A claim key is read like any key; only what it may do differs. --state-dir always names
+	 * a directory (the default above), where the tenant key its Reset installs outlives a
+	 * restart, and the claim key with it stays refused. */
+	if (cfg->claim_key_file || cfg->claim_key_env) {
+		cfg->claim = true;
+		cfg->key_file = TAKE_PTR(cfg->claim_key_file);
+		cfg->key_env = TAKE_PTR(cfg->claim_key_env);
+	}
 	bool tls = false;
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		tls = tls || strncmp(cfg->listen[i], "tls+tcp://", 10) == 0;
@@ -459,6 +480,13 @@ static int config_finish(bk_config *cfg, bk_error **err)
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
 	return egress_finish(cfg, err);
+}
+
+size_t bk_config_descriptors(const bk_config *cfg)
+{
+	return BK_FRONT_FIXED_FDS + cfg->max_connections + (cfg->http_listen ? BK_DOOR_MAX : 0) +
+	       (cfg->preview_listen ? BK_DOOR_MAX + 2 * BK_PROXY_MAX : 0) + BK_EXEC_FDS * cfg->contexts +
+	       BK_PROCESS_FDS * cfg->processes_max + cfg->uploads_max;
 }
 
 static void usage(FILE *out)

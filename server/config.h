@@ -28,6 +28,11 @@ typedef struct bk_config {
 	size_t nlisten;
 	char *key_file;           /* NULL: no key, every rpc but Health refused */
 	char *key_env;            /* or the keys from this environment variable (Kubernetes) */
+	/* The keys are a warm pool's claim key (--claim-key-file/--claim-key-env, put in key_file or
+	 * key_env once parsed): Health and a Reset that installs the tenant's key only, until such a
+	 * Reset (server/session/reset.c). */
+	bool claim;
+	char *claim_key_file, *claim_key_env; /* as given; NULL once moved to key_file/key_env */
 	char *http_listen;        /* the HTTP listener (probes, metrics); NULL: none */
 	char *preview_listen;     /* the preview relay (server/transport/proxy.c); NULL: none */
 	int64_t preview_ttl_max_ms; /* the longest a preview token may still be good for */
@@ -60,6 +65,8 @@ typedef struct bk_config {
 	size_t exec_output_budget; /* bytes of output buffered for all execs at once */
 	size_t exec_memory;       /* memory cgroup limit per exec */
 	unsigned exec_pids;       /* pids cgroup limit per exec */
+	size_t sandbox_memory;    /* every exec together (their parent cgroup); 0: 4 x exec_memory */
+	unsigned sandbox_pids;    /* every exec together; 0: 4 x exec_pids */
 	unsigned exec_nofile, exec_nproc;
 	size_t exec_fsize;
 
@@ -99,6 +106,17 @@ typedef struct bk_config {
 	int64_t egress_connect_ms;
 	size_t egress_header_max;
 } bk_config;
+
+/* The descriptors the front may hold at once, each kind bounded by a setting: the fixed ones
+ * (stdio, channels, epoll and event descriptors, the log and state files, nng's own, the sync's
+ * store and the file pool's reads), a connection per --max-connections, each HTTP listener's
+ * door, two per preview relay, an exec's pipes and timer per context (Exec holds its context),
+ * a process's three streams, an upload's file. boxkited raises its soft RLIMIT_NOFILE to the
+ * hard one and refuses to start below this sum: running out is never how a bound is found. */
+#define BK_FRONT_FIXED_FDS 96
+#define BK_EXEC_FDS 4
+#define BK_PROCESS_FDS 3
+size_t bk_config_descriptors(const bk_config *cfg);
 
 /* Fill cfg from defaults, the file named by --config and the flags. Returns 0, 1 when --help or
  * --version printed and the program should exit 0, or a negative errno with *err set. */

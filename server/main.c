@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +47,29 @@ static int state_dir_make(const char *dir, bk_error **err)
 	return 0;
 }
 
+/* The soft descriptor limit up to the hard one (nothing here uses select()), and every bound on
+ * descriptors within it (config.h). */
+static int descriptors_fit(const bk_config *cfg, bk_error **err)
+{
+	size_t need = bk_config_descriptors(cfg);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return bk_error_errno(err, errno, "getrlimit(RLIMIT_NOFILE)");
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return bk_error_errno(err, errno, "setrlimit(RLIMIT_NOFILE)");
+	}
+	if (rl.rlim_cur < need)
+		return bk_error_set(err, BK_FAILED_PRECONDITION, EMFILE,
+				    "boxkited may hold %zu descriptors with these settings and its limit is %llu: raise "
+				    "RLIMIT_NOFILE (ulimit -n) or lower --max-connections, --contexts, --processes-max, "
+				    "--uploads-max",
+				    need, (unsigned long long)rl.rlim_cur);
+	return 0;
+}
+
 /* How long --restore-from waits for the file worker (pod mode: for the sandbox container). */
 #define RESTORE_WAIT_MS (120 * 1000)
 
@@ -84,6 +108,9 @@ static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cf
 	c.tmp_size = cfg->tmp_size;
 	c.exec_memory = cfg->exec_memory;
 	c.exec_pids = cfg->exec_pids;
+	c.sandbox_memory = cfg->sandbox_memory;
+	c.sandbox_pids = cfg->sandbox_pids;
+	c.front_uid = cfg->front_uid;
 	c.exec_nofile = cfg->exec_nofile;
 	c.exec_nproc = cfg->exec_nproc;
 	c.exec_fsize = cfg->exec_fsize;
@@ -152,6 +179,17 @@ static int key_file_via_executor(void *arg, const char *path)
 }
 
 /* Wait for SIGTERM/SIGINT; reload the keys on SIGHUP, and each second if the file changed. */
+/* Say what a warm pod waits for: a claim key that a Reset has not retired yet. */
+static void claim_pending_log(bk_server *srv)
+{
+	bk_keyring_ref *ref = bk_keystore_get(srv->keystore);
+
+	if (bk_keyring_ref_claim(ref))
+		bk_log(BK_LOG_INFO, "keys: a warm pool's claim key: Health and Reset only, until a Reset installs the "
+				    "tenant's key");
+	bk_keyring_ref_put(ref);
+}
+
 static void serve_until_signal(bk_server *srv, const sigset_t *set)
 {
 	struct timespec tick = { .tv_sec = 1 };
@@ -210,7 +248,8 @@ int main(int argc, char **argv)
 	 * own image, before the keys are read, so that no key was ever in its memory —; then the
 	 * keys read as root, and then, before any thread, the front keeps only what listening and
 	 * becoming --front-uid need (privdrop.c). */
-	if ((ret = state_dir_make(cfg.state_dir, &err)) < 0 || (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
+	if ((ret = descriptors_fit(&cfg, &err)) < 0 || (ret = state_dir_make(cfg.state_dir, &err)) < 0 ||
+	    (ret = bk_front_make_dirs(&cfg, &err)) < 0 ||
 	    (ret = sync_stores_prepare(&cfg, &err)) < 0 ||
 	    (ret = bk_link_new("executor", bk_server_executor_event, &srv, &link, &err)) < 0 ||
 	    (ret = bk_privsep_start(&cfg, &channel, &executor, &err)) < 0) {
@@ -241,6 +280,7 @@ int main(int argc, char **argv)
 	}
 	if (!bk_keystore_configured(srv.keystore))
 		bk_log(BK_LOG_WARN, "no --key-file: every rpc but Health is refused");
+	claim_pending_log(&srv);
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
 	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
 	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
@@ -264,6 +304,8 @@ out:
 	 * exits come back as events), then the exec and process threads answer what is left, then the
 	 * transport closes. */
 	atomic_store(&srv.stopping, true);
+	/* A sync waiting on its store ends now, so that nothing below waits for it. */
+	bk_sync_cancel(&srv);
 	bk_http_stop(&srv);
 	bk_proxy_stop(&srv);
 	bk_link_close(link);

@@ -164,35 +164,35 @@ static void cgroups_restage(struct executor *ex)
  * environment, a cwd inside a sandbox root (the child resolves the rest beneath its root as
  * the sandbox user). The command runs unprivileged whatever its environment: any well-formed
  * variable is its own business. */
-static const char *check_spawn(const bk_roots *roots, const bk_order *o)
+static int check_spawn(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	const Boxkite__Executor__Spawn *s = o->spawn;
 
 	if (s->exec_id == 0)
-		return "exec id 0";
+		return bk_error_invalid(err, "exec id 0");
 	if (s->n_argv == 0 || !s->argv[0][0])
-		return "empty argv";
+		return bk_error_invalid(err, "empty argv");
 	for (size_t i = 0; i < s->n_env; i++) {
 		const char *eq = strchr(s->env[i], '=');
 		if (!eq || bk_env_name_valid(s->env[i], (size_t)(eq - s->env[i])) == false)
-			return "malformed environment entry";
+			return bk_error_invalid(err, "malformed environment entry");
 	}
 	if (s->tty ? s->rows == 0 || s->rows > 65535 || s->cols == 0 || s->cols > 65535 : s->rows || s->cols)
-		return "a terminal's size is 1-65535 rows and columns, and only a terminal has one";
+		return bk_error_invalid(err, "a terminal's size is 1-65535 rows and columns, and only a terminal has one");
 	/* A grant: well-formed here, within the ceiling when served (bk_proxyctl_check). A process
 	 * in the sandbox's network namespace shares the pod's network: no grant means anything
 	 * there. */
 	if (s->n_egress > BK_EGRESS_GRANT_MAX || strlen(s->key_id) > 64)
-		return "a grant of at most 64 patterns, a key id of at most 64 bytes";
+		return bk_error_invalid(err, "a grant of at most 64 patterns, a key id of at most 64 bytes");
 	if (s->n_egress && s->sandbox_net)
-		return "a grant and the sandbox's network namespace";
+		return bk_error_invalid(err, "a grant and the sandbox's network namespace");
 	for (size_t i = 0; i < s->n_egress; i++) {
 		bk_egress_pattern p;
-		const char *why = NULL;
-		if (bk_egress_pattern_parse(s->egress[i], &p, &why) < 0)
-			return why;
+		int ret = bk_egress_pattern_parse(s->egress[i], &p, err);
+		if (ret < 0)
+			return ret;
 	}
-	return bk_order_check_path(roots, s->cwd);
+	return bk_order_check_path(roots, s->cwd, err);
 }
 
 /* An exec entry and what it holds besides its process: its grant's copy and its listener. */
@@ -221,6 +221,18 @@ static int egress_prepare(struct executor *ex, const Boxkite__Executor__Spawn *s
 	return bk_proxyctl_listener(&ex->egress, ex->self_net, netns, &e->egress_listener, err);
 }
 
+/* The exec e did not start: the executor leaves its cgroup for a fresh one (sidecar/exec/
+ * cgroup.h, "Staging"), e's goes, and the order failed at `step` (child_step: a step of the
+ * child's). */
+static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, int errnum, bk_step child_step,
+			const char *step, const char *message)
+{
+	cgroups_restage(ex);
+	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+	exec_entry_free(e);
+	return reply_failure(ex, id, errnum, child_step, step, message);
+}
+
 static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
 {
 	struct executor *ex = server;
@@ -230,10 +242,10 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
 	struct bk_step_report report;
 	struct exec_entry *e = NULL;
-	bk_error *err = NULL;
+	_cleanup_error_ bk_error *err = NULL;
 	bk_spawned out;
-	char cwd[4096], msg[512];
-	const char *why, *cwd_rel;
+	char cwd[4096];
+	const char *cwd_rel;
 	const bk_root *root = NULL;
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
 	int ret;
@@ -245,15 +257,15 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	if (ex->hold)
 		return reply_error(ex, id, EAGAIN, "reset", "a reset holds the sandbox: nothing starts until it is over");
 	/* Checked (check_spawn): normalized here, and its root found. */
-	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &why) < 0)
-		return reply_error(ex, id, EINVAL, "order", why);
+	if (bk_sandbox_path(&ex->roots, s->cwd, cwd, sizeof(cwd), &root, &err) < 0)
+		return reply_error(ex, id, EINVAL, "order", bk_error_msg(err));
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
 	/* A grant within this executor's own ceiling, whatever the front checked; one reaching a
 	 * brokered destination needs the proxy's CA, which a proxy starting again has not sent yet. */
 	bool brokered = false;
-	if (s->n_egress && (why = bk_proxyctl_check(&ex->egress, s->egress, s->n_egress, &brokered)))
-		return reply_error(ex, id, bk_proxyctl_on(&ex->egress) ? EPERM : EINVAL, "egress", why);
+	if (s->n_egress && (ret = bk_proxyctl_check(&ex->egress, s->egress, s->n_egress, &brokered, &err)) < 0)
+		return reply_error(ex, id, -ret, "egress", bk_error_msg(err));
 	if (brokered && !ex->egress.ready)
 		return reply_error(ex, id, EAGAIN, "egress", "the egress proxy is starting: its CA is not there yet");
 
@@ -273,18 +285,14 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	e->id = s->exec_id;
 	int netns = -1;
 	if (s->n_egress && (ret = egress_prepare(ex, s, e, &netns, &err)) < 0) {
-		ret = reply_error(ex, id, -ret, "egress", bk_error_msg(err));
-		bk_error_free(err);
 		exec_entry_free(e);
-		return ret;
+		return reply_error(ex, id, -ret, "egress", bk_error_msg(err));
 	}
 	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
 	if (ret < 0) {
-		ret = reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
-		bk_error_free(err);
 		bk_close(netns);
 		exec_entry_free(e);
-		return ret;
+		return reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
 	}
 	bk_spawn_request rq = {
 		.argv = argv,
@@ -313,47 +321,26 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		.rows = (unsigned short)s->rows,
 		.cols = (unsigned short)s->cols,
 	};
-	if (s->sandbox_net && rq.netns < 0) {
-		ret = reply_error(ex, id, errno, "setns(net)", "cannot open the sandbox's network namespace");
-		cgroups_restage(ex);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		exec_entry_free(e);
-		return ret;
-	}
+	if (s->sandbox_net && rq.netns < 0)
+		return spawn_failed(ex, e, id, errno, BOXKITE__EXECUTOR__STEP__STEP_NONE, "setns(net)",
+				    "cannot open the sandbox's network namespace");
 	ret = bk_spawn(&ex->spawner, &rq, &out, &report, &err);
 	/* The child holds the namespace now (or it was never entered): ours goes. */
 	bk_close(rq.netns);
-	if (ret != 0) {
-		/* Out of the cgroup before it is removed. */
-		cgroups_restage(ex);
-		if (ret > 0) {
-			snprintf(msg, sizeof(msg), "%s: %s", bk_step_name(report.step), strerror(report.errnum));
-			ret = reply_failure(ex, id, report.errnum, report.step, bk_step_name(report.step), msg);
-		} else {
-			ret = reply_error(ex, id, -ret, "clone", bk_error_msg(err));
-		}
-		bk_error_free(err);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		exec_entry_free(e);
-		return ret;
-	}
-	e->pidfd = out.pidfd;
-	e->status_fd = out.status_r;
+	if (ret < 0)
+		return spawn_failed(ex, e, id, -ret, report.step, report.step ? bk_step_name(report.step) : "clone",
+				    bk_error_msg(err));
 	/* Unwatched, its exit would never be reported and its call never answered: it does not
 	 * run at all. */
-	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, e->pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
+	if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, out.pidfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0) {
 		int errnum = errno;
-		bk_pidfd_kill_reap(e->pidfd);
-		bk_close(e->pidfd);
-		bk_close(e->status_fd);
-		bk_close(out.stdin_w);
-		bk_close(out.stdout_r);
-		bk_close(out.stderr_r);
-		cgroups_restage(ex);
-		bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-		exec_entry_free(e);
-		return reply_error(ex, id, errnum, "epoll_ctl", "cannot watch the exec");
+		bk_pidfd_kill_reap(out.pidfd);
+		bk_spawned_close(&out);
+		return spawn_failed(ex, e, id, errnum, BOXKITE__EXECUTOR__STEP__STEP_NONE, "epoll_ctl",
+				    "cannot watch the exec");
 	}
+	e->pidfd = TAKE_FD(out.pidfd);
+	e->status_fd = TAKE_FD(out.status_r);
 	e->next = ex->execs;
 	ex->execs = e;
 	/* It runs: the proxy serves its listener from now until it ends. */
@@ -363,10 +350,8 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
 	reply.spawned = &spawned;
-	int fds[3] = { out.stdin_w, out.stdout_r, out.stderr_r };
-	ret = send_reply(ex, &reply, fds, 3);
-	for (int i = 0; i < 3; i++)
-		bk_close(fds[i]);
+	ret = send_reply(ex, &reply, (const int[]){ out.stdin_w, out.stdout_r, out.stderr_r }, 3);
+	bk_spawned_close(&out);
 	/* The answer is out: now, off its latency path, wait in the next exec's cgroup. */
 	cgroups_restage(ex);
 	return ret;
@@ -374,12 +359,14 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 
 /* --- KILL and exits -------------------------------------------------------------------------- */
 
-static const char *check_kill(const bk_roots *roots, const bk_order *o)
+static int check_kill(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	(void)roots;
 	if (o->kill->exec_id == 0)
-		return "exec id 0";
-	return o->kill->signal < 0 || o->kill->signal > 64 ? "bad signal" : NULL;
+		return bk_error_invalid(err, "exec id 0");
+	if (o->kill->signal < 0 || o->kill->signal > 64)
+		return bk_error_invalid(err, "bad signal");
+	return 0;
 }
 
 static int order_kill(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -601,12 +588,10 @@ static void egress_reopen(struct executor *ex)
 
 static void egress_restart(struct executor *ex)
 {
-	bk_error *err = NULL;
+	_cleanup_error_ bk_error *err = NULL;
 
-	if (bk_proxyctl_start(&ex->egress, &err) < 0) {
+	if (bk_proxyctl_start(&ex->egress, &err) < 0)
 		bk_log(BK_LOG_ERROR, "executor: %s", bk_error_msg(err));
-		bk_error_free(err);
-	}
 }
 
 /* --- the sandbox ----------------------------------------------------------------------------- */
@@ -680,15 +665,19 @@ static int serve_key_file(void *server, const bk_order *o, int *fds, size_t nfds
 
 /* --- CONNECT: the preview relay's way into the sandbox's network namespace ------------------ */
 
-static const char *check_connect(const bk_roots *roots, const bk_order *o)
+static int check_connect(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	(void)roots;
-	return o->connect->port < 1 || o->connect->port > 65535 ? "a port is 1-65535" : NULL;
+	if (o->connect->port < 1 || o->connect->port > 65535)
+		return bk_error_invalid(err, "a port is 1-65535");
+	return 0;
 }
 
 /* The socket is made in the sandbox's network namespace and stays there whatever the executor
  * does next; the executor goes back to its own at once (single-threaded: nothing else runs in
- * between). Loopback connects at once, or is refused at once. */
+ * between). The connect is begun and not waited for: a listener in the sandbox whose backlog is
+ * full (backlog 0, never accepting) makes loopback's SYN wait for its retries, up to two minutes,
+ * and the executor blocked in connect() held every exec behind it. The front waits instead. */
 static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 {
 	struct executor *ex = server;
@@ -703,7 +692,7 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 		return reply_error(ex, o->id, EAGAIN, "sandbox", ex->sandbox.why);
 	if (setns(ex->sandbox.ns.net, CLONE_NEWNET) < 0)
 		return reply_error(ex, o->id, errno, "setns(net)", strerror(errno));
-	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	errnum = errno;
 	if (setns(ex->self_net, CLONE_NEWNET) < 0) {
 		/* Everything the executor made next would be in the sandbox's namespace. */
@@ -712,64 +701,71 @@ static int order_connect(void *server, const bk_order *o, int *fds, size_t nfds)
 	}
 	if (sock < 0)
 		return reply_error(ex, o->id, errnum, "socket", strerror(errnum));
-	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0)
+	if (connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS)
 		return reply_error(ex, o->id, errno, "connect", strerror(errno));
 	return bk_answer_opened(&ex->ch, o->id, sock);
 }
 
 /* Configure: what the front configured boxkited with, checked as any order is. */
-static const char *check_configure(const bk_roots *roots, const bk_order *o)
+static int check_configure(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	const Boxkite__Executor__Configure *c = o->configure;
 	bk_roots all = { .n = 0 };
-	const char *why = NULL;
 
 	(void)roots;
 	if (c->sandbox_uid == 0)
-		return "the sandbox user cannot be root";
+		return bk_error_invalid(err, "the sandbox user cannot be root");
 	if (!c->exec_memory || !c->exec_pids || !c->exec_nofile || !c->exec_nproc || !c->exec_fsize)
-		return "an exec limit of 0";
+		return bk_error_invalid(err, "an exec limit of 0");
+	if (c->sandbox_memory < c->exec_memory || c->sandbox_pids < c->exec_pids)
+		return bk_error_invalid(err, "the sandbox's limits are below one exec's");
+	if (c->front_uid == 0 || c->front_uid == c->sandbox_uid)
+		return bk_error_invalid(err, "the front's user is neither root nor the sandbox's");
 	if (c->init_path[0] != '/')
-		return "the init is not an absolute path";
+		return bk_error_invalid(err, "the init is not an absolute path");
 	if (c->pod ? !c->init_name[0] : c->workspace[0] != '/' || c->home[0] != '/' || !c->tmp_size || !c->shm_size)
-		return c->pod ? "pod mode needs the name of the sandbox's init"
-			      : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm";
+		return bk_error_invalid(err, "%s",
+					c->pod ? "pod mode needs the name of the sandbox's init"
+					       : "local mode needs an absolute workspace and home, and sizes of /tmp and /dev/shm");
 	if (c->key_file[0] && c->key_file[0] != '/')
-		return "the key file is not an absolute path";
+		return bk_error_invalid(err, "the key file is not an absolute path");
 	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
-		return "1 to 8 roots";
+		return bk_error_invalid(err, "1 to 8 roots");
 	if (c->egress) {
 		const Boxkite__Executor__Egress *e = c->egress;
 		bk_egress_pattern p;
 		bk_egress_host h;
 		uint16_t port;
+		int ret;
 		if (e->n_ceiling == 0 || e->n_ceiling > BK_EGRESS_CEILING_MAX ||
 		    e->n_credentials > BK_PROXYCTL_CREDENTIALS_MAX)
-			return "egress: 1-256 ceiling patterns, at most 64 credentials";
+			return bk_error_invalid(err, "egress: 1-256 ceiling patterns, at most 64 credentials");
 		for (size_t i = 0; i < e->n_ceiling; i++)
-			if (bk_egress_pattern_parse(e->ceiling[i], &p, &why) < 0)
-				return why;
+			if ((ret = bk_egress_pattern_parse(e->ceiling[i], &p, err)) < 0)
+				return bk_error_prefix(err, ret, "egress ceiling");
 		for (size_t i = 0; i < e->n_credentials; i++) {
-			if (bk_egress_destination_parse(e->credentials[i]->destination, &h, &port, &why) < 0)
-				return why;
+			if ((ret = bk_egress_destination_parse(e->credentials[i]->destination, &h, &port, err)) < 0)
+				return bk_error_prefix(err, ret, "egress credential");
 			if (e->credentials[i]->path[0] != '/')
-				return "egress: a credential's file is an absolute path";
+				return bk_error_invalid(err, "egress: a credential's file is an absolute path");
 		}
 		if (e->path[0] != '/')
-			return "egress: the proxy is not an absolute path";
-		if (e->uid == 0 || e->uid == c->sandbox_uid)
-			return "egress: the proxy's user is neither root nor the sandbox's";
+			return bk_error_invalid(err, "egress: the proxy is not an absolute path");
+		if (e->uid == 0 || e->uid == c->sandbox_uid || e->uid == c->front_uid)
+			return bk_error_invalid(err, "egress: the proxy's user is neither root, the sandbox's nor the front's");
 		if (!e->max_connections || !e->idle_ms || !e->connect_ms || e->header_max < 1024 || e->header_max > 65536)
-			return "egress: limits of at least 1, a head of 1-64 KiB";
+			return bk_error_invalid(err, "egress: limits of at least 1, a head of 1-64 KiB");
 	}
 	for (size_t i = 0; i < c->n_roots; i++) {
 		char spec[BK_ROOT_PATH_MAX + 8];
 		if (snprintf(spec, sizeof(spec), "%s%s", c->roots[i]->path, c->roots[i]->read_only ? ":ro" : "") >=
-			    (int)sizeof(spec) ||
-		    bk_roots_add(&all, spec, &why) < 0)
-			return why ? why : "a root's path is too long";
+		    (int)sizeof(spec))
+			return bk_error_invalid(err, "a root's path is too long");
+		int ret = bk_roots_add(&all, spec, err);
+		if (ret < 0)
+			return ret;
 	}
-	return NULL;
+	return 0;
 }
 
 static int serve_configure(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -832,6 +828,13 @@ static int executor_setup(struct executor *ex)
 	};
 	int ret;
 
+	const bk_cgroup_limits limits = {
+		.exec_memory = ex->cfg->exec_memory,
+		.exec_pids = ex->cfg->exec_pids,
+		.sandbox_memory = ex->cfg->sandbox_memory,
+		.sandbox_pids = ex->cfg->sandbox_pids,
+	};
+
 	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ex->self_net = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (ex->epfd < 0 || ex->self_net < 0)
@@ -842,8 +845,7 @@ static int executor_setup(struct executor *ex)
 	 * spawner reads the bounding set its children have to empty once, already final. */
 	if ((ret = bk_seccomp_compile(&ex->seccomp, &err)) < 0 ||
 	    (ret = bk_seccomp_compile_files(&ex->files_filter, &err)) < 0 ||
-	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", ex->cfg->exec_memory,
-				   ex->cfg->exec_pids, &err)) < 0) {
+	    (ret = bk_cgroups_init(&ex->cgroups, "/sys/fs/cgroup", "/proc/self/cgroup", &limits, &err)) < 0) {
 		bk_log(BK_LOG_ERROR, "executor: set-up: %s", bk_error_msg(err));
 		bk_error_free(err);
 		return -1;
@@ -947,40 +949,41 @@ static const bk_order_row first_rows[] = {
 
 const bk_order_table bk_executor_first_order = { first_rows, BK_ARRAY_SIZE(first_rows) };
 
-/* The first packet on the channel, waited for: Configure, or the executor does not run. */
+/* The first packet on the channel, waited for: Configure, or the executor does not run. 0, or
+ * -errno (logged). */
 static int receive_configure(struct executor *ex)
 {
 	struct pollfd pfd = { .fd = ex->ch.fd, .events = POLLIN };
 	const bk_order_row *row;
 	const uint8_t *buf;
 	size_t len, nfds;
-	const char *why;
+	_cleanup_error_ bk_error *err = NULL;
 	int fds[BK_CHANNEL_MAX_FDS], ret;
 
 	while ((ret = poll(&pfd, 1, -1)) < 0 && errno == EINTR)
 		;
-	if (ret < 0 || (ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds)) < 0)
-		return -1;
+	if (ret < 0)
+		return -errno;
+	if ((ret = bk_channel_recv_raw(&ex->ch, &buf, &len, fds, &nfds, NULL)) < 0)
+		return ret;
 	for (size_t i = 0; i < nfds; i++)
 		bk_close(fds[i]);
-	switch (bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &why)) {
-	case BK_ORDER_OK:
-		break;
-	case BK_ORDER_REFUSED:
-		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", why);
-		reply_error(ex, ex->configure->id, EINVAL, "configure", why);
+	ret = bk_order_decode(&bk_executor_first_order, NULL, buf, len, nfds, &ex->configure, &row, &err);
+	if (ret < 0 && ex->configure) {
+		bk_log(BK_LOG_ERROR, "executor: its configuration is refused: %s", bk_error_msg(err));
+		reply_error(ex, ex->configure->id, EINVAL, "configure", bk_error_msg(err));
 		bk_channel_flush(&ex->ch);
-		return -1;
-	case BK_ORDER_GARBAGE:
-	default:
+		return ret;
+	}
+	if (ret < 0) {
 		bk_log(BK_LOG_ERROR, "executor: the front's first packet is not an order");
-		return -1;
+		return ret;
 	}
 	ex->cfg = ex->configure->configure;
 	for (size_t i = 0; i < ex->cfg->n_roots; i++) {
 		char spec[BK_ROOT_PATH_MAX + 8];
 		snprintf(spec, sizeof(spec), "%s%s", ex->cfg->roots[i]->path, ex->cfg->roots[i]->read_only ? ":ro" : "");
-		bk_roots_add(&ex->roots, spec, &why); /* checked above */
+		bk_roots_add(&ex->roots, spec, NULL); /* checked above */
 	}
 	return 0;
 }
@@ -1023,6 +1026,18 @@ int bk_executor_main(int sock)
 		executor_teardown(&ex);
 		return 1;
 	}
+	/* The front's death signal (PR_SET_PDEATHSIG, SIGKILL) is sent with the dying front's
+	 * credentials, and the kernel checks them as for kill(2): a front that became --front-uid
+	 * may not signal a process of root's, so the signal was dropped, and an executor that was
+	 * stopped or busy (not reading its channel's end) outlived the front. With the front's uid
+	 * as its saved set-user-ID the executor is one the front may signal; its real and effective
+	 * uid stay root's, so its privilege is what it was, and what it made before this (its
+	 * helpers, the sandbox, the file worker) is not affected. */
+	if (setresuid(-1, -1, ex.cfg->front_uid) < 0) {
+		bk_log(BK_LOG_ERROR, "executor: setresuid: %s", strerror(errno));
+		executor_teardown(&ex);
+		return 1;
+	}
 	/* The answer to Configure: set up, and the sandbox's state. */
 	if (send_state(&ex, ex.configure->id) < 0) {
 		executor_teardown(&ex);
@@ -1032,8 +1047,7 @@ int bk_executor_main(int sock)
 	for (;;) {
 		struct epoll_event evs[16];
 		int64_t now = bk_clock_monotonic_ms();
-		/* The next deadline: the sandbox to look for again, a file worker or the egress proxy
-		 * to start again. */
+		/* The next deadline: the sandbox to look for again, a file worker to start again. */
 		int64_t due = ex.sandbox.ready ? -1 : retry_at;
 		if (ex.files_retry_at && (due < 0 || ex.files_retry_at < due))
 			due = ex.files_retry_at;

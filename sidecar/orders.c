@@ -8,21 +8,21 @@
 
 #include "log.h"
 
-const char *bk_order_check_none(const bk_roots *roots, const bk_order *o)
+int bk_order_check_none(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	(void)roots;
 	(void)o;
-	return NULL;
+	(void)err;
+	return 0;
 }
 
-const char *bk_order_check_path(const bk_roots *roots, const char *path)
+int bk_order_check_path(const bk_roots *roots, const char *path, bk_error **err)
 {
 	char norm[4096];
-	const char *why = NULL;
 
 	if (!path[0])
-		return "empty path";
-	return bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, &why) < 0 ? why : NULL;
+		return bk_error_invalid(err, "empty path");
+	return bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, err);
 }
 
 /* No unknown field anywhere in m: protobuf-c keeps and re-encodes them, so the size check alone
@@ -64,38 +64,33 @@ static const bk_order_row *find_row(const bk_order_table *t, Boxkite__Executor__
 	return NULL;
 }
 
-enum bk_order_verdict bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_t *buf,
-				      size_t len, size_t nfds, bk_order **order, const bk_order_row **row,
-				      const char **why)
+int bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_t *buf, size_t len, size_t nfds,
+		    bk_order **order, const bk_order_row **row, bk_error **err)
 {
 	bk_order *o = boxkite__executor__order__unpack(NULL, len, buf);
 	const bk_order_row *r;
+	int ret;
 
 	*order = NULL;
 	*row = NULL;
-	*why = NULL;
 	if (!o)
-		return BK_ORDER_GARBAGE;
+		return -EBADMSG;
 	/* Only what protobuf-c itself would write: a string with a NUL byte would be acted on up to
 	 * the NUL, and an unknown field means a front of another version. */
 	if (o->id == 0 || !known_fields_only(&o->base) || protobuf_c_message_get_packed_size(&o->base) != len) {
 		bk_order_free(o);
-		return BK_ORDER_GARBAGE;
+		return -EBADMSG;
 	}
 	*order = o;
 	r = find_row(t, o->kind_case);
-	if (!r) {
-		*why = "not an order this process serves";
-		return BK_ORDER_REFUSED;
-	}
-	if (nfds != r->nfds) {
-		*why = "the wrong number of descriptors for this order";
-		return BK_ORDER_REFUSED;
-	}
-	if ((*why = r->check(roots, o)))
-		return BK_ORDER_REFUSED;
+	if (!r)
+		return bk_error_invalid(err, "not an order this process serves");
+	if (nfds != r->nfds)
+		return bk_error_invalid(err, "the wrong number of descriptors for this order");
+	if ((ret = r->check(roots, o, err)) < 0)
+		return ret;
 	*row = r;
-	return BK_ORDER_OK;
+	return 0;
 }
 
 void bk_order_free(bk_order *o)
@@ -156,27 +151,27 @@ int bk_orders_serve(bk_channel *ch, const bk_order_table *t, const bk_roots *roo
 		size_t nfds = 0, len;
 		const uint8_t *buf;
 		const bk_order_row *row;
-		const char *why;
+		_cleanup_error_ bk_error *err = NULL;
 		bk_order *order;
-		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds);
+		bool lost = false;
+		int ret = bk_channel_recv_raw(ch, &buf, &len, fds, &nfds, &lost);
 
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret < 0)
 			return ret;
-		switch (bk_order_decode(t, roots, buf, len, nfds, &order, &row, &why)) {
-		case BK_ORDER_OK:
+		ret = bk_order_decode(t, roots, buf, len, nfds, &order, &row, &err);
+		if (ret == 0) {
 			ret = row->serve(server, order, fds, nfds);
-			break;
-		case BK_ORDER_REFUSED:
-			ret = bk_answer_error(ch, order->id, EINVAL, "order", why);
-			break;
-		case BK_ORDER_GARBAGE:
-		default:
+		} else if (order && lost) {
+			/* Out of descriptors here: this order fails, the channel goes on. */
+			ret = bk_answer_error(ch, order->id, EMFILE, "order", "its descriptors did not arrive");
+		} else if (order) {
+			ret = bk_answer_error(ch, order->id, EINVAL, "order", bk_error_msg(err));
+		} else {
 			/* The two ends no longer agree, and this end never guesses. */
 			bk_log(BK_LOG_ERROR, "the front sent a packet that is not an order");
 			ret = -EBADMSG;
-			break;
 		}
 		for (size_t k = 0; k < nfds; k++)
 			close(fds[k]);

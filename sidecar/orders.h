@@ -12,6 +12,7 @@
 
 #include "boxkite/executor/order.pb-c.h"
 #include "channel.h"
+#include "error.h"
 #include "sbpath.h"
 
 typedef Boxkite__Executor__Order bk_order;
@@ -20,8 +21,9 @@ typedef Boxkite__Executor__Reply bk_reply;
 typedef struct bk_order_row {
 	Boxkite__Executor__Order__KindCase kind;
 	size_t nfds;        /* descriptors an order of this kind comes with, exactly */
-	/* NULL when the fields are fine; otherwise why not. roots: where paths may point. */
-	const char *(*check)(const bk_roots *roots, const bk_order *o);
+	/* 0 when the fields are fine; otherwise -EINVAL, *err saying why (bk_error_invalid).
+	 * roots: where paths may point. */
+	int (*check)(const bk_roots *roots, const bk_order *o, bk_error **err);
 	/* Serve it: 0, or <0 when the channel broke (the process ends). */
 	int (*serve)(void *server, const bk_order *o, int *fds, size_t nfds);
 } bk_order_row;
@@ -31,20 +33,14 @@ typedef struct bk_order_table {
 	size_t n;
 } bk_order_table;
 
-/* The outcome of bk_order_decode(). */
-enum bk_order_verdict {
-	BK_ORDER_OK,        /* *order and *row set: serve it */
-	BK_ORDER_REFUSED,   /* a well-formed Order refused: answer its id (may be 0) with EINVAL, *why */
-	BK_ORDER_GARBAGE,   /* not an Order at all: nothing to answer, the channel is broken */
-};
-
 /* Decode a packet of len bytes that came with nfds descriptors: a canonically encoded Order
  * (re-encoded, it is len bytes: no NUL inside a string, no unknown field), a nonzero id, a kind
- * of this table with exactly its descriptors, and fields its check accepts. *order (free with
- * bk_order_free) is set for OK and REFUSED. */
-enum bk_order_verdict bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_t *buf,
-				      size_t len, size_t nfds, bk_order **order, const bk_order_row **row,
-				      const char **why);
+ * of this table with exactly its descriptors, and fields its check accepts. Returns
+ *   0        *order (free with bk_order_free) and *row set: serve it;
+ *   -EINVAL  a well-formed Order refused: *order set, answer its id with *err's message;
+ *   -EBADMSG not an Order at all: nothing to answer, the channel is broken. */
+int bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_t *buf, size_t len, size_t nfds,
+		    bk_order **order, const bk_order_row **row, bk_error **err);
 
 void bk_order_free(bk_order *o);
 
@@ -75,8 +71,8 @@ int bk_answer_opened(bk_channel *ch, uint64_t id, int fd);
 int bk_answer_error(bk_channel *ch, uint64_t id, int errnum, const char *step, const char *message);
 
 /* The checks rows share. */
-const char *bk_order_check_none(const bk_roots *roots, const bk_order *o);
+int bk_order_check_none(const bk_roots *roots, const bk_order *o, bk_error **err);
 /* A path inside a root, as sbpath.h normalizes it ("" refused). */
-const char *bk_order_check_path(const bk_roots *roots, const char *path);
+int bk_order_check_path(const bk_roots *roots, const char *path, bk_error **err);
 
 #endif

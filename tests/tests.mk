@@ -8,7 +8,8 @@
 #   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
 #   install      make install and pkg-config as a library user meets them; README.md's
 #                walkthrough run as written in a scratch root
-#   k8s          deploy/ rendered and validated offline: schemas, invariants, the policy truth table
+#   k8s          deploy/ rendered and validated offline: schemas, invariants, the admission policy,
+#                agent-sandbox's objects and pods, the NetworkPolicy truth table
 # `make test` runs them all, then the C tiers, the integration tier and bkctl's copies again under
 # ASan+UBSan (SAN=1), and ends by saying how many tests were skipped, if any (never "all passed"
 # over a skip).

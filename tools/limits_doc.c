@@ -117,7 +117,7 @@ int main(void)
 	printf("| largest legal request Envelope (the largest body, or data, and every other field) | %s |\n\n",
 	       bytes(BK_REQUEST_MAX, a, sizeof(a)));
 
-	printf("Per method ([server/rpc/methods.c](../server/methods.c)): the largest request `body` and `data`, "
+	printf("Per method ([server/rpc/methods.c](../server/rpc/methods.c)): the largest request `body` and `data`, "
 	       "larger refused 8 RESOURCE_EXHAUSTED / OVERSIZED before decoding (data to a method that takes "
 	       "none: 3 INVALID_ARGUMENT / BAD_BODY); whether it needs a key; whether this server serves it "
 	       "(if not: 12 UNIMPLEMENTED, `not implemented yet`, after every check):\n\n");

@@ -15,6 +15,7 @@ enum {
 	BKCTL_EXIT_USAGE = 2,       /* bad command line */
 	BKCTL_EXIT_UNREACHABLE = 3, /* no answer: cannot connect, timed out, or a broken answer */
 	BKCTL_EXIT_AUTH = 4,        /* authentication refused, or no key configured */
+	BKCTL_EXIT_INCOMPLETE = 5,  /* verify: nothing failed, but a check was skipped (no key to run it) */
 	BKCTL_EXIT_EXEC_TIMEOUT = 124, /* exec: the command timed out */
 	BKCTL_EXIT_EXEC_FAILED = 125,  /* exec: the command did not run (bad command line, bkctl or server failed) */
 };

@@ -1,8 +1,9 @@
 /* bkctl kube NAME: one sandbox's Kubernetes objects, ready for `kubectl apply -f -` — its own
  * Secret with a fresh HMAC key and a fresh self-signed TLS certificate, then the sandbox pod of
  * deploy/sandbox/pod.yaml (compiled in; --template FILE for an overlay's rendering) under
- * NAME. Nothing is written anywhere but stdout: the key and the certificate live only in the
- * Secret, from which a client takes them (docs/DEPLOY.md). */
+ * NAME. With --secret, the Secret alone: a warm pool's (deploy/agent-sandbox), whose key is the
+ * pool's claim key. Nothing is written anywhere but stdout: the key and the certificate live only
+ * in the Secret, from which a client takes them (docs/DEPLOY.md). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,7 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = { { "namespace", required_argument, NULL, 'n' },
 						  { "template", required_argument, NULL, 't' },
+						  { "secret", no_argument, NULL, 's' },
 						  { 0 } };
 	const char *ns = "boxkite", *template_path = NULL;
 	_cleanup_free_ char *template = NULL;
@@ -183,6 +185,7 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	const char *name, *data;
 	bk_error *err = NULL;
 	int c, help = 0, len;
+	bool secret_only = false;
 	size_t n;
 
 	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "n:", longopts, &help)) != -1) {
@@ -190,8 +193,14 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			ns = optarg;
 		else if (c == 't')
 			template_path = optarg;
+		else if (c == 's')
+			secret_only = true;
 		else
 			return BKCTL_EXIT_USAGE;
+	}
+	if (secret_only && template_path) {
+		fprintf(stderr, "%s: --secret prints no pod: --template has nothing to do\n", ctl->prog);
+		return BKCTL_EXIT_USAGE;
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
@@ -218,19 +227,27 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_error_free(err);
 		return BKCTL_EXIT_STATUS;
 	}
-	printf("# boxkite sandbox %s: its Secret (a fresh key and TLS certificate) and its pod.\n"
-	       "# kubectl apply -f - ; the client's key and pinned certificate are in the Secret.\n"
-	       "apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: %s\n  labels:\n"
+	if (secret_only)
+		printf("# boxkite Secret %s (a fresh key and TLS certificate), e.g. a warm pool's: its key is the\n"
+		       "# pool's claim key. kubectl apply -f - ; the orchestrator reads the key and the certificate.\n",
+		       name);
+	else
+		printf("# boxkite sandbox %s: its Secret (a fresh key and TLS certificate) and its pod.\n"
+		       "# kubectl apply -f - ; the client's key and pinned certificate are in the Secret.\n",
+		       name);
+	printf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: %s\n  labels:\n"
 	       "    app.kubernetes.io/name: boxkite\n    app.kubernetes.io/component: sandbox-secret\n"
 	       "    app.kubernetes.io/instance: %s\n    app.kubernetes.io/part-of: boxkite\n"
 	       "type: Opaque\nimmutable: true\ndata:\n",
-	       name, name, ns, name);
+	       name, ns, name);
 	put_base64("key", keytext, (size_t)len);
 	OPENSSL_cleanse(keytext, sizeof(keytext));
 	n = bio_data(cert, &data);
 	put_base64("tls.crt", data, n);
 	n = bio_data(key, &data);
 	put_base64("tls.key", data, n);
+	if (secret_only)
+		return fflush(stdout) == 0 ? BKCTL_EXIT_OK : BKCTL_EXIT_STATUS;
 	printf("---\n");
 	if (render_template(template ? template : bkctl_sandbox_pod_yaml, name, ns, stdout) < 1) {
 		fprintf(stderr, "%s: the template names nothing '%s': not a boxkite sandbox pod\n", ctl->prog,

@@ -118,7 +118,8 @@ static const bkctl_command commands[] = {
 	  "NAME",
 	  "  -n, --namespace NS   the namespace (default boxkite)\n"
 	  "  --template FILE      the pod to render instead of deploy/sandbox/pod.yaml (- for stdin),\n"
-	  "                       e.g. kubectl kustomize of an overlay of deploy/sandbox\n",
+	  "                       e.g. kubectl kustomize of an overlay of deploy/sandbox\n"
+	  "  --secret             the Secret alone, e.g. a warm pool's (its key is the claim key)\n",
 	  "" },
 	{ "verify", bkctl_verify, "check the three network-isolation layers, each from its vantage point",
 	  "",

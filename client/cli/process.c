@@ -777,7 +777,8 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
-		if (code == BKCTL_EXIT_STATUS && st.code != BK_FAILED_PRECONDITION && st.code != BK_INVALID_ARGUMENT)
+		if (code == BKCTL_EXIT_STATUS && st.code != BK_FAILED_PRECONDITION && st.code != BK_INVALID_ARGUMENT &&
+		    st.detail != BK_DETAIL_CLAIM_KEY)
 			fprintf(stderr, "%s: a reset that cannot prove the sandbox clean leaves boxkited refusing all "
 					"work: discard this sandbox (delete its pod) rather than reuse it\n",
 				ctl->prog);

@@ -46,6 +46,9 @@ static const char *fail_hint(const bkctl *ctl, const bk_status *st)
 		       "(--key-file PATH or BOXKITE_KEY_FILE)";
 	case BK_DETAIL_AUTH_NOT_CONFIGURED:
 		return "boxkited was started without --key-file: only health is served";
+	case BK_DETAIL_CLAIM_KEY:
+		return "this is a warm pool's claim key: it serves health and reset only; claim the sandbox with "
+		       "bkctl reset --new-key TENANT-KEY-FILE (a key of the tenant's own), then use that key";
 	case BK_DETAIL_STALE:
 	case BK_DETAIL_FUTURE:
 		return "this machine's clock and the server's differ by more than the server's --window";
@@ -86,6 +89,8 @@ int bkctl_fail(const bkctl *ctl, const bk_status *st)
 	switch (st->code) {
 	case BK_UNAUTHENTICATED:
 		return BKCTL_EXIT_AUTH;
+	case BK_PERMISSION_DENIED:
+		return st->detail == BK_DETAIL_CLAIM_KEY ? BKCTL_EXIT_AUTH : BKCTL_EXIT_STATUS;
 	case BK_UNAVAILABLE:
 		return st->detail == BK_DETAIL_AUTH_NOT_CONFIGURED ? BKCTL_EXIT_AUTH : BKCTL_EXIT_UNREACHABLE;
 	case BK_DEADLINE_EXCEEDED:

@@ -6,13 +6,18 @@
  *            no egress proxy listening for an exec granted nothing; and its one configured
  *            exception, the egress ceiling (keyed Health), reported;
  *   layer 2  the pod's NetworkPolicy                      -- from the sidecar's network
- *            namespace, which bkctl cannot enter: printed as the kubectl commands to run;
+ *            namespace, which bkctl cannot enter: printed as the kubectl commands to run (a
+ *            sidecar in local mode has no pod and so no such layer: it says that);
  *   layer 3  the sidecar's own authentication             -- against the sidecar's port without
  *            the key: Health answers (probes), anything else is refused.
  *
  * It contacts nothing but the sidecar it is pointed at, and from inside the exec only the
  * sidecar's own address and the exec's loopback. The cloud metadata endpoint, the classic
- * target, is never dialled: its checks are printed, for the operator to run on their cluster. */
+ * target, is never dialled: its checks are printed, for the operator to run on their cluster.
+ *
+ * Exit status: 0 when every check it can run passed; 1 when one failed or hung; 5
+ * (BKCTL_EXIT_INCOMPLETE) when none failed but one was skipped for want of a key that can run
+ * it: a check not run is not a pass. The printed ones (NOT RUN HERE) are the operator's. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -22,8 +27,15 @@
 #include "json.h"
 #include "keys.h"
 
-enum verdict { PASS, FAIL, WARN, NOT_RUN };
-static const char *const verdict_names[] = { "PASS", "FAIL", "WARN", "NOT RUN HERE" };
+/* NOT_RUN: printed for the operator to run where it belongs; SKIPPED: bkctl could have run it
+ * with the right key; HANG: it did not finish in its time (a failure); NO_LAYER: the layer does
+ * not exist where the sidecar runs. */
+enum verdict { PASS, FAIL, WARN, NOT_RUN, SKIPPED, HANG, NO_LAYER };
+static const char *const verdict_names[] = { "PASS", "FAIL", "WARN", "NOT RUN HERE", "SKIPPED", "HANG",
+					     "NO SUCH LAYER" };
+
+/* The layer-one probe's own time: everything in it fails at once when layer one holds. */
+#define PROBE_TIMEOUT_MS 20000
 
 struct report {
 	bk_json j;
@@ -31,6 +43,7 @@ struct report {
 	int fails;
 	bk_egress_ceiling ceiling; /* what the sidecar may grant, for -o json's egress_ceiling */
 	bool ceiling_known;
+	int skipped;
 };
 
 /* The probe: POSIX sh and /proc (every image has them), bash or python3 only to try a connect.
@@ -60,8 +73,10 @@ static const char layer1_script[] =
 static void check(struct report *r, int layer, const char *vantage, const char *what, enum verdict v,
 		  const char *detail)
 {
-	if (v == FAIL)
+	if (v == FAIL || v == HANG)
 		r->fails++;
+	if (v == SKIPPED)
+		r->skipped++;
 	if (r->json) {
 		bk_json_begin_object(&r->j, NULL);
 		bk_json_int(&r->j, "layer", layer);
@@ -117,18 +132,36 @@ static void layer1(struct report *r, bkctl *ctl)
 
 	heading(r, 1, "a fresh empty network namespace per exec", vantage);
 	if (!ctl->key_file) {
-		check(r, 1, vantage, "exec", NOT_RUN, "needs the key (--key-file): an exec is keyed");
+		check(r, 1, vantage, "exec", SKIPPED, "needs the key (--key-file): an exec is keyed; not run, so not passed");
 		return;
 	}
 	url_parts(ctl->url, host, sizeof(host), port, sizeof(port), sock, sizeof(sock));
 	bk_env_var env[] = { { "BK_HOST", host }, { "BK_PORT", port }, { "BK_SOCK", sock } };
-	bk_exec_request rq = { .shell = layer1_script, .env = env, .n_env = BK_ARRAY_SIZE(env), .timeout_ms = 20000 };
+	bk_exec_request rq = { .shell = layer1_script, .env = env, .n_env = BK_ARRAY_SIZE(env),
+			       .timeout_ms = PROBE_TIMEOUT_MS };
 	if (!(c = bkctl_connect(ctl, &code))) {
 		check(r, 1, vantage, "exec", FAIL, "cannot reach the sidecar");
 		return;
 	}
 	code = bk_exec(c, &rq, &res, &st);
 	bk_client_close(c);
+	if (code == BK_PERMISSION_DENIED && st.detail == BK_DETAIL_CLAIM_KEY) {
+		check(r, 1, vantage, "exec", SKIPPED,
+		      "the key is a warm pool's claim key, which runs nothing: claim the sandbox (bkctl reset --new-key) "
+		      "and verify with the tenant's key");
+		return;
+	}
+	/* Every step of the probe fails at once when layer one holds (no interface to send on, no
+	 * route); one that waits -- a connect whose packets went somewhere -- is the finding. */
+	if ((code == BK_OK && res.timed_out) || code == BK_DEADLINE_EXCEEDED) {
+		snprintf(detail, sizeof(detail),
+			 "the probe did not finish in %d s: something in the exec waited instead of failing at once (a "
+			 "connect to %s, most likely): packets may leave its network namespace",
+			 PROBE_TIMEOUT_MS / 1000, host[0] ? host : "the sidecar");
+		check(r, 1, vantage, "exec", HANG, detail);
+		bk_exec_result_free(&res);
+		return;
+	}
 	if (code != BK_OK || res.exit_code != 0) {
 		snprintf(detail, sizeof(detail), "the probe did not run: %.400s", code != BK_OK ? st.message : "exit status");
 		check(r, 1, vantage, "exec", FAIL, detail);
@@ -195,7 +228,7 @@ static void egress_ceiling(struct report *r, bkctl *ctl)
 	int code;
 
 	if (!ctl->key_file) {
-		check(r, 1, vantage, "egress ceiling", NOT_RUN, "needs the key (--key-file): the sidecar tells it a keyed caller");
+		check(r, 1, vantage, "egress ceiling", SKIPPED, "needs the key (--key-file): the sidecar tells it a keyed caller");
 		return;
 	}
 	if (!(c = bkctl_connect(ctl, &code))) {
@@ -220,13 +253,19 @@ static void egress_ceiling(struct report *r, bkctl *ctl)
 	check(r, 1, vantage, "egress ceiling", WARN, detail);
 }
 
-static void layer2(struct report *r, const char *pod, const char *ns)
+static void layer2(struct report *r, const char *pod, const char *ns, const char *mode)
 {
 	static const char vantage[] = "the sidecar's network namespace (kubectl exec -c sidecar)";
 	char detail[768];
 	const char *p = pod ? pod : "POD";
 
 	heading(r, 2, "the pod's NetworkPolicy (default deny)", vantage);
+	if (strcmp(mode, "local") == 0) {
+		check(r, 2, vantage, "the pod's NetworkPolicy", NO_LAYER,
+		      "boxkited runs in local mode: there is no pod, so no NetworkPolicy; layers one and three are all that "
+		      "stands here");
+		return;
+	}
 	snprintf(detail, sizeof(detail),
 		 "kubectl exec -n %s %s -c sidecar -- curl -m 3 -s -o /dev/null -w '%%{http_code}\\n' "
 		 "http://169.254.169.254/  (expect 000: no answer; ANY HTTP status means your CNI does not enforce it)",
@@ -298,6 +337,23 @@ static void layer3(struct report *r, bkctl *ctl)
 	check(r, 3, vantage, "Exec with a guessed key", code == BK_UNAUTHENTICATED ? PASS : FAIL, detail);
 }
 
+/* The sidecar's mode as its Health says ("local", "pod"; "unknown" when it does not answer):
+ * keyed when a key is given, so that the answer is verified. */
+static void sidecar_mode(bkctl *ctl, char *mode, size_t size)
+{
+	bk_health_info h;
+	bk_status st;
+	bk_client *c;
+	int code;
+
+	snprintf(mode, size, "unknown");
+	if (!(c = bkctl_connect(ctl, &code)))
+		return;
+	if (bk_health(c, &h, &st) == BK_OK)
+		snprintf(mode, size, "%s", h.mode);
+	bk_client_close(c);
+}
+
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = { { "pod", required_argument, NULL, 'p' },
@@ -305,6 +361,7 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 						  { 0 } };
 	struct report r = { .j = { .out = stdout }, .json = ctl->json };
 	const char *pod = NULL, *ns = "boxkite";
+	char mode[16];
 	int c, help = 0;
 
 	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "p:n:", longopts, &help)) != -1) {
@@ -325,12 +382,14 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_json_begin_object(&r.j, NULL);
 		bk_json_begin_array(&r.j, "checks");
 	}
+	sidecar_mode(ctl, mode, sizeof(mode));
 	layer1(&r, ctl);
 	egress_ceiling(&r, ctl);
-	layer2(&r, pod, ns);
+	layer2(&r, pod, ns, mode);
 	layer3(&r, ctl);
 	if (r.json) {
 		bk_json_end_array(&r.j);
+		bk_json_string(&r.j, "mode", mode);
 		bk_json_int(&r.j, "failed", r.fails);
 		if (r.ceiling_known) {
 			bk_json_begin_array(&r.j, "egress_ceiling");
@@ -338,11 +397,18 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				bk_json_string(&r.j, NULL, r.ceiling.patterns[i]);
 			bk_json_end_array(&r.j);
 		}
+		bk_json_int(&r.j, "skipped", r.skipped);
 		bk_json_end_object(&r.j);
 		putchar('\n');
+	} else if (r.fails) {
+		printf("verify: FAILED\n");
+	} else if (r.skipped) {
+		printf("verify: INCOMPLETE: %d check(s) skipped, which is not a pass; give the key that runs them\n",
+		       r.skipped);
 	} else {
-		printf("%s\n", r.fails ? "verify: FAILED" : "verify: every check run here passed; run the NOT RUN HERE ones on your cluster");
+		printf("verify: every check run here passed%s\n",
+		       strcmp(mode, "local") ? "; run the NOT RUN HERE ones on your cluster" : "");
 	}
 	bk_egress_ceiling_free(&r.ceiling);
-	return r.fails ? BKCTL_EXIT_STATUS : BKCTL_EXIT_OK;
+	return r.fails ? BKCTL_EXIT_STATUS : r.skipped ? BKCTL_EXIT_INCOMPLETE : BKCTL_EXIT_OK;
 }

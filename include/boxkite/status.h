@@ -43,6 +43,7 @@ enum bk_detail {
 	BK_DETAIL_AUTH_NOT_CONFIGURED = 10,
 	BK_DETAIL_REPLAY_CACHE_FULL = 11,
 	BK_DETAIL_BAD_BODY = 12,
+	BK_DETAIL_CLAIM_KEY = 13,
 };
 
 /* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN" for a code outside the set. */

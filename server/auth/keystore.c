@@ -12,6 +12,7 @@
 struct bk_keyring_ref {
 	atomic_int refs;
 	bk_keyring *ring;
+	bool claim; /* a warm pool's claim key, not a tenant's */
 };
 
 struct bk_keystore {
@@ -22,6 +23,7 @@ struct bk_keystore {
 	bk_keyring_ref *current;
 	struct stat loaded; /* identity of the file last loaded */
 	atomic_bool pinned; /* bk_keystore_pin: the key file is not read any more (set under lock) */
+	bool claim;         /* the keys it reads are a warm pool's claim key (a pinned ring never is) */
 };
 
 void bk_keyring_ref_put(bk_keyring_ref *ref)
@@ -35,6 +37,11 @@ void bk_keyring_ref_put(bk_keyring_ref *ref)
 const bk_keyring *bk_keyring_ref_ring(const bk_keyring_ref *ref)
 {
 	return ref ? ref->ring : NULL;
+}
+
+bool bk_keyring_ref_claim(const bk_keyring_ref *ref)
+{
+	return ref && ref->claim;
 }
 
 static bool same_file_state(const struct stat *a, const struct stat *b)
@@ -56,6 +63,7 @@ static int keystore_install(bk_keystore *ks, bk_keyring *ring, const struct stat
 	}
 	atomic_init(&ref->refs, 1);
 	ref->ring = ring;
+	ref->claim = ks->claim && !pin;
 	pthread_mutex_lock(&ks->lock);
 	if (atomic_load(&ks->pinned) && !pin) {
 		pthread_mutex_unlock(&ks->lock);
@@ -97,7 +105,7 @@ int bk_keystore_reload(bk_keystore *ks, bool force, bk_error **err)
 	return keystore_install(ks, ring, &st, false, err);
 }
 
-int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
+int bk_keystore_open(const char *path, bool claim, bk_keystore **out, bk_error **err)
 {
 	bk_keystore *ks = calloc(1, sizeof(*ks));
 	int ret;
@@ -105,6 +113,7 @@ int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
 	if (!ks)
 		return bk_error_errno(err, ENOMEM, "keystore");
 	pthread_mutex_init(&ks->lock, NULL);
+	ks->claim = claim;
 	if (path) {
 		ks->path = strdup(path);
 		if (!ks->path) {
@@ -121,7 +130,7 @@ int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err)
 	return 0;
 }
 
-int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err)
+int bk_keystore_open_env(const char *name, bool claim, bk_keystore **out, bk_error **err)
 {
 	char *text = getenv(name);
 	bk_keyring *ring = NULL;
@@ -129,15 +138,16 @@ int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err)
 	int ret;
 
 	if (!text || !*text)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, ENOENT, "--key-env %s: the variable is not set", name);
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENOENT, "environment variable %s (the keys) is not set", name);
 	len = strlen(text);
 	ret = bk_keyring_parse(text, len, name, &ring, err);
-	/* The secret leaves our environment, and its bytes the block /proc/PID/environ shows. */
-	OPENSSL_cleanse(text, len);
+	/* The variable leaves our environment, and its bytes -- "NAME=" too, which getenv's answer
+	 * follows -- the block /proc/PID/environ shows: nothing there says a key was ever passed. */
 	unsetenv(name);
+	OPENSSL_cleanse(text - strlen(name) - 1, strlen(name) + 1 + len);
 	if (ret < 0)
 		return ret;
-	ret = bk_keystore_open(NULL, out, err);
+	ret = bk_keystore_open(NULL, claim, out, err);
 	if (ret < 0) {
 		bk_keyring_free(ring);
 		return ret;

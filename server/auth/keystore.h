@@ -11,12 +11,14 @@
 typedef struct bk_keystore bk_keystore;
 typedef struct bk_keyring_ref bk_keyring_ref;
 
-/* path NULL: a store with no keys (every keyed call is refused AUTH_NOT_CONFIGURED). */
-int bk_keystore_open(const char *path, bk_keystore **out, bk_error **err);
+/* path NULL: a store with no keys (every keyed call is refused AUTH_NOT_CONFIGURED). claim: the
+ * keys it reads are a warm pool's claim key: until a keyring is pinned, every reference to them
+ * says so (bk_keyring_ref_claim), and the pipeline serves them Health and Reset only. */
+int bk_keystore_open(const char *path, bool claim, bk_keystore **out, bk_error **err);
 /* A store holding the keys of environment variable `name` (key-file text, as a Kubernetes
  * secretKeyRef injects it), never reloaded. The variable is removed from the environment and its
  * bytes overwritten. */
-int bk_keystore_open_env(const char *name, bk_keystore **out, bk_error **err);
+int bk_keystore_open_env(const char *name, bool claim, bk_keystore **out, bk_error **err);
 void bk_keystore_free(bk_keystore *ks);
 
 /* How later reloads open the key file: open(arg, path) returns a descriptor or -errno. boxkited's
@@ -35,6 +37,8 @@ int bk_keystore_pin(bk_keystore *ks, bk_keyring *ring, bk_error **err);
 /* Take a reference to the current keyring; NULL when no keys are configured. */
 bk_keyring_ref *bk_keystore_get(bk_keystore *ks);
 const bk_keyring *bk_keyring_ref_ring(const bk_keyring_ref *ref);
+/* The reference is to a warm pool's claim key: a call made with it may do Health and Reset only. */
+bool bk_keyring_ref_claim(const bk_keyring_ref *ref);
 void bk_keyring_ref_put(bk_keyring_ref *ref);
 
 bool bk_keystore_configured(bk_keystore *ks);

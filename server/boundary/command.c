@@ -106,10 +106,11 @@ static int grant_check(bk_call *call, const bk_command_request *rq, bool *broker
 		return -1;
 	}
 	for (size_t i = 0; i < rq->n_allow_net; i++) {
+		_cleanup_error_ bk_error *err = NULL;
 		bk_egress_pattern p;
-		const char *why = NULL;
-		if (bk_egress_pattern_parse(rq->allow_net[i], &p, &why) < 0) {
-			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "allow_net '%.300s': %s", rq->allow_net[i], why);
+		if (bk_egress_pattern_parse(rq->allow_net[i], &p, &err) < 0) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "allow_net '%.300s': %s", rq->allow_net[i],
+				      bk_error_msg(err));
 			return -1;
 		}
 		if (bk_egress_grant_beyond(&p, 1, cfg->egress_ceiling, cfg->negress_allow) >= 0) {
@@ -128,6 +129,7 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 {
 	const bk_config *cfg = &call->srv->cfg;
 	const char *bad = NULL, *why = NULL;
+	_cleanup_error_ bk_error *path_err = NULL;
 	size_t strings = 0, env_bytes = 1, nbase = 0;
 	bool brokered = false;
 	int nenv;
@@ -156,8 +158,8 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 		return -1;
 	}
 	cmd->cwd_asked = rq->cwd[0] ? rq->cwd : BK_WORKSPACE;
-	if (bk_sandbox_path(&cfg->roots, cmd->cwd_asked, cmd->cwd, sizeof(cmd->cwd), NULL, &why) < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, why);
+	if (bk_sandbox_path(&cfg->roots, cmd->cwd_asked, cmd->cwd, sizeof(cmd->cwd), NULL, &path_err) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "cwd '%.200s': %s", rq->cwd, bk_error_msg(path_err));
 		return -1;
 	}
 	/* Exactly what the request's variables need: "NAME=value\0" each. */

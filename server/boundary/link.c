@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -101,6 +102,7 @@ struct chan {
 struct pending {
 	struct pending *next;
 	uint64_t id;
+	uint64_t exec_id;    /* a Spawn's: killed if its answer's descriptors are lost */
 	struct chan *chan;   /* the channel it went out on: its answer comes on no other */
 	const struct reply_row *row;
 	bk_reply_fn cb;
@@ -316,6 +318,41 @@ void bk_link_attach(bk_link *link, int fd)
 		close_retired(link);
 }
 
+static void kill_sent(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
+{
+	(void)arg;
+	(void)err;
+	(void)fds;
+	(void)nfds;
+	bk_reply_free(reply);
+}
+
+/* A reply whose descriptors did not arrive (the front was out of descriptors): the order fails
+ * EMFILE, and the link goes on — a shortage of descriptors is not a broken peer. A command that
+ * was started with them is killed: nobody could read it or end it otherwise. */
+static void lost_descriptors(bk_link *link, bk_reply *reply)
+{
+	struct pending *p = reply->id ? pending_take(link, reply->id) : NULL;
+
+	bk_log(BK_LOG_ERROR, "%s link: the descriptors of %s %llu did not arrive (out of descriptors)", link->name,
+	       reply->id ? "the answer to order" : "an event of kind", reply->id ? (unsigned long long)reply->id
+										: (unsigned long long)reply->kind_case);
+	bk_reply_free(reply);
+	if (!p)
+		return;
+	if (p->exec_id) {
+		Boxkite__Executor__Kill kill = BOXKITE__EXECUTOR__KILL__INIT;
+		bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+		kill.exec_id = p->exec_id;
+		kill.signal = SIGKILL;
+		order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
+		order.kill = &kill;
+		bk_link_send(link, &order, NULL, 0, BK_LINK_URGENT, kill_sent, NULL);
+	}
+	p->cb(p->arg, EMFILE, NULL, NULL, 0);
+	free(p);
+}
+
 /* A packet from the peer: an event, or the reply to a pending order. */
 static void dispatch(bk_link *link, bk_reply *reply, int *fds, size_t nfds)
 {
@@ -357,9 +394,10 @@ static bool receive(bk_link *link, struct chan *c)
 	for (int i = 0; i < RECV_BATCH; i++) {
 		int fds[BK_CHANNEL_MAX_FDS];
 		size_t nfds = 0;
+		bool lost = false;
 		bk_reply *reply = NULL;
 		int ret = bk_channel_recv(&c->ch, &boxkite__executor__reply__descriptor, (ProtobufCMessage **)&reply, fds,
-					  &nfds);
+					  &nfds, &lost);
 
 		if (ret == -EAGAIN)
 			return true;
@@ -368,7 +406,10 @@ static bool receive(bk_link *link, struct chan *c)
 				bk_log(BK_LOG_ERROR, "%s link: %s", link->name, strerror(-ret));
 			return false;
 		}
-		dispatch(link, reply, fds, nfds);
+		if (lost)
+			lost_descriptors(link, reply);
+		else
+			dispatch(link, reply, fds, nfds);
 	}
 	return true;
 }
@@ -466,6 +507,7 @@ void bk_link_send(bk_link *link, bk_order *order, const int *fds, size_t nfds, i
 	p->row = row;
 	p->cb = cb;
 	p->arg = arg;
+	p->exec_id = order->kind_case == BOXKITE__EXECUTOR__ORDER__KIND_SPAWN ? order->spawn->exec_id : 0;
 	/* Registered before it is sent: the reply may come before bk_channel_send() returns. */
 	pthread_mutex_lock(&link->lock);
 	ret = link->closed ? EPIPE : EAGAIN;

@@ -36,23 +36,19 @@ int bk_privsep_start(const bk_config *cfg, int *fd, pid_t *pid, bk_error **err)
 {
 	_cleanup_close_ int exe = open(cfg->executor_path, O_RDONLY | O_CLOEXEC);
 	pid_t front = getpid();
-	int sv[2], ret;
+	_cleanup_close_pair_ int sv[2] = BK_FD_PAIR_NONE;
+	int ret;
 
 	if (exe < 0)
 		return bk_error_errno(err, errno, "cannot open the executor %s (--executor)", cfg->executor_path);
 	if ((ret = bk_channel_socketpair(sv)) < 0)
 		return bk_error_errno(err, -ret, "the executor's channel");
 	*pid = fork();
-	if (*pid < 0) {
-		ret = bk_error_errno(err, errno, "cannot fork the executor");
-		bk_close(sv[0]);
-		bk_close(sv[1]);
-		return ret;
-	}
+	if (*pid < 0)
+		return bk_error_errno(err, errno, "cannot fork the executor");
 	if (*pid == 0)
 		become_executor(exe, sv[1], front);
-	bk_close(sv[1]);
-	*fd = sv[0];
+	*fd = TAKE_FD(sv[0]);
 	return 0;
 }
 

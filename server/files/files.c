@@ -127,14 +127,14 @@ static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 /* in as a normalized sandbox path in out; *root (root may be NULL) is the root it lies under. */
 static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root)
 {
-	const char *why;
+	_cleanup_error_ bk_error *err = NULL;
 
 	if (!in[0]) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "empty path");
 		return false;
 	}
-	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, root, &why) < 0) {
-		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, why);
+	if (bk_sandbox_path(&call->srv->cfg.roots, in, out, size, root, &err) < 0) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", in, bk_error_msg(err));
 		return false;
 	}
 	return true;
@@ -744,6 +744,21 @@ static bool in_workspace(const char *path)
  * the same time cannot each pass alone. The walk is cached for QUOTA_CACHE_MS, and uploads
  * committed meanwhile are added to the cached figure. It bounds what uploads write; what
  * commands write is bounded by the volume's own size (see SECURITY.md). */
+/* Admit size bytes more into the workspace, reserving them: true, or false with what is used
+ * and on its way. Called with the lock held. */
+static bool quota_admit_locked(bk_files *f, uint64_t quota, uint64_t size, uint64_t *used, uint64_t *pending)
+{
+	*used = f->usage;
+	*pending = f->reserved;
+	for (struct upload *u = f->uploads; u; u = u->next)
+		if (in_workspace(u->path))
+			*pending += u->size;
+	if (*used + *pending + size > quota)
+		return false;
+	f->reserved += size;
+	return true;
+}
+
 static void quota_decide(struct upload_op *op)
 {
 	bk_files *f = op->call->srv->files;
@@ -751,18 +766,11 @@ static void quota_decide(struct upload_op *op)
 	bool admit;
 
 	pthread_mutex_lock(&f->lock);
-	used = f->usage;
-	pending = f->reserved;
-	for (struct upload *u = f->uploads; u; u = u->next)
-		if (in_workspace(u->path))
-			pending += u->size;
-	admit = used + pending + op->u->size <= quota;
-	if (admit) {
-		f->reserved += op->u->size;
+	admit = quota_admit_locked(f, quota, op->u->size, &used, &pending);
+	if (admit)
 		op->u->reserved = true;
-	} else {
+	else
 		f->nuploads--;
-	}
 	pthread_mutex_unlock(&f->lock);
 	if (!admit) {
 		bk_call_failf(op->call, BK_RESOURCE_EXHAUSTED, 0,
@@ -818,6 +826,59 @@ static void quota_check(struct upload_op *op)
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
 	order.usage = &usage;
 	bk_link_send(files_link(op->call), &order, NULL, 0, 0, usage_replied, op);
+}
+
+int bk_files_quota_take(bk_server *srv, const char *path, uint64_t size, bk_error **err)
+{
+	Boxkite__Executor__Usage usage = BOXKITE__EXECUTOR__USAGE__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	uint64_t quota = srv->cfg.workspace_quota, used = 0, pending = 0;
+	bk_files *f = srv->files;
+	bk_reply *reply = NULL;
+	int ret;
+
+	if (!quota || !in_workspace(path))
+		return 0;
+	/* With the figure at hand when it is fresh; else, or when that refuses (it counts a file
+	 * being replaced twice), with the workspace walked now. */
+	for (int walked = 0; walked < 2; walked++) {
+		bool fresh;
+		pthread_mutex_lock(&f->lock);
+		fresh = f->usage_at.tv_sec && bk_elapsed_us(&f->usage_at) < QUOTA_CACHE_MS * 1000;
+		if ((walked || fresh) && quota_admit_locked(f, quota, size, &used, &pending)) {
+			pthread_mutex_unlock(&f->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (walked)
+			break;
+		usage.path = BK_WORKSPACE;
+		order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
+		order.usage = &usage;
+		if ((ret = bk_link_call(srv->files_link, &order, &reply, NULL, NULL, err)) < 0)
+			return bk_error_prefix(err, ret, "the workspace's usage");
+		pthread_mutex_lock(&f->lock);
+		f->usage = reply->done->count;
+		clock_gettime(CLOCK_MONOTONIC, &f->usage_at);
+		pthread_mutex_unlock(&f->lock);
+		bk_reply_free(reply);
+	}
+	return bk_error_set(err, BK_RESOURCE_EXHAUSTED, ENOSPC,
+			    "%s: the workspace quota is %llu bytes; %llu are used and %llu on their way", path,
+			    (unsigned long long)quota, (unsigned long long)used, (unsigned long long)pending);
+}
+
+void bk_files_quota_give(bk_server *srv, const char *path, uint64_t size, bool landed)
+{
+	bk_files *f = srv->files;
+
+	if (!srv->cfg.workspace_quota || !in_workspace(path))
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->reserved -= size;
+	if (landed)
+		f->usage += size;
+	pthread_mutex_unlock(&f->lock);
 }
 
 void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)

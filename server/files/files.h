@@ -33,6 +33,14 @@ struct bk_fileindex *bk_files_index(bk_server *srv);
  * what the file index knows. */
 void bk_files_reset(bk_server *srv);
 
+/* The workspace quota for what is not an upload (a sync's pull): take size bytes for a file at
+ * path before it is written — 0, or RESOURCE_EXHAUSTED when they do not fit; it may walk the
+ * workspace through the file worker, so only a thread that may wait calls it — and give them back
+ * once it landed (then counted as used) or not. Nothing when there is no quota or path is not in
+ * the workspace. */
+int bk_files_quota_take(bk_server *srv, const char *path, uint64_t size, bk_error **err);
+void bk_files_quota_give(bk_server *srv, const char *path, uint64_t size, bool landed);
+
 /* Drop uploads untouched for --upload-idle (called once a second). */
 void bk_files_expire(bk_server *srv);
 

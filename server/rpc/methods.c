@@ -22,7 +22,7 @@ _Static_assert(BK_DATA_MAX >= ZSTD_COMPRESSBOUND(BK_FILE_CHUNK_MAX), "a chunk's 
 
 static const bk_method method_rows[] = {
 	/* name                 flags  handler               max request body, max data */
-	{ "Health",             BK_METHOD_UNKEYED | BK_METHOD_DURING_RESET,
+	{ "Health",             BK_METHOD_UNKEYED | BK_METHOD_DURING_RESET | BK_METHOD_CLAIM,
 				       bk_handle_health,     1 * KiB, 0 },
 	{ "Exec",               0,     bk_handle_exec,       BK_BODY_MAX, 0 },
 	{ "FileUploadBegin",    0,     bk_handle_upload_begin, 16 * KiB, 0 },
@@ -50,7 +50,7 @@ static const bk_method method_rows[] = {
 	{ "SyncPull",           0,     bk_handle_sync_pull,  16 * KiB, 0 },
 	{ "SyncList",           0,     bk_handle_sync_list,  1 * KiB, 0 },
 	{ "SyncStatus",         0,     bk_handle_sync_status, 1 * KiB, 0 },
-	{ "Reset",              0,     bk_handle_reset,      1 * KiB, 0 },
+	{ "Reset",              BK_METHOD_CLAIM, bk_handle_reset, 1 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)

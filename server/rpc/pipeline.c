@@ -15,6 +15,7 @@
 
 #include "auth/replaylog.h"
 #include "log.h"
+#include "utf8.h"
 
 const bk_method *bk_server_method(const bk_server *srv, const char *name)
 {
@@ -124,6 +125,14 @@ static bool authenticate(bk_server *srv, bk_call *call)
 	default:
 		break;
 	}
+	/* A warm pool's claim key, shared by the pool's pods, opens no sandbox: it may only hand
+	 * one to its tenant, by a Reset that installs the tenant's key (the handler checks that). */
+	if (bk_keyring_ref_claim(call->keys) && !(call->method->flags & BK_METHOD_CLAIM)) {
+		refuse(call, BK_PERMISSION_DENIED, BK_DETAIL_CLAIM_KEY,
+		       "%s refused: a warm pool's claim key serves Health and Reset only, until a Reset installs the "
+		       "tenant's key", call->method->name);
+		return false;
+	}
 	switch (bk_replay_check(srv->replay, key->id, env->nonce.data, now, &answer, &answer_len)) {
 	case BK_REPLAY_FRESH: {
 		/* Recorded before it runs, so that a restarted boxkited refuses it too; a request that
@@ -219,6 +228,11 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 		       "not a canonically encoded Envelope (a NUL byte in a string, an unknown field?)");
 		return;
 	}
+	const ProtobufCMessageDescriptor *in = NULL;
+	if (bk_utf8_message_check(&env->base, &in)) {
+		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_MALFORMED, "an Envelope's strings are UTF-8");
+		return;
+	}
 	call->env = env;
 	if (env->version != BK_ENVELOPE_VERSION) {
 		refuse(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_VERSION, "envelope version %u; this server speaks %d",
@@ -274,6 +288,14 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 			 "body is not canonically encoded (a NUL byte in a string?) or has a field this server does not "
 			 "know",
 			 NULL, call->key != NULL);
+		return;
+	}
+	/* Every string is UTF-8, as protobuf says: one that is not would be kept (a process's
+	 * shell, its tag) and repeated in answers that strict decoders then refuse whole. */
+	const ProtobufCFieldDescriptor *bad = bk_utf8_message_check(request, &in);
+	if (bad) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, "%s.%s is not UTF-8", in->short_name,
+			      bad->name);
 		return;
 	}
 	if (!method->handler) {

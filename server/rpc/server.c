@@ -18,8 +18,8 @@ int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 	srv->cfg = *cfg;
 	srv->started_ms = bk_clock_monotonic_ms();
 	srv->mode = "none";
-	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, &srv->keystore, err)
-			   : bk_keystore_open(cfg->key_file, &srv->keystore, err);
+	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, cfg->claim, &srv->keystore, err)
+			   : bk_keystore_open(cfg->key_file, cfg->claim, &srv->keystore, err);
 	if (ret < 0)
 		return ret;
 	srv->replay = bk_replay_new(cfg->replay_capacity, cfg->window_ms, cfg->replay_answer_cap);

@@ -35,6 +35,8 @@ typedef void (*bk_handler_fn)(bk_call *call, const ProtobufCMessage *request);
 enum {
 	BK_METHOD_UNKEYED = 1 << 0,      /* may be called without a key (Health, for probes) */
 	BK_METHOD_DURING_RESET = 1 << 1, /* served while the gate is shut (a Reset runs or failed) */
+	BK_METHOD_CLAIM = 1 << 2,        /* served to a warm pool's claim key (Health; Reset, which
+					  * must then install the tenant's key) */
 };
 
 typedef struct bk_method {

@@ -1,7 +1,7 @@
 /* Reset, in the order a reviewer checks it against docs/PROTOCOL.md ("Reset"):
  *
  *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
- *   Spawn until the end) → wait until no other call is in flight, and no sync runs → with
+ *   Spawn until the end) → cancel a sync → wait until no other call is in flight, and no sync runs → with
  *   --sync-on-reset, push the workspace → forget uploads and the file index → wipe and verify (the file worker, as the sandbox user) → forget kept answers →
  *   install the new key (persisted first) → release the hold → answer (MAC'd with the new key)
  *
@@ -184,6 +184,8 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
 	 * every call to end. */
 	bk_processes_reset(srv);
+	/* A sync of the last tenant's is cancelled, not waited out: its store may never answer. */
+	bk_sync_cancel(srv);
 	if ((ret = quiesce(srv, err)) < 0)
 		return ret;
 	/* A sync that runs is no call: it ends first. Then, with --sync-on-reset, the last
@@ -230,6 +232,30 @@ static void *reset_main(void *arg)
 
 /* --- the rpc -------------------------------------------------------------------- */
 
+/* A Reset made with a warm pool's claim key hands the sandbox to its tenant: it must install a
+ * key of the tenant's own, which retires the claim key (the pipeline lets the claim key do
+ * nothing else). A "new" key that is the claim key would keep the pool's shared key working on
+ * this pod for good. True when the call may go on; otherwise it has been failed. */
+static bool claim_reset_ok(bk_call *call, const Boxkite__V1__ResetRequest *rq)
+{
+	const bk_keyring *ring = bk_keyring_ref_ring(call->keys);
+
+	if (!rq->new_key_id[0]) {
+		bk_call_failf(call, BK_PERMISSION_DENIED, BK_DETAIL_CLAIM_KEY,
+			      "a Reset with a warm pool's claim key installs the tenant's key: give new_key_id and "
+			      "new_key_secret");
+		return false;
+	}
+	for (size_t i = 0; i < ring->n; i++)
+		if (ring->keys[i].len == rq->new_key_secret.len &&
+		    CRYPTO_memcmp(ring->keys[i].secret, rq->new_key_secret.data, ring->keys[i].len) == 0) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, BK_DETAIL_CLAIM_KEY,
+				      "the new key is the pool's claim key: give the tenant a key of its own");
+			return false;
+		}
+	return true;
+}
+
 void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__ResetRequest *rq = (const Boxkite__V1__ResetRequest *)request;
@@ -250,6 +276,8 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_FAILED_PRECONDITION, 0, "no state directory to keep the new key in");
 		return;
 	}
+	if (bk_keyring_ref_claim(call->keys) && !claim_reset_ok(call, rq))
+		return;
 	if (!srv->executor || !srv->files_link) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server has no sandbox to reset");
 		return;

@@ -58,6 +58,7 @@ struct bk_sync {
 	pthread_t thread;
 	struct seen *seen;
 	bk_workers *uploaders; /* compress and put a push's blobs */
+	atomic_bool cancel;   /* every job's store calls end (bk_sync_cancel); cleared as a job begins */
 };
 
 enum op { PUSH, PULL };
@@ -101,6 +102,17 @@ static inline struct bk_sync *sync_of(bk_server *srv)
 	return srv->sync;
 }
 
+/* Whether the job must stop (bk_sync_cancel, or boxkited stopping): 0, or -ECANCELED with
+ * j->err set. Checked between entries; the store's calls notice it themselves. */
+static inline int sync_check_cancel(struct job *j)
+{
+	if (atomic_load(&j->srv->stopping))
+		return bk_error_set(&j->err, BK_UNAVAILABLE, ECANCELED, "boxkited is shutting down");
+	if (atomic_load(&sync_of(j->srv)->cancel))
+		return bk_error_set(&j->err, BK_CANCELLED, ECANCELED, "cancelled by a reset");
+	return 0;
+}
+
 /* An entry of a directory, as the file worker listed it. */
 struct dirent_info {
 	char *name, *target;
@@ -130,6 +142,18 @@ void sync_entry_free(Boxkite__Store__Entry *e);
 
 /* pull.c */
 int sync_run_pull(struct job *j);
-int sync_manifest_read(struct job *j, const char *id, Boxkite__Store__Manifest **out);
+/* A manifest read back: decoded in an arena of its own, within the bounds of sync.h. */
+struct manifest {
+	bk_arena *arena;
+	Boxkite__Store__Manifest *m;
+};
+int sync_manifest_read(struct job *j, const char *id, struct manifest *out);
+void sync_manifest_free(struct manifest *mf);
+/* Whether a manifest of plain bytes that compressed to stored bytes is one a pull reads. */
+static inline bool sync_manifest_fits(uint64_t plain, uint64_t stored)
+{
+	return stored <= BK_MANIFEST_MAX && plain <= BK_MANIFEST_PLAIN_MAX &&
+	       plain <= (uint64_t)BK_MANIFEST_RATIO * stored + (64u << 10);
+}
 
 #endif

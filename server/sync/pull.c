@@ -43,36 +43,64 @@ static int blob_get(struct job *j, const bk_hash h, size_t n, const char *path)
 	return 0;
 }
 
-static void manifest_freep(Boxkite__Store__Manifest **m)
+void sync_manifest_free(struct manifest *mf)
 {
-	if (*m)
-		boxkite__store__manifest__free_unpacked(*m, NULL);
+	bk_arena_free(mf->arena);
+	*mf = (struct manifest){ 0 };
 }
 
-int sync_manifest_read(struct job *j, const char *id, Boxkite__Store__Manifest **out)
+int sync_manifest_read(struct job *j, const char *id, struct manifest *out)
 {
 	char key[sizeof("snapshots/") + ID_MAX];
 	_cleanup_free_ uint8_t *z = NULL, *plain = NULL;
 	unsigned long long size;
-	size_t zlen, got;
+	size_t zlen, got, cap;
 	int ret;
 
+	*out = (struct manifest){ 0 };
 	snprintf(key, sizeof(key), "snapshots/%s", id);
 	if ((ret = j->store->ops->get(j->store, key, BK_MANIFEST_MAX, &z, &zlen, &j->err)) < 0)
 		return bk_error_prefix(&j->err, ret, "snapshot %s", id);
+	/* What it says it unpacks to, checked before a byte is unpacked. */
 	size = ZSTD_getFrameContentSize(z, zlen);
-	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > BK_MANIFEST_MAX ||
-	    !(plain = malloc((size_t)size + 1)))
+	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
 		return bk_error_set(&j->err, BK_DATA_LOSS, 0, "snapshot %s: not a manifest", id);
+	if (!sync_manifest_fits(size, zlen))
+		return bk_error_set(&j->err, BK_DATA_LOSS, EFBIG,
+				    "snapshot %s: a manifest of %zu bytes that unpacks to %llu is refused (at most %d times "
+				    "its size, %u bytes)",
+				    id, zlen, size, BK_MANIFEST_RATIO, BK_MANIFEST_PLAIN_MAX);
+	if (!(plain = malloc((size_t)size + 1)))
+		return bk_error_errno(&j->err, ENOMEM, "snapshot %s", id);
 	got = ZSTD_decompress(plain, (size_t)size, z, zlen);
-	if (ZSTD_isError(got) || got != size || !(*out = boxkite__store__manifest__unpack(NULL, got, plain)))
+	if (ZSTD_isError(got) || got != size)
 		return bk_error_set(&j->err, BK_DATA_LOSS, 0, "snapshot %s: not a manifest", id);
-	if ((*out)->version != MANIFEST_VERSION) {
-		uint32_t version = (*out)->version;
-		boxkite__store__manifest__free_unpacked(*out, NULL);
-		*out = NULL;
+	free(TAKE_PTR(z));
+	/* And what decoding it may take: an arena with a cap, so that entries that are small on
+	 * the wire and large in memory cannot grow the front past it. */
+	cap = got > (BK_MANIFEST_DECODED_MAX - (1u << 20)) / BK_MANIFEST_DECODE_RATIO
+		      ? BK_MANIFEST_DECODED_MAX
+		      : got * BK_MANIFEST_DECODE_RATIO + (1u << 20);
+	if (!(out->arena = bk_arena_new(cap)))
+		return bk_error_errno(&j->err, ENOMEM, "snapshot %s", id);
+	out->m = boxkite__store__manifest__unpack(bk_arena_allocator(out->arena), got, plain);
+	if (!out->m) {
+		bool full = bk_arena_exhausted(out->arena);
+		sync_manifest_free(out);
+		return bk_error_set(&j->err, BK_DATA_LOSS, full ? EFBIG : 0, "snapshot %s: %s", id,
+				    full ? "the manifest decodes to more memory than allowed" : "not a manifest");
+	}
+	if (out->m->version != MANIFEST_VERSION) {
+		uint32_t version = out->m->version;
+		sync_manifest_free(out);
 		return bk_error_set(&j->err, BK_FAILED_PRECONDITION, 0, "snapshot %s: manifest version %u, not %d", id,
 				    version, MANIFEST_VERSION);
+	}
+	if (out->m->n_entries > BK_MANIFEST_ENTRIES_MAX) {
+		size_t n = out->m->n_entries;
+		sync_manifest_free(out);
+		return bk_error_set(&j->err, BK_DATA_LOSS, EFBIG, "snapshot %s: %zu entries, more than %d", id, n,
+				    BK_MANIFEST_ENTRIES_MAX);
 	}
 	return 0;
 }
@@ -257,7 +285,7 @@ static int pull_symlink(struct job *j, const Boxkite__Store__Entry *e, const cha
 	return 0;
 }
 
-static int pull_file(struct job *j, const Boxkite__Store__Entry *e, const char *path)
+static int pull_file_write(struct job *j, const Boxkite__Store__Entry *e, const char *path)
 {
 	Boxkite__Executor__CreateTemp ct = BOXKITE__EXECUTOR__CREATE_TEMP__INIT;
 	Boxkite__Executor__Commit c = BOXKITE__EXECUTOR__COMMIT__INIT;
@@ -318,6 +346,19 @@ static int pull_file(struct job *j, const Boxkite__Store__Entry *e, const char *
 	return 0;
 }
 
+/* A file counts against the workspace quota like an upload: its size is taken before anything
+ * is written, and counted as used once it landed. */
+static int pull_file(struct job *j, const Boxkite__Store__Entry *e, const char *path)
+{
+	int ret;
+
+	if ((ret = bk_files_quota_take(j->srv, path, e->size, &j->err)) < 0)
+		return ret;
+	ret = pull_file_write(j, e, path);
+	bk_files_quota_give(j->srv, path, e->size, ret == 0);
+	return ret;
+}
+
 static int rel_cmp(const void *a, const void *b)
 {
 	const ProtobufCBinaryData *x = &(*(Boxkite__Store__Entry *const *)a)->path;
@@ -364,20 +405,20 @@ static int latest_id(struct job *j)
 	int ret = j->store->ops->list(j->store, "snapshots", &names, &n, &j->err);
 
 	for (size_t i = 0; ret == 0 && i < n; i++) {
-		Boxkite__Store__Manifest *m = NULL;
+		struct manifest mf;
 		if (!sync_id_valid(names[i]))
 			continue;
-		if (sync_manifest_read(j, names[i], &m) < 0) {
+		if (sync_manifest_read(j, names[i], &mf) < 0) {
 			/* One unreadable manifest does not hide the others. */
 			bk_log(BK_LOG_WARN, "sync: %s: %s", j->url, bk_error_msg(j->err));
 			bk_error_free(TAKE_PTR(j->err));
 			continue;
 		}
-		if (m->created_ms > best || (m->created_ms == best && strcmp(names[i], j->snapshot) > 0)) {
-			best = m->created_ms;
+		if (mf.m->created_ms > best || (mf.m->created_ms == best && strcmp(names[i], j->snapshot) > 0)) {
+			best = mf.m->created_ms;
 			snprintf(j->snapshot, sizeof(j->snapshot), "%s", names[i]);
 		}
-		boxkite__store__manifest__free_unpacked(m, NULL);
+		sync_manifest_free(&mf);
 	}
 	size_t ids = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -395,15 +436,17 @@ static int latest_id(struct job *j)
 
 int sync_run_pull(struct job *j)
 {
-	__attribute__((cleanup(manifest_freep))) Boxkite__Store__Manifest *m = NULL;
+	_cleanup_(sync_manifest_free) struct manifest mf = { 0 };
 	_cleanup_free_ Boxkite__Store__Entry **sorted = NULL;
 	struct bk_sync *s = sync_of(j->srv);
+	const Boxkite__Store__Manifest *m;
 	int ret = 0;
 
 	if (!j->snapshot[0] && latest_id(j) < 0)
 		return -ENOENT;
-	if (sync_manifest_read(j, j->snapshot, &m) < 0 || manifest_check(j, m) < 0)
+	if (sync_manifest_read(j, j->snapshot, &mf) < 0 || manifest_check(j, mf.m) < 0)
 		return -EIO;
+	m = mf.m;
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->p.snapshot, sizeof(s->p.snapshot), "%s", j->snapshot);
 	s->p.files_total = m->files;
@@ -413,8 +456,8 @@ int sync_run_pull(struct job *j)
 		const Boxkite__Store__Entry *e = m->entries[i];
 		char path[4096];
 
-		if (atomic_load(&j->srv->stopping))
-			return bk_error_set(&j->err, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		if ((ret = sync_check_cancel(j)) < 0)
+			return ret;
 		if (path_of(j, &e->path, path, sizeof(path)) < 0)
 			return -ENAMETOOLONG;
 		switch (e->type) {

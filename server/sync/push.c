@@ -391,9 +391,7 @@ static int push_dir(struct job *j, const char *path, const char *rel, bool defau
 	if (sync_list_dir(j, path, &v, &n) < 0)
 		return -EIO;
 	for (size_t i = 0; i < n && ret == 0; i++) {
-		if (atomic_load(&j->srv->stopping))
-			ret = bk_error_set(&j->err, BK_UNAVAILABLE, 0, "boxkited is shutting down");
-		else
+		if ((ret = sync_check_cancel(j)) == 0)
 			ret = push_entry(j, path, rel, &v[i], defaults);
 	}
 	sync_dirents_free(v, n);
@@ -441,9 +439,12 @@ static int manifest_write(struct job *j)
 	zlen = ZSTD_compress(z, ZSTD_compressBound(len), packed, len, 3);
 	if (ZSTD_isError(zlen))
 		return bk_error_set(&j->err, BK_INTERNAL, 0, "zstd: %s", ZSTD_getErrorName(zlen));
-	if (zlen > BK_MANIFEST_MAX || len > BK_MANIFEST_MAX)
-		return bk_error_set(&j->err, BK_RESOURCE_EXHAUSTED, 0, "the manifest (%zu bytes) is above %u bytes", len,
-				    BK_MANIFEST_MAX);
+	/* What a pull would refuse is not written: it could never be restored. */
+	if (j->nentries > BK_MANIFEST_ENTRIES_MAX || !sync_manifest_fits(len, zlen))
+		return bk_error_set(&j->err, BK_RESOURCE_EXHAUSTED, EFBIG,
+				    "the manifest (%zu entries, %zu bytes, %zu compressed) is above what a pull reads "
+				    "(%d entries, %u bytes, %u compressed)",
+				    j->nentries, len, zlen, BK_MANIFEST_ENTRIES_MAX, BK_MANIFEST_PLAIN_MAX, BK_MANIFEST_MAX);
 	/* Every blob durable before the manifest that names them exists. */
 	if ((ret = j->store->ops->barrier(j->store, &j->err)) < 0)
 		return ret;

@@ -11,13 +11,20 @@
 #define FILE_SCHEME "file://"
 #define S3_SCHEME "s3://"
 
-int bk_store_open(const char *url, bk_store **out, bk_error **err)
+int bk_store_open(const char *url, const atomic_bool *cancel, bk_store **out, bk_error **err)
 {
+	int ret;
+
 	if (strncmp(url, FILE_SCHEME, strlen(FILE_SCHEME)) == 0)
-		return bk_store_file_open(url, url + strlen(FILE_SCHEME), out, err);
-	if (strncmp(url, S3_SCHEME, strlen(S3_SCHEME)) == 0)
-		return bk_store_s3_open(url, url + strlen(S3_SCHEME), out, err);
-	return bk_error_set(err, BK_INVALID_ARGUMENT, 0, "store URL '%.200s': not file:///DIR nor s3://BUCKET/PREFIX", url);
+		ret = bk_store_file_open(url, url + strlen(FILE_SCHEME), out, err);
+	else if (strncmp(url, S3_SCHEME, strlen(S3_SCHEME)) == 0)
+		ret = bk_store_s3_open(url, url + strlen(S3_SCHEME), out, err);
+	else
+		return bk_error_set(err, BK_INVALID_ARGUMENT, 0,
+				    "store URL '%.200s': not file:///DIR nor s3://BUCKET/PREFIX", url);
+	if (ret == 0)
+		(*out)->cancel = cancel;
+	return ret;
 }
 
 void bk_store_free(bk_store *s)

@@ -5,6 +5,7 @@
 #ifndef BK_STORE_H
 #define BK_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,11 +31,16 @@ struct bk_store_ops {
 
 struct bk_store {
 	const struct bk_store_ops *ops;
+	/* The caller's: once true, a call in progress ends (CANCELLED) and every later one fails,
+	 * so that a Reset or a stop never waits on a store that does not answer. */
+	const atomic_bool *cancel;
 	char url[];
 };
 
-/* The store at url (a --sync-store URL or a prefix under one: the caller checks). */
-int bk_store_open(const char *url, bk_store **out, bk_error **err);
+/* The store at url (a --sync-store URL or a prefix under one: the caller checks), its calls
+ * ended by *cancel (which may be NULL). Every call has a deadline and a size bound of its own
+ * besides (store_s3.c). */
+int bk_store_open(const char *url, const atomic_bool *cancel, bk_store **out, bk_error **err);
 void bk_store_free(bk_store *s);
 
 /* At start-up, as root: make a file:// store's directory if missing and give it to the front's

@@ -10,7 +10,15 @@
  * them; libcurl's verbose output, which shows headers, is never turned on).
  *
  * Transient failures (no connection, a timeout, 429, 5xx) are retried with exponential backoff
- * and jitter; 403 and 404 are answered at once, by name. */
+ * and jitter; 403 and 404 are answered at once, by name.
+ *
+ * Nothing here waits on S3 without an end (the store is someone else's server): each call —
+ * its tries and their backoff together — ends by CALL_MS; a connection must be made within
+ * CONNECT_S and a transfer that moves nothing for STALL_S is given up; an answer larger than
+ * the caller's bound is stopped as it arrives (Content-Length, or the bytes themselves); a
+ * listing ends by LIST_NAMES_MAX names, LIST_PAGES_MAX pages, or a continuation token repeated;
+ * and the store's cancel flag ends a call in progress within a second (libcurl's progress
+ * callback) — a Reset or a SIGTERM never waits for S3. */
 #include "sync/store.h"
 
 #include <ctype.h>
@@ -29,12 +37,18 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "clock.h"
 #include "fullio.h"
+#include "secretfile.h"
 
 #define TRIES 5
 #define BACKOFF_MS 100
-#define TIMEOUT_S 120
+#define CALL_MS (120 * 1000)  /* one call, every try included */
+#define CONNECT_S 10
+#define STALL_S 30            /* a transfer slower than 1 byte/s this long is given up */
 #define LIST_MAX (4u << 20)   /* one page of a listing */
+#define LIST_NAMES_MAX 100000 /* names one listing returns */
+#define LIST_PAGES_MAX 1000
 
 static struct {
 	bool ready;
@@ -63,13 +77,13 @@ static struct s3_store *of(bk_store *s)
 static int read_credentials(const char *path, char *key, size_t key_size, char *secret, size_t secret_size,
 			    char *token, size_t token_size, bk_error **err)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int fd = bk_secret_file_open("--s3-credentials", path, err);
 	_cleanup_free_ uint8_t *text = NULL;
 	size_t len;
 	int ret;
 
 	if (fd < 0)
-		return bk_error_errno(err, errno, "--s3-credentials %s", path);
+		return fd;
 	if ((ret = bk_read_all(fd, 8192, &text, &len)) < 0)
 		return bk_error_errno(err, -ret, "--s3-credentials %s", path);
 	text[len < 8192 ? len : 8191] = '\0';
@@ -224,14 +238,37 @@ static bool transient(CURLcode rc, long http)
 	return http == 429 || http >= 500;
 }
 
-static void backoff(int attempt)
+static bool cancelled(const struct s3_store *st)
+{
+	return st->base.cancel && atomic_load(st->base.cancel);
+}
+
+/* libcurl calls this at least once a second, even while nothing moves: non-zero ends the
+ * transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return cancelled(arg);
+}
+
+/* Wait before try number attempt + 1, in slices that notice the cancel; not past deadline. */
+static void backoff(const struct s3_store *st, int attempt, int64_t deadline)
 {
 	uint32_t r = 0;
-	long ms = BACKOFF_MS << attempt;
+	int64_t ms = BACKOFF_MS << attempt, end;
 
 	if (getrandom(&r, sizeof(r), 0) == sizeof(r))
 		ms += r % (ms + 1);
-	nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 }, NULL);
+	end = bk_clock_monotonic_ms() + ms;
+	if (end > deadline)
+		end = deadline;
+	for (int64_t left; !cancelled(st) && (left = end - bk_clock_monotonic_ms()) > 0;) {
+		left = left > 100 ? 100 : left;
+		nanosleep(&(struct timespec){ .tv_nsec = left * 1000000 }, NULL);
+	}
 }
 
 enum method { HEAD, GET, PUT };
@@ -267,11 +304,18 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 		headers = curl_slist_append(headers, s3.token_header);
 	/* An empty Expect: no 100-continue round trip before each blob. */
 	headers = curl_slist_append(headers, "Expect:");
+	int64_t deadline = bk_clock_monotonic_ms() + CALL_MS, left = CALL_MS;
+	*http = 0;
+	int tries = 0;
 	for (int attempt = 0; attempt < TRIES; attempt++) {
 		FILE *in = NULL;
 
 		if (attempt)
-			backoff(attempt - 1);
+			backoff(st, attempt - 1, deadline);
+		left = deadline - bk_clock_monotonic_ms();
+		if (cancelled(st) || left <= 0)
+			break;
+		tries++;
 		if (body) {
 			free(body->data);
 			*body = (struct body){ .max = body->max };
@@ -281,11 +325,20 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 		curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
 		curl_easy_setopt(c, CURLOPT_USERPWD, s3.userpwd);
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)TIMEOUT_S);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)left);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_S);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)STALL_S);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, m == GET ? body : NULL);
+		/* An answer that says it is larger than the bound is not read at all. */
+		if (body)
+			curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(body->max + ERROR_DOC_MAX));
 		if (m == HEAD) {
 			curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 		} else if (m == PUT) {
@@ -307,12 +360,19 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 			break;
 	}
 	curl_slist_free_all(headers);
-	if (body && (body->over || (*http >= 200 && *http < 300 && body->len > body->max)))
+	if (cancelled(st))
+		return bk_error_set(err, BK_CANCELLED, ECANCELED, "%s: cancelled", st->base.url);
+	if (left <= 0 || rc == CURLE_OPERATION_TIMEDOUT)
+		return bk_error_set(err, BK_DEADLINE_EXCEEDED, ETIMEDOUT,
+				    "%s: no answer within %d s (%d tries; a transfer that stalls %d s is given up)",
+				    st->base.url, CALL_MS / 1000, tries, STALL_S);
+	if (body && (body->over || rc == CURLE_FILESIZE_EXCEEDED ||
+		     (*http >= 200 && *http < 300 && body->len > body->max)))
 		return bk_error_set(err, BK_DATA_LOSS, EFBIG, "%s: %s is larger than %zu bytes", st->base.url, key ? key : "",
 				    body->max);
 	if (rc != CURLE_OK)
 		return bk_error_set(err, BK_UNAVAILABLE, EIO, "%s: %s (after %d tries)", st->base.url, curl_easy_strerror(rc),
-				    TRIES);
+				    tries);
 	if (*http == 403)
 		return bk_error_set(err, BK_PERMISSION_DENIED, EACCES,
 				    "%s: access denied (403): the credentials or the bucket's policy do not allow it",
@@ -399,10 +459,11 @@ static bool xml_next(const char **at, const char *tag, char *out, size_t size)
 static int s3_list(bk_store *s, const char *dir, char ***names, size_t *n, bk_error **err)
 {
 	struct s3_store *st = of(s);
-	char prefix[1200], enc_prefix[3600], token[1024] = "", enc_token[3100], query[8000];
+	char prefix[1200], enc_prefix[3600], token[1024] = "", last[1024], enc_token[3100], query[8000];
 	char **v = NULL;
 	size_t count = 0;
 	bool more = true;
+	int pages = 0, ret = 0;
 
 	*names = NULL;
 	*n = 0;
@@ -420,14 +481,17 @@ static int s3_list(bk_store *s, const char *dir, char ***names, size_t *n, bk_er
 			 token[0] ? enc_token : "", token[0] ? "&" : "", enc_prefix);
 		if (request(st, GET, NULL, query, NULL, 0, &b, &http, err) < 0 || http == 404) {
 			free(b.data);
-			for (size_t i = 0; i < count; i++)
-				free(v[i]);
-			free(v);
-			return http == 404 ? bk_error_set(err, BK_NOT_FOUND, ENXIO, "%s: no such bucket (404)", s->url) : -EIO;
+			ret = http == 404 ? bk_error_set(err, BK_NOT_FOUND, ENXIO, "%s: no such bucket (404)", s->url) : -EIO;
+			break;
 		}
 		at = b.data ? (const char *)b.data : "";
 		while (xml_next(&at, "Key", key, sizeof(key))) {
 			char **grown;
+			if (count == LIST_NAMES_MAX) {
+				ret = bk_error_set(err, BK_RESOURCE_EXHAUSTED, EFBIG, "%s: more than %d names under %s/",
+						   s->url, LIST_NAMES_MAX, dir);
+				break;
+			}
 			if (strncmp(key, prefix, strlen(prefix)) || strchr(key + strlen(prefix), '/') ||
 			    strchr(key, '&') || !(grown = realloc(v, (count + 1) * sizeof(*v))))
 				continue;
@@ -438,9 +502,26 @@ static int s3_list(bk_store *s, const char *dir, char ***names, size_t *n, bk_er
 		at = b.data ? (const char *)b.data : "";
 		more = xml_next(&at, "IsTruncated", trunc, sizeof(trunc)) && strcmp(trunc, "true") == 0;
 		at = b.data ? (const char *)b.data : "";
+		memcpy(last, token, sizeof(last));
 		if (more && !xml_next(&at, "NextContinuationToken", token, sizeof(token)))
 			more = false;
 		free(b.data);
+		if (ret < 0)
+			break;
+		/* A listing goes forward or ends: the same token again, or pages without end, is a
+		 * store that would keep us here. */
+		if (more && (strcmp(token, last) == 0 || ++pages == LIST_PAGES_MAX)) {
+			ret = bk_error_set(err, BK_DATA_LOSS, EPROTO,
+					   "%s: the listing of %s/ does not end (%s)", s->url, dir,
+					   strcmp(token, last) == 0 ? "a continuation token repeated" : "too many pages");
+			break;
+		}
+	}
+	if (ret < 0) {
+		for (size_t i = 0; i < count; i++)
+			free(v[i]);
+		free(v);
+		return ret;
 	}
 	*names = v;
 	*n = count;

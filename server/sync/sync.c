@@ -39,7 +39,6 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 {
 	struct job *j = calloc(1, sizeof(*j));
 	const bk_root *root;
-	const char *why;
 
 	if (!j) {
 		bk_error_errno(err, ENOMEM, "sync");
@@ -57,8 +56,8 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 	if (bk_store_url_allowed(url, srv->cfg.sync_store, srv->cfg.nsync_store, err) < 0)
 		goto fail;
 	snprintf(j->url, sizeof(j->url), "%s", url);
-	if (bk_sandbox_path(&srv->cfg.roots, path[0] ? path : BK_WORKSPACE, j->root, sizeof(j->root), &root, &why) < 0) {
-		bk_error_set(err, BK_INVALID_ARGUMENT, 0, "'%.200s': %s", path, why);
+	if (bk_sandbox_path(&srv->cfg.roots, path[0] ? path : BK_WORKSPACE, j->root, sizeof(j->root), &root, err) < 0) {
+		bk_error_prefix(err, 0, "'%.200s'", path);
 		goto fail;
 	}
 	if (op == PULL && root->read_only) {
@@ -89,7 +88,7 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 		bk_error_errno(err, ENOMEM, "sync");
 		goto fail;
 	}
-	if (bk_store_open(j->url, &j->store, err) < 0)
+	if (bk_store_open(j->url, &sync_of(srv)->cancel, &j->store, err) < 0)
 		goto fail;
 	return j;
 fail:
@@ -128,6 +127,7 @@ static int job_begin(struct bk_sync *s, struct job *j, bool wait)
 	}
 	s->p = (struct progress){ .running = true, .operation = j->op == PUSH ? "push" : "pull",
 				  .started_ms = bk_clock_realtime_ms() };
+	atomic_store(&s->cancel, atomic_load(&j->srv->stopping));
 	snprintf(s->p.snapshot, sizeof(s->p.snapshot), "%s", j->snapshot);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -248,9 +248,9 @@ static void list_work(void *arg, void *scratch)
 	Boxkite__V1__SyncListResponse resp = BOXKITE__V1__SYNC_LIST_RESPONSE__INIT;
 	_cleanup_free_ Boxkite__V1__SnapshotInfo *infos = NULL;
 	_cleanup_free_ Boxkite__V1__SnapshotInfo **ptrs = NULL;
-	Boxkite__Store__Manifest **ms = NULL;
 	char **names = NULL;
 	size_t n = 0, k = 0;
+	bool ok;
 
 	(void)scratch;
 	if (j->store->ops->list(j->store, "snapshots", &names, &n, &j->err) < 0) {
@@ -260,19 +260,22 @@ static void list_work(void *arg, void *scratch)
 	}
 	infos = calloc(n + 1, sizeof(*infos));
 	ptrs = calloc(n + 1, sizeof(*ptrs));
-	ms = calloc(n + 1, sizeof(*ms));
-	for (size_t i = 0; infos && ptrs && ms && i < n; i++) {
-		if (!sync_id_valid(names[i]) || sync_manifest_read(j, names[i], &ms[k]) < 0) {
+	ok = infos && ptrs;
+	/* One manifest at a time: what is kept of each is its info (its root copied). */
+	for (size_t i = 0; ok && i < n; i++) {
+		struct manifest mf;
+		if (!sync_id_valid(names[i]) || sync_manifest_read(j, names[i], &mf) < 0) {
 			bk_error_free(TAKE_PTR(j->err));
 			continue;
 		}
 		boxkite__v1__snapshot_info__init(&infos[k]);
 		infos[k].name = names[i];
-		infos[k].files = ms[k]->files;
-		infos[k].bytes = ms[k]->bytes;
-		infos[k].created_ms = ms[k]->created_ms;
-		infos[k].path = ms[k]->root;
-		k++;
+		infos[k].files = mf.m->files;
+		infos[k].bytes = mf.m->bytes;
+		infos[k].created_ms = mf.m->created_ms;
+		infos[k].path = strdup(mf.m->root);
+		sync_manifest_free(&mf);
+		ok = infos[k++].path != NULL;
 	}
 	/* Oldest first. */
 	for (size_t a = 1; a < k; a++)
@@ -283,16 +286,15 @@ static void list_work(void *arg, void *scratch)
 		}
 	for (size_t i = 0; ptrs && i < k; i++)
 		ptrs[i] = &infos[i];
-	if (!infos || !ptrs || !ms) {
+	if (!ok) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 	} else {
 		resp.n_snapshots = k;
 		resp.snapshots = ptrs;
 		bk_call_reply(call, &resp.base);
 	}
-	for (size_t i = 0; ms && i < k; i++)
-		boxkite__store__manifest__free_unpacked(ms[i], NULL);
-	free(ms);
+	for (size_t i = 0; i < k; i++)
+		free(infos[i].path);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -410,6 +412,14 @@ int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **e
 	return ret;
 }
 
+void bk_sync_cancel(bk_server *srv)
+{
+	struct bk_sync *s = srv->sync;
+
+	if (s)
+		atomic_store(&s->cancel, true);
+}
+
 void bk_sync_idle(bk_server *srv)
 {
 	struct bk_sync *s = srv->sync;
@@ -448,6 +458,7 @@ void bk_sync_stop(bk_server *srv)
 
 	if (!s)
 		return;
+	atomic_store(&s->cancel, true);
 	if (s->thread_live)
 		pthread_join(s->thread, NULL);
 	bk_workers_stop(s->uploaders);

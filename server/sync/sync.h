@@ -22,8 +22,18 @@
 #include "rpc/call.h"
 
 #define BK_SYNC_READ_TRIES 3
-/* The largest manifest read back (compressed, and its content). */
-#define BK_MANIFEST_MAX (512u << 20)
+/* What a manifest may be, and expand to, each checked before the step that would allocate it
+ * (a manifest comes from the store, whose writer is not boxkited alone): as stored (compressed);
+ * its plain bytes, which the zstd frame declares, at most BK_MANIFEST_RATIO times the stored ones
+ * (and 64 KiB); decoded, in an allocator capped at BK_MANIFEST_DECODE_RATIO times the plain
+ * bytes (and 1 MiB); its entries. A push never writes one that a pull would refuse. Before, a
+ * 740-byte manifest unpacked to 8 MiB and took the front's peak up by 237 MiB. */
+#define BK_MANIFEST_MAX (64u << 20)
+#define BK_MANIFEST_PLAIN_MAX (256u << 20)
+#define BK_MANIFEST_RATIO 64
+#define BK_MANIFEST_DECODE_RATIO 24
+#define BK_MANIFEST_DECODED_MAX (512u << 20)
+#define BK_MANIFEST_ENTRIES_MAX 1000000
 
 int bk_sync_start(bk_server *srv, bk_error **err);
 /* Waits for a running sync to end (its orders fail once the links are closed). */
@@ -33,6 +43,11 @@ void bk_sync_stop(bk_server *srv);
  * serves, waiting (up to wait_ms) for the file worker. No snapshot there yet is not an error
  * (logged): a session's first pod starts empty. */
 int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error **err);
+
+/* End the sync running (its store calls end CANCELLED at once, its file orders after the one in
+ * progress) and any listing: for the Reset rpc, before it waits for every call to end, and for
+ * the stop. A sync begun afterwards runs. */
+void bk_sync_cancel(bk_server *srv);
 
 /* For the Reset rpc: wait until no sync runs (a pull still writing into the workspace, a push
  * still reading it). The gate keeps new ones out. */

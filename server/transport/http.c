@@ -5,60 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nng/supplemental/http/http.h>
-
 #include "boundary/link.h"
+#include "clock.h"
+#include "transport/door.h"
 #include "log.h"
 
 /* The executor must have answered a ping within this long for /readyz (pings go every second). */
 #define EXECUTOR_FRESH_MS 3000
 
 struct bk_http {
-	nng_url *url;
-	nng_http_server *server;
+	bk_door *door;
 	atomic_bool ping_pending;
 };
 
-static void respond(nng_aio *aio, uint16_t code, const char *type, const char *body, size_t len)
+static int respond(uint16_t code, const char *reason, const char *type, const char *body, size_t len, char **answer,
+		   size_t *answer_len)
 {
-	nng_http_res *res = NULL;
-	int rv = nng_http_res_alloc(&res);
-
-	if (rv == 0)
-		rv = nng_http_res_set_status(res, code);
-	if (rv == 0)
-		rv = nng_http_res_set_header(res, "Content-Type", type);
-	if (rv == 0)
-		rv = nng_http_res_copy_data(res, body, len);
-	if (rv == 0)
-		rv = nng_http_res_set_header(res, "Cache-Control", "no-store");
-	if (rv) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, rv);
-		return;
-	}
-	nng_aio_set_output(aio, 0, res);
-	nng_aio_finish(aio, 0);
+	bk_door_response(code, reason, type, body, len, answer, answer_len);
+	return 0;
 }
 
-static bk_server *handler_server(nng_aio *aio)
+static int livez(bk_server *srv, char **answer, size_t *len)
 {
-	return nng_http_handler_get_data(nng_aio_get_input(aio, 1));
-}
-
-static void handle_livez(nng_aio *aio)
-{
-	bk_server *srv = handler_server(aio);
-
 	if (atomic_load(&srv->stopping))
-		respond(aio, 503, "text/plain", "stopping\n", 9);
-	else
-		respond(aio, 200, "text/plain", "ok\n", 3);
+		return respond(503, "Service Unavailable", "text/plain", "stopping\n", 9, answer, len);
+	return respond(200, "OK", "text/plain", "ok\n", 3, answer, len);
 }
 
-static void handle_readyz(nng_aio *aio)
+static int readyz(bk_server *srv, char **answer, size_t *len)
 {
-	bk_server *srv = handler_server(aio);
 	int64_t answered = atomic_load(&srv->metrics.executor_answered_ms);
 	const char *why = NULL;
 	char body[96];
@@ -73,41 +48,55 @@ static void handle_readyz(nng_aio *aio)
 		why = "a reset failed: discard this sidecar";
 	if (why) {
 		int n = snprintf(body, sizeof(body), "not ready: %s\n", why);
-		respond(aio, 503, "text/plain", body, (size_t)n);
-	} else {
-		respond(aio, 200, "text/plain", "ready\n", 6);
+		return respond(503, "Service Unavailable", "text/plain", body, (size_t)n, answer, len);
 	}
+	return respond(200, "OK", "text/plain", "ready\n", 6, answer, len);
 }
 
-static void handle_metrics(nng_aio *aio)
+static int metrics(bk_server *srv, char **answer, size_t *len)
 {
-	bk_server *srv = handler_server(aio);
 	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
+	size_t text_len = 0;
+	FILE *out = open_memstream(&text, &text_len);
 
-	if (!out) {
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
-	}
+	if (!out)
+		return 0;
 	bk_metrics_write(srv, out);
-	if (fclose(out) != 0) {
-		free(text);
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
-	}
-	respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	if (fclose(out) == 0)
+		respond(200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, text_len, answer, len);
 	free(text);
+	return 0;
+}
+
+/* GET of one of three paths, answered on the door's thread from atomics: nothing here waits. */
+static int serve(void *arg, const bk_door_request *req, char **answer, size_t *len)
+{
+	static const struct {
+		const char *path;
+		int (*fn)(bk_server *, char **, size_t *);
+	} routes[] = { { "/livez", livez }, { "/readyz", readyz }, { "/metrics", metrics } };
+	const char *line_end = memmem(req->head, req->head_len, "\r\n", 2);
+	const char *sp = memchr(req->head, ' ', (size_t)(line_end - req->head));
+	const char *path = sp ? sp + 1 : line_end;
+	size_t path_len = strcspn(path, " ?\r");
+
+	for (size_t i = 0; i < BK_ARRAY_SIZE(routes); i++) {
+		if (path_len != strlen(routes[i].path) || memcmp(path, routes[i].path, path_len) != 0)
+			continue;
+		if (sp - req->head != 3 || memcmp(req->head, "GET", 3) != 0) {
+			static const char text[] = "GET only\n";
+			return respond(405, "Method Not Allowed", "text/plain", text, sizeof(text) - 1, answer, len);
+		}
+		return routes[i].fn(arg, answer, len);
+	}
+	static const char text[] = "GET /livez, /readyz or /metrics\n";
+	return respond(404, "Not Found", "text/plain", text, sizeof(text) - 1, answer, len);
 }
 
 int bk_http_start(bk_server *srv, bk_error **err)
 {
-	static const struct {
-		const char *path;
-		void (*fn)(nng_aio *);
-	} routes[] = { { "/livez", handle_livez }, { "/readyz", handle_readyz }, { "/metrics", handle_metrics } };
 	struct bk_http *h;
-	int rv;
+	int ret;
 
 	if (!srv->cfg.http_listen)
 		return 0;
@@ -115,23 +104,8 @@ int bk_http_start(bk_server *srv, bk_error **err)
 	if (!h)
 		return bk_error_errno(err, ENOMEM, "http");
 	srv->http = h;
-	if ((rv = nng_url_parse(&h->url, srv->cfg.http_listen)) || (rv = nng_http_server_hold(&h->server, h->url)))
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--http-listen %s: %s", srv->cfg.http_listen,
-				    nng_strerror(rv));
-	for (size_t i = 0; i < BK_ARRAY_SIZE(routes); i++) {
-		nng_http_handler *handler = NULL;
-		if ((rv = nng_http_handler_alloc(&handler, routes[i].path, routes[i].fn)) ||
-		    (rv = nng_http_handler_set_method(handler, "GET")) ||
-		    (rv = nng_http_handler_set_data(handler, srv, NULL)) ||
-		    (rv = nng_http_server_add_handler(h->server, handler))) {
-			if (handler)
-				nng_http_handler_free(handler);
-			return bk_error_set(err, BK_INTERNAL, EIO, "http handler %s: %s", routes[i].path, nng_strerror(rv));
-		}
-	}
-	if ((rv = nng_http_server_start(h->server)))
-		return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO, "cannot listen on %s: %s",
-				    srv->cfg.http_listen, nng_strerror(rv));
+	if ((ret = bk_door_open(srv->cfg.http_listen, "--http-listen", serve, srv, &h->door, err)) < 0)
+		return ret;
 	bk_log(BK_LOG_INFO, "http: /livez /readyz /metrics on %s", srv->cfg.http_listen);
 	return 0;
 }
@@ -170,12 +144,7 @@ void bk_http_stop(bk_server *srv)
 
 	if (!h)
 		return;
-	if (h->server) {
-		nng_http_server_stop(h->server);
-		nng_http_server_release(h->server);
-	}
-	if (h->url)
-		nng_url_free(h->url);
+	bk_door_close(h->door);
 	free(h);
 	srv->http = NULL;
 }

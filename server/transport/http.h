@@ -1,4 +1,5 @@
-/* The second listener (--http-listen): nng's own HTTP server, plain HTTP, no key, serving
+/* The second listener (--http-listen): plain HTTP through the door (transport/door.h: bounded
+ * connections, a deadline for each request), no key, serving
  *   GET /livez    200 while boxkited runs (and is not shutting down);
  *   GET /readyz   200 when the sandbox is found and the executor answered a ping in the last
  *                 few seconds, else 503 and why;

@@ -1,7 +1,7 @@
 #include "transport/proxy.h"
 
 #include <errno.h>
-#include <netdb.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,81 +18,21 @@
 #include "log.h"
 #include "preview.h"
 #include "runs/process.h"
+#include "transport/door.h"
 
-#define HEAD_MAX (16 * 1024)     /* a request line and headers larger than this: 431 */
-#define HEAD_WAIT_MS 10000       /* for the request's head to arrive */
 #define IDLE_MS (10 * 60 * 1000) /* a relay that moves nothing either way this long ends */
 #define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
+#define CONNECT_WAIT_MS 5000     /* for the exposed port to take the connection */
 #define RELAY_BUF (64 * 1024)
 
 struct bk_proxy {
 	bk_server *srv;
-	int lfd, stop_fd;
-	pthread_t thread;
-	bool thread_started;
+	bk_door *door;
+	int stop_fd;             /* readable once the relays are to end */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned active;         /* relays running */
 };
-
-struct relay {
-	struct bk_proxy *px;
-	int client, upstream;
-	char peer[64];
-	char head[HEAD_MAX + 1];
-	size_t head_len;         /* bytes received, the head and whatever followed it */
-	size_t head_end;         /* the head's length, its blank line included */
-};
-
-static void respond(int fd, int code, const char *reason, const char *text)
-{
-	char buf[512];
-	int n = snprintf(buf, sizeof(buf),
-			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-			 "Cache-Control: no-store\r\nConnection: close\r\n\r\n%s",
-			 code, reason, strlen(text), text);
-
-	/* Best effort: a client that went away has no use for it. */
-	if (n > 0)
-		(void)send(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, MSG_NOSIGNAL);
-}
-
-/* Wait for fd to be readable (or the stop), up to ms. 1 readable, 0 timed out or stopping, -1 error. */
-static int wait_readable(struct bk_proxy *px, int fd, int ms)
-{
-	struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = px->stop_fd, .events = POLLIN } };
-	int n;
-
-	do
-		n = poll(p, 2, ms);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0 || (p[1].revents & POLLIN))
-		return n < 0 ? -1 : 0;
-	return 1;
-}
-
-/* The request's head, up to its blank line. 0, or the status to refuse it with. */
-static int read_head(struct relay *r)
-{
-	int64_t deadline = bk_clock_monotonic_ms() + HEAD_WAIT_MS;
-
-	for (;;) {
-		char *end = r->head_len >= 4 ? memmem(r->head, r->head_len, "\r\n\r\n", 4) : NULL;
-		if (end) {
-			r->head_end = (size_t)(end - r->head) + 4;
-			return 0;
-		}
-		if (r->head_len == HEAD_MAX)
-			return 431;
-		int64_t left = deadline - bk_clock_monotonic_ms();
-		if (left <= 0 || wait_readable(r->px, r->client, (int)left) <= 0)
-			return 408;
-		ssize_t n = recv(r->client, r->head + r->head_len, HEAD_MAX - r->head_len, 0);
-		if (n <= 0)
-			return 400;
-		r->head_len += (size_t)n;
-	}
-}
 
 struct target {
 	const char *method, *version;
@@ -101,6 +41,18 @@ struct target {
 	char token[BK_PREVIEW_TOKEN_MAX];
 	const char *rest;        /* what follows the token: "/..." or "?...", or "" */
 	size_t rest_len;
+};
+
+/* A preview whose token checked: the connection, and the request as it came, for its thread. */
+struct relay {
+	struct bk_proxy *px;
+	int client, upstream;
+	struct target t;
+	char peer[64];
+	size_t line_end;         /* where the request line ends in head */
+	size_t len;              /* head and what came after it */
+	char head[BK_DOOR_HEAD_MAX];
+	struct timespec started;
 };
 
 /* METHOD SP /preview/PORT/TOKEN[/REST] SP HTTP/1.x CRLF */
@@ -142,9 +94,37 @@ static bool parse_target(const char *line, size_t len, struct target *t)
 	return true;
 }
 
-/* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
-static int connect_upstream(bk_server *srv, unsigned port)
+/* Wait for a connection begun on the non-blocking fd to be made, up to CONNECT_WAIT_MS (or the
+ * stop): 0 with fd blocking again, or -errno (-ETIMEDOUT: a listener that does not accept). */
+static int connect_wait(struct bk_proxy *px, int fd)
 {
+	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT }, { .fd = px->stop_fd, .events = POLLIN } };
+	int64_t deadline = bk_clock_monotonic_ms() + CONNECT_WAIT_MS;
+	int64_t left;
+	int n, err = 0;
+	socklen_t len = sizeof(err);
+
+	do {
+		left = deadline - bk_clock_monotonic_ms();
+		n = poll(p, 2, left > 0 ? (int)left : 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (p[1].revents & POLLIN)
+		return -ECANCELED;
+	if (n == 0)
+		return -ETIMEDOUT;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+/* The executor's connection to 127.0.0.1:port in the sandbox's network namespace, or -errno. */
+static int connect_upstream(struct bk_proxy *px, unsigned port)
+{
+	bk_server *srv = px->srv;
 	Boxkite__Executor__Connect connect = BOXKITE__EXECUTOR__CONNECT__INIT;
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
@@ -161,7 +141,14 @@ static int connect_upstream(bk_server *srv, unsigned port)
 		return errnum ? -errnum : -EIO;
 	}
 	bk_reply_free(reply);
-	return nfds == 1 ? fd : -EPROTO;
+	if (nfds != 1)
+		return -EPROTO;
+	int ret = connect_wait(px, fd);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /* Bytes both ways until both sides have closed theirs, or nothing moves for IDLE_MS. */
@@ -211,67 +198,41 @@ static void relay_done(struct bk_proxy *px)
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
-	bk_server *srv = r->px->srv;
 	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
-	struct timespec started;
-	struct target t = { 0 };
 	uint64_t moved[2] = { 0, 0 };
-	const char *line_end;
 	const char *outcome = "relayed";
-	int code;
+	char *answer = NULL;
+	size_t answer_len = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &started);
 	setsockopt(r->client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	code = read_head(r);
-	line_end = code ? NULL : memmem(r->head, r->head_end, "\r\n", 2);
-	if (code || !parse_target(r->head, (size_t)(line_end - r->head), &t)) {
-		respond(r->client, code ? code : 400, code == 431 ? "Request Header Fields Too Large"
-						 : code == 408 ? "Request Timeout" : "Bad Request",
-			"a preview is /preview/PORT/TOKEN/PATH (bkctl preview PORT prints one)\n");
-		outcome = "refused: not a preview request";
-		goto out;
-	}
-	bk_keyring_ref *keys = bk_keystore_get(srv->keystore);
-	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, t.token,
-						      (uint16_t)t.port, bk_clock_realtime_ms() / 1000,
-						      srv->cfg.preview_ttl_max_ms / 1000);
-	bk_keyring_ref_put(keys);
-	if (v != BK_PREVIEW_OK) {
-		char text[128];
-		snprintf(text, sizeof(text), "preview token refused: %s\n", bk_preview_verdict_name(v));
-		respond(r->client, 403, "Forbidden", text);
-		outcome = bk_preview_verdict_name(v);
-		goto out;
-	}
-	if (!bk_processes_exposing(srv, t.port)) {
-		respond(r->client, 404, "Not Found", "no process exposes this port (bkctl start --expose PORT)\n");
-		outcome = "refused: no process exposes the port";
-		goto out;
-	}
-	r->upstream = connect_upstream(srv, t.port);
+	r->upstream = connect_upstream(r->px, r->t.port);
 	if (r->upstream < 0) {
 		char text[160];
-		snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", t.port,
-			 strerror(-r->upstream));
-		respond(r->client, 502, "Bad Gateway", text);
+		int n = snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", r->t.port,
+				 strerror(-r->upstream));
+		if (bk_door_response(502, "Bad Gateway", "text/plain; charset=utf-8", text, (size_t)n, &answer,
+				     &answer_len) == 0)
+			(void)bk_write_full(r->client, (const uint8_t *)answer, answer_len);
+		free(answer);
 		outcome = "refused: the port does not answer";
 		goto out;
 	}
 	setsockopt(r->upstream, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	/* The request line without the preview's part of the path, then the rest as it came. */
-	char line[HEAD_MAX + 64];
-	int n = snprintf(line, sizeof(line), "%.*s %s%.*s %.*s", (int)t.method_len, t.method,
-			 t.rest_len && t.rest[0] == '/' ? "" : "/", (int)t.rest_len, t.rest, (int)t.version_len, t.version);
+	char line[BK_DOOR_HEAD_MAX + 64];
+	int n = snprintf(line, sizeof(line), "%.*s %s%.*s %.*s", (int)r->t.method_len, r->t.method,
+			 r->t.rest_len && r->t.rest[0] == '/' ? "" : "/", (int)r->t.rest_len, r->t.rest,
+			 (int)r->t.version_len, r->t.version);
 	if (n < 0 || (size_t)n >= sizeof(line) || bk_write_full(r->upstream, (const uint8_t *)line, (size_t)n) < 0 ||
-	    bk_write_full(r->upstream, (const uint8_t *)line_end, r->head_len - (size_t)(line_end - r->head)) < 0) {
+	    bk_write_full(r->upstream, (const uint8_t *)r->head + r->line_end, r->len - r->line_end) < 0) {
 		outcome = "failed: the request did not go through";
 		goto out;
 	}
 	relay_bytes(r, moved);
 out:
-	bk_log(BK_LOG_INFO, "preview from %s: port %u, %s; %llu bytes in, %llu out, %llu us", r->peer,
-	       t.port, outcome, (unsigned long long)moved[0], (unsigned long long)moved[1],
-	       (unsigned long long)bk_elapsed_us(&started));
+	bk_log(BK_LOG_INFO, "preview from %s: port %u, %s; %llu bytes in, %llu out, %llu us", r->peer, r->t.port,
+	       outcome, (unsigned long long)moved[0], (unsigned long long)moved[1],
+	       (unsigned long long)bk_elapsed_us(&r->started));
 	close(r->client);
 	if (r->upstream >= 0)
 		close(r->upstream);
@@ -280,95 +241,88 @@ out:
 	return NULL;
 }
 
-static void *accept_main(void *arg)
+static int refuse(const bk_door_request *req, int code, const char *reason, const char *text, const char *outcome,
+		  char **answer, size_t *len)
 {
-	struct bk_proxy *px = arg;
-
-	for (;;) {
-		struct sockaddr_storage from;
-		socklen_t from_len = sizeof(from);
-		struct relay *r;
-		pthread_t t;
-		int fd, w = wait_readable(px, px->lfd, -1);
-
-		if (w == 0)
-			return NULL; /* stopping */
-		if (w < 0)
-			continue;
-		fd = accept4(px->lfd, (struct sockaddr *)&from, &from_len, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&px->lock);
-		bool room = px->active < BK_PROXY_MAX;
-		if (room)
-			px->active++;
-		pthread_mutex_unlock(&px->lock);
-		r = room ? calloc(1, sizeof(*r)) : NULL;
-		if (!r) {
-			respond(fd, 503, "Service Unavailable", "too many previews at once: retry\n");
-			close(fd);
-			if (room)
-				relay_done(px);
-			continue;
-		}
-		r->px = px;
-		r->client = fd;
-		r->upstream = -1;
-		if (getnameinfo((struct sockaddr *)&from, from_len, r->peer, sizeof(r->peer), NULL, 0, NI_NUMERICHOST))
-			snprintf(r->peer, sizeof(r->peer), "?");
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &attr, relay_main, r) != 0) {
-			respond(fd, 503, "Service Unavailable", "boxkited cannot take a preview now: retry\n");
-			close(fd);
-			free(r);
-			relay_done(px);
-		}
-		pthread_attr_destroy(&attr);
-	}
+	bk_log(BK_LOG_INFO, "preview from %s: %s", req->peer, outcome);
+	bk_door_response(code, reason, "text/plain; charset=utf-8", text, strlen(text), answer, len);
+	return 0;
 }
 
-/* "http://HOST:PORT" (HOST a numeric address, [v6] in brackets) to a listening socket. */
-static int listen_on(const char *url, bk_error **err)
+/* On the door's thread, a whole head: refused at once unless it is a preview request with a
+ * token that checks, for a port a process exposes; such a request — and only such — takes a
+ * relay slot (of BK_PROXY_MAX) and a thread of its own. */
+static int serve(void *arg, const bk_door_request *req, char **answer, size_t *len)
 {
-	char host[256];
-	const char *hp, *colon;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE },
-			*ai = NULL;
-	int fd, one = 1, rv;
+	struct bk_proxy *px = arg;
+	bk_server *srv = px->srv;
+	const char *line_end = memmem(req->head, req->head_len, "\r\n", 2);
+	struct target t = { 0 };
+	struct relay *r;
+	pthread_t thread;
+	pthread_attr_t attr;
+	bool room;
 
-	if (strncmp(url, "http://", 7) != 0)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--preview-listen %s: expected http://HOST:PORT", url);
-	hp = url + 7;
-	colon = strrchr(hp, ':');
-	if (!colon || colon == hp || (size_t)(colon - hp) >= sizeof(host) || !colon[1])
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--preview-listen %s: expected http://HOST:PORT", url);
-	if (hp[0] == '[' && colon[-1] == ']')
-		snprintf(host, sizeof(host), "%.*s", (int)(colon - hp - 2), hp + 1);
-	else
-		snprintf(host, sizeof(host), "%.*s", (int)(colon - hp), hp);
-	rv = getaddrinfo(host, colon + 1, &hints, &ai);
-	if (rv)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--preview-listen %s: %s (a numeric address)", url,
-				    gai_strerror(rv));
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
-		int errnum = errno;
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return bk_error_errno(err, errnum, "cannot listen on %s", url);
+	if (!parse_target(req->head, (size_t)(line_end - req->head), &t))
+		return refuse(req, 400, "Bad Request", "a preview is /preview/PORT/TOKEN/PATH (bkctl preview PORT prints one)\n",
+			      "refused: not a preview request", answer, len);
+	bk_keyring_ref *keys = bk_keystore_get(srv->keystore);
+	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, t.token,
+						      (uint16_t)t.port, bk_clock_realtime_ms() / 1000,
+						      srv->cfg.preview_ttl_max_ms / 1000);
+	bk_keyring_ref_put(keys);
+	if (v != BK_PREVIEW_OK) {
+		char text[128];
+		snprintf(text, sizeof(text), "preview token refused: %s\n", bk_preview_verdict_name(v));
+		return refuse(req, 403, "Forbidden", text, bk_preview_verdict_name(v), answer, len);
 	}
-	freeaddrinfo(ai);
-	return fd;
+	if (!bk_processes_exposing(srv, t.port))
+		return refuse(req, 404, "Not Found", "no process exposes this port (bkctl start --expose PORT)\n",
+			      "refused: no process exposes the port", answer, len);
+	pthread_mutex_lock(&px->lock);
+	room = px->active < BK_PROXY_MAX;
+	if (room)
+		px->active++;
+	pthread_mutex_unlock(&px->lock);
+	r = room ? calloc(1, sizeof(*r)) : NULL;
+	if (!r) {
+		if (room)
+			relay_done(px);
+		return refuse(req, 503, "Service Unavailable", "too many previews at once: retry\n",
+			      "refused: every relay is in use", answer, len);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &r->started);
+	r->px = px;
+	r->client = req->fd;
+	r->upstream = -1;
+	snprintf(r->peer, sizeof(r->peer), "%s", req->peer);
+	r->len = req->head_len + req->rest_len;
+	memcpy(r->head, req->head, r->len);
+	r->line_end = (size_t)(line_end - req->head);
+	/* The target's pointers into the head, moved to the relay's copy. */
+	r->t = t;
+	r->t.method = r->head + (t.method - req->head);
+	r->t.version = r->head + (t.version - req->head);
+	r->t.rest = r->head + (t.rest - req->head);
+	/* Blocking from here on, like the upstream side (each with its send timeout). */
+	fcntl(r->client, F_SETFL, fcntl(r->client, F_GETFL) & ~O_NONBLOCK);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rv = pthread_create(&thread, &attr, relay_main, r);
+	pthread_attr_destroy(&attr);
+	if (rv != 0) {
+		free(r);
+		relay_done(px);
+		return refuse(req, 503, "Service Unavailable", "boxkited cannot take a preview now: retry\n",
+			      "refused: no thread", answer, len);
+	}
+	return 1;
 }
 
 int bk_proxy_start(bk_server *srv, bk_error **err)
 {
 	struct bk_proxy *px;
-	int rv;
+	int ret;
 
 	if (!srv->cfg.preview_listen)
 		return 0;
@@ -377,19 +331,13 @@ int bk_proxy_start(bk_server *srv, bk_error **err)
 		return bk_error_errno(err, ENOMEM, "preview listener");
 	srv->proxy = px;
 	px->srv = srv;
-	px->stop_fd = px->lfd = -1;
 	pthread_mutex_init(&px->lock, NULL);
 	pthread_cond_init(&px->idle, NULL);
-	px->lfd = listen_on(srv->cfg.preview_listen, err);
-	if (px->lfd < 0)
-		return px->lfd;
 	px->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (px->stop_fd < 0)
 		return bk_error_errno(err, errno, "preview listener");
-	rv = pthread_create(&px->thread, NULL, accept_main, px);
-	if (rv)
-		return bk_error_errno(err, rv, "preview listener thread");
-	px->thread_started = true;
+	if ((ret = bk_door_open(srv->cfg.preview_listen, "--preview-listen", serve, px, &px->door, err)) < 0)
+		return ret;
 	bk_log(BK_LOG_INFO, "previews on %s/preview/PORT/TOKEN/", srv->cfg.preview_listen);
 	return 0;
 }
@@ -401,16 +349,14 @@ void bk_proxy_stop(bk_server *srv)
 
 	if (!px)
 		return;
+	/* No new relay (the door's handler is the only one to start them), then every relay ends. */
+	bk_door_close(px->door);
 	if (px->stop_fd >= 0 && write(px->stop_fd, &one, sizeof(one)) < 0)
 		bk_log(BK_LOG_ERROR, "preview listener: cannot stop: %s", strerror(errno));
-	if (px->thread_started)
-		pthread_join(px->thread, NULL);
 	pthread_mutex_lock(&px->lock);
 	while (px->active)
 		pthread_cond_wait(&px->idle, &px->lock);
 	pthread_mutex_unlock(&px->lock);
-	if (px->lfd >= 0)
-		close(px->lfd);
 	if (px->stop_fd >= 0)
 		close(px->stop_fd);
 	pthread_mutex_destroy(&px->lock);

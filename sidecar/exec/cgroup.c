@@ -121,25 +121,23 @@ static void remove_stale(const char *dir)
 	closedir(d);
 }
 
-/* mkdir <hierarchy><own>/boxkite-<pid>; returns the malloc'd path. */
-static char *make_parent(const char *hierarchy, const char *own, int *errnum)
+/* mkdir <hierarchy><own>/boxkite-<pid>: 0 with the malloc'd path in *out, or -errno. */
+static int make_parent(const char *hierarchy, const char *own, char **out)
 {
-	char *path = NULL;
+	_cleanup_free_ char *path = NULL;
 
 	if (asprintf(&path, "%s%s%sboxkite-%d", hierarchy, own, own[strlen(own) - 1] == '/' ? "" : "/",
 		     (int)getpid()) < 0) {
-		*errnum = ENOMEM;
-		return NULL;
+		path = NULL;
+		return -ENOMEM;
 	}
 	*strrchr(path, '/') = '\0';
 	remove_stale(path);
 	path[strlen(path)] = '/';
-	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-		*errnum = errno;
-		free(path);
-		return NULL;
-	}
-	return path;
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	*out = TAKE_PTR(path);
+	return 0;
 }
 
 static bool is_cgroup2(const char *path)
@@ -192,7 +190,7 @@ static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
 	_cleanup_free_ char *rel = bk_cgroup_self_path(self_cgroup, NULL);
 	_cleanup_free_ char *own = NULL, *leaf = NULL;
 	char controllers[1024], subtree[1024];
-	int errnum = 0;
+	int ret = 0;
 
 	if (!rel)
 		return none(cg, "no cgroup v2 line in %s", self_cgroup);
@@ -206,21 +204,19 @@ static int init_v2(bk_cgroups *cg, const char *root, const char *self_cgroup)
 	if (!strstr(subtree, "pids") || !strstr(subtree, "memory")) {
 		if (asprintf(&leaf, "%s/boxkited", own) < 0)
 			return -ENOMEM;
-		if ((mkdir(leaf, 0755) < 0 && errno != EEXIST && (errnum = errno)) ||
-		    (errnum = -move_processes(own, leaf)) ||
-		    (errnum = -write_file(own, "cgroup.subtree_control", "+pids +memory")))
-			return none(cg, "cannot delegate pids and memory below %s: %s", own, strerror(errnum));
+		if ((mkdir(leaf, 0755) < 0 && errno != EEXIST && (ret = -errno)) ||
+		    (ret = move_processes(own, leaf)) < 0 ||
+		    (ret = write_file(own, "cgroup.subtree_control", "+pids +memory")) < 0)
+			return none(cg, "cannot delegate pids and memory below %s: %s", own, strerror(-ret));
 		cg->home[0] = TAKE_PTR(leaf);
 	} else {
 		cg->home[0] = TAKE_PTR(own);
 	}
-	cg->base[0] = make_parent(root, rel, &errnum);
-	if (!cg->base[0])
-		return none(cg, "cannot create a cgroup under %s%s: %s", root, rel, strerror(errnum));
-	errnum = -write_file(cg->base[0], "cgroup.subtree_control", "+pids +memory");
-	if (errnum) {
+	if ((ret = make_parent(root, rel, &cg->base[0])) < 0)
+		return none(cg, "cannot create a cgroup under %s%s: %s", root, rel, strerror(-ret));
+	if ((ret = write_file(cg->base[0], "cgroup.subtree_control", "+pids +memory")) < 0) {
 		rmdir(cg->base[0]);
-		return none(cg, "cannot enable pids and memory in %s: %s", cg->base[0], strerror(errnum));
+		return none(cg, "cannot enable pids and memory in %s: %s", cg->base[0], strerror(-ret));
 	}
 	/* No swap beyond the memory limit, so the limit is the limit: once, here, for every exec
 	 * cgroup below (the limit is hierarchical; the file is absent without swap). */
@@ -236,18 +232,17 @@ static int init_v1(bk_cgroups *cg, const char *root, const char *self_cgroup)
 	for (int i = 0; i < 2; i++) {
 		_cleanup_free_ char *own = bk_cgroup_self_path(self_cgroup, controllers[i]);
 		_cleanup_free_ char *hierarchy = NULL;
-		int errnum = 0;
+		int ret;
 
 		if (!own)
 			return none(cg, "no %s controller in %s", controllers[i], self_cgroup);
 		if (asprintf(&hierarchy, "%s/%s", root, controllers[i]) < 0 ||
 		    asprintf(&cg->home[i], "%s%s", hierarchy, strcmp(own, "/") ? own : "") < 0)
 			return -ENOMEM;
-		cg->base[i] = make_parent(hierarchy, own, &errnum);
-		if (!cg->base[i]) {
+		if ((ret = make_parent(hierarchy, own, &cg->base[i])) < 0) {
 			if (i == 1)
 				rmdir(cg->base[0]);
-			return none(cg, "cannot create a cgroup under %s: %s", hierarchy, strerror(errnum));
+			return none(cg, "cannot create a cgroup under %s: %s", hierarchy, strerror(-ret));
 		}
 	}
 	cg->mode = BK_CGROUP_V1;
@@ -260,17 +255,18 @@ static int hierarchies(const bk_cgroups *cg)
 	return cg->mode == BK_CGROUP_V1 ? 2 : cg->mode == BK_CGROUP_V2 ? 1 : 0;
 }
 
-/* Write the limits: pids in the pids hierarchy ([0]), memory in the memory one ([1] on v1). */
-static int set_limits(const bk_cgroups *cg, const bk_exec_cgroup *ecg, bk_error **err)
+/* Write limits to a cgroup (dirs as an exec's: pids in the pids hierarchy, [0]; memory in the
+ * memory one, [1] on v1). */
+static int set_limits(const bk_cgroups *cg, char *const *dirs, uint32_t pids, uint64_t memory, bk_error **err)
 {
-	const char *pids_dir = ecg->path[0], *mem_dir = ecg->path[hierarchies(cg) - 1];
+	const char *pids_dir = dirs[0], *mem_dir = dirs[hierarchies(cg) - 1];
 	char value[32];
 	int ret;
 
-	snprintf(value, sizeof(value), "%u", cg->pids);
+	snprintf(value, sizeof(value), "%u", pids);
 	if ((ret = write_file(pids_dir, "pids.max", value)) < 0)
 		return bk_error_errno(err, -ret, "%s/pids.max", pids_dir);
-	snprintf(value, sizeof(value), "%" PRIu64, cg->memory_bytes);
+	snprintf(value, sizeof(value), "%" PRIu64, memory);
 	if ((ret = write_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", value)) < 0)
 		return bk_error_errno(err, -ret, "%s: memory limit", mem_dir);
 	return 0;
@@ -307,7 +303,7 @@ static void remove_when_empty(const char *dir)
 		usleep(2000);
 }
 
-/* A helper's whole life: MOVE the pid asked into the cgroups asked and answer the errno, or
+/* A helper's whole life: MOVE the pid asked into the cgroups asked and answer 0 or -errno, or
  * REMOVE the cgroups asked (no answer: nobody waits for a removal). */
 __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const char *name, int req, int ack,
 						  uint64_t bounding)
@@ -335,7 +331,7 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 			if (m.op == HELPER_REMOVE)
 				remove_when_empty(m.dir[i]);
 			else if (result == 0)
-				result = -write_file(m.dir[i], "cgroup.procs", pid);
+				result = write_file(m.dir[i], "cgroup.procs", pid);
 		}
 		if (m.op == HELPER_MOVE && write(ack, &result, sizeof(result)) != sizeof(result))
 			break;
@@ -359,39 +355,29 @@ __attribute__((noreturn)) static void helper_main(const bk_cgroups *cg, const ch
 	_exit(0);
 }
 
-/* Fork a helper; *req receives the pipe to send it requests, *ack (if not NULL) the answers. */
-static pid_t helper_start(const bk_cgroups *cg, const char *name, int *req, int *ack)
+/* Fork a helper: 0 with its pid, *req the pipe to send it requests and *ack (if not NULL) the
+ * one its answers come on; or -errno. */
+static int helper_start(const bk_cgroups *cg, const char *name, pid_t *pid, int *req, int *ack)
 {
 	uint64_t bounding = bk_capbset_read();
-	int r[2], a[2] = { -1, -1 };
-	pid_t pid;
+	_cleanup_close_pair_ int r[2] = BK_FD_PAIR_NONE, a[2] = BK_FD_PAIR_NONE;
 
-	if (pipe2(r, O_CLOEXEC) < 0)
-		return -1;
-	if (ack && pipe2(a, O_CLOEXEC) < 0) {
-		bk_close(r[0]);
-		bk_close(r[1]);
-		return -1;
-	}
-	pid = fork();
-	if (pid == 0) {
+	if (pipe2(r, O_CLOEXEC) < 0 || (ack && pipe2(a, O_CLOEXEC) < 0))
+		return -errno;
+	*pid = fork();
+	if (*pid == 0) {
 		/* Only its own pipe ends: a copy of another helper's would keep that one from ever
 		 * seeing EOF, and the executor's shutdown would wait for it forever. */
 		if (bk_child_close_fds((const int[]){ r[0], a[1] }, 2) < 0)
 			_exit(1);
 		helper_main(cg, name, r[0], a[1], bounding);
 	}
-	bk_close(r[0]);
-	bk_close(a[1]);
-	if (pid < 0) {
-		bk_close(r[1]);
-		bk_close(a[0]);
-		return -1;
-	}
-	*req = r[1];
+	if (*pid < 0)
+		return -errno;
+	*req = TAKE_FD(r[1]);
 	if (ack)
-		*ack = a[0];
-	return pid;
+		*ack = TAKE_FD(a[0]);
+	return 0;
 }
 
 static void helper_stop(pid_t *pid, int *req, int *ack)
@@ -406,7 +392,7 @@ static void helper_stop(pid_t *pid, int *req, int *ack)
 	*pid = 0;
 }
 
-/* Wait for the move in progress, if any: 0, or the errno it failed with. */
+/* Wait for the move in progress, if any: 0, or -errno it failed with. */
 static int mover_wait(bk_cgroups *cg)
 {
 	int32_t result;
@@ -415,27 +401,36 @@ static int mover_wait(bk_cgroups *cg)
 		return 0;
 	cg->moving = false;
 	if (read(cg->mover_ack, &result, sizeof(result)) != sizeof(result))
-		return EPIPE;
-	return result;
+		return -EPIPE;
+	return result < 0 ? result : 0;
 }
 
-int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, const bk_cgroup_limits *limits,
 		    bk_error **err)
 {
 	int ret;
 
 	memset(cg, 0, sizeof(*cg));
 	cg->mover_req = cg->mover_ack = cg->remover_req = -1;
-	cg->memory_bytes = memory_bytes;
-	cg->pids = pids;
+	cg->limits = *limits;
 	ret = is_cgroup2(root) ? init_v2(cg, root, self_cgroup) : init_v1(cg, root, self_cgroup);
 	if (ret < 0 || cg->mode == BK_CGROUP_NONE)
 		return ret;
+	/* The sandbox as a whole, on the parent of every exec's cgroup (v1's memory hierarchy counts
+	 * children in their parent only with use_hierarchy, the default and on kernels since 6.x the
+	 * only mode; asked for anyway, before any child exists). */
+	if (cg->mode == BK_CGROUP_V1)
+		write_file(cg->base[1], "memory.use_hierarchy", "1");
+	if ((ret = set_limits(cg, cg->base, limits->sandbox_pids, limits->sandbox_memory, err)) < 0) {
+		for (int i = 0; i < 2; i++)
+			if (cg->base[i])
+				rmdir(cg->base[i]);
+		none(cg, "the sandbox's limits could not be set");
+		return bk_error_prefix(err, ret, "the sandbox's limits");
+	}
 	/* Two helpers, so that a slow removal never holds up a move the next exec waits for. */
-	cg->mover = helper_start(cg, "bk-cgroup-mover", &cg->mover_req, &cg->mover_ack);
-	cg->remover = cg->mover > 0 ? helper_start(cg, "bk-cgroup-rm", &cg->remover_req, NULL) : -1;
-	if (cg->mover < 0 || cg->remover < 0) {
-		ret = -errno;
+	if ((ret = helper_start(cg, "bk-cgroup-mover", &cg->mover, &cg->mover_req, &cg->mover_ack)) < 0 ||
+	    (ret = helper_start(cg, "bk-cgroup-rm", &cg->remover, &cg->remover_req, NULL)) < 0) {
 		helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
 		for (int i = 0; i < 2; i++)
 			if (cg->base[i])
@@ -481,7 +476,7 @@ int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 		}
 	}
 	cg->next++;
-	if ((ret = set_limits(cg, &cg->stage, err)) < 0)
+	if ((ret = set_limits(cg, cg->stage.path, cg->limits.exec_pids, cg->limits.exec_memory, err)) < 0)
 		goto fail;
 	/* The move goes to the mover: we go on serving while the kernel takes its time. */
 	for (int i = 0; i < nh; i++)
@@ -508,11 +503,11 @@ int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err)
 	if (!cg->staged && (ret = bk_cgroups_stage(cg, err)) < 0)
 		return ret;
 	/* The child must be created in the staged cgroup: the move has to be done. */
-	if ((ret = mover_wait(cg)) != 0) {
+	if ((ret = mover_wait(cg)) < 0) {
 		join(cg->home, hierarchies(cg), NULL);
 		bk_exec_cgroup_destroy(cg, &cg->stage);
 		cg->staged = false;
-		return bk_error_errno(err, ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
+		return bk_error_errno(err, -ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
 	}
 	/* The caller clones into it next; from then on it is that exec's. */
 	*out = cg->stage;

@@ -4,6 +4,7 @@
  *
  *   cgroup v2 (unified): <own>/boxkite-<pid>/exec-<n>.
  *   cgroup v1: pids/<own>/boxkite-<pid>/exec-<n> and memory/<own>/boxkite-<pid>/exec-<n>.
+ *   boxkite-<pid> holds the sandbox-wide limits, exec-<n> each exec's.
  *   none: no writable hierarchy with the pids and memory controllers; rlimits only (they are
  *     always set anyway), and the isolation profile says so.
  *
@@ -28,6 +29,15 @@
 
 enum bk_cgroup_mode { BK_CGROUP_NONE, BK_CGROUP_V1, BK_CGROUP_V2 };
 
+/* Every exec's own limits (--exec-memory, --exec-pids), and what all of them together may hold
+ * (--sandbox-memory, --sandbox-pids): the second pair is written on boxkite's parent cgroup, so
+ * the kernel bounds the sandbox as a whole — three commands each under their own limit cannot
+ * add up past it. */
+typedef struct bk_cgroup_limits {
+	uint64_t exec_memory, sandbox_memory;
+	uint32_t exec_pids, sandbox_pids;
+} bk_cgroup_limits;
+
 /* One exec's cgroup(s). */
 typedef struct bk_exec_cgroup {
 	char *path[2];     /* v1: [0] pids, [1] memory; v2: [0] only */
@@ -38,8 +48,7 @@ typedef struct bk_cgroups {
 	char *base[2];     /* boxkite's parent cgroup in each hierarchy */
 	char *home[2];     /* where the executor lives when not staged */
 	char *why_none;    /* mode NONE: what was missing, for the log and doctor */
-	uint64_t memory_bytes; /* every exec's limits (--exec-memory, --exec-pids) */
-	uint32_t pids;
+	bk_cgroup_limits limits;
 	uint64_t next;     /* number of the next exec cgroup */
 	bool staged;       /* `stage` exists and the executor is in it (or on its way: moving) */
 	bool moving;       /* the mover has a move of ours in progress */
@@ -56,10 +65,10 @@ typedef struct bk_cgroups {
 char *bk_cgroup_self_path(const char *self_cgroup, const char *controller);
 
 /* Find the hierarchies under `root` (normally /sys/fs/cgroup; tests pass a fake tree) and
- * `self_cgroup` (normally /proc/self/cgroup), create boxkite's parent cgroup(s), and decide the
- * mode; every exec cgroup gets these limits. Never fails for lack of cgroups: mode NONE is a
- * valid outcome. */
-int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, uint64_t memory_bytes, uint32_t pids,
+ * `self_cgroup` (normally /proc/self/cgroup), create boxkite's parent cgroup(s) with the
+ * sandbox's limits, and decide the mode; every exec cgroup gets the exec limits. Never fails for
+ * lack of cgroups: mode NONE is a valid outcome. */
+int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, const bk_cgroup_limits *limits,
 		    bk_error **err);
 void bk_cgroups_fini(bk_cgroups *cg); /* goes home, removes the staged and parent cgroups, stops the mover */
 

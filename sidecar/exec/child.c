@@ -71,18 +71,21 @@ void bk_child_fail(int report_fd, bk_step step)
 	__builtin_unreachable();
 }
 
-int bk_step_report_read(int fd, struct bk_step_report *r)
+int bk_step_report_read(int fd, struct bk_step_report *r, bk_error **err)
 {
 	ssize_t n;
+	int errnum;
 
 	do
 		n = read(fd, r, sizeof(*r));
 	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		return 0;
-	if (n != (ssize_t)sizeof(*r) || !step_known(r->step))
-		return n < 0 ? -errno : -EBADMSG;
-	return 1;
+	if (n == (ssize_t)sizeof(*r) && step_known(r->step)) {
+		r->errnum = r->errnum > 0 ? r->errnum : EIO;
+		return bk_error_errno(err, r->errnum, "%s", bk_step_name(r->step));
+	}
+	errnum = n < 0 ? errno : EBADMSG;
+	*r = (struct bk_step_report){ .step = BOXKITE__EXECUTOR__STEP__STEP_NONE, .errnum = n == 0 ? 0 : errnum };
+	return n == 0 ? 0 : bk_error_errno(err, errnum, "no report from the child");
 }
 
 uint64_t bk_capbset_read(void)

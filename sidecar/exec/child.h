@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "boxkite/executor/order.pb-c.h"
+#include "error.h"
 #include "exec/filter.h"
 
 /* The nice value of sandboxed commands and of other background work (the netns pool): below
@@ -38,9 +39,11 @@ struct bk_step_report {
 /* Report the failed step (errno is the cause) on fd and exit 127. */
 __attribute__((noreturn)) void bk_child_fail(int report_fd, bk_step step);
 
-/* Read a child's report: 0 when the pipe closed empty (the exec happened), 1 with *r filled
- * when a step failed, <0 errno on a broken pipe. */
-int bk_step_report_read(int fd, struct bk_step_report *r);
+/* Read a child's report. 0 when the pipe closed empty: the exec happened (r->step is
+ * STEP_NONE). Otherwise -errno with *err, r->step the step that failed and r->errnum its errno
+ * ("setresuid: Operation not permitted"), or r->step STEP_NONE when no well-formed report came
+ * (the pipe broke). */
+int bk_step_report_read(int fd, struct bk_step_report *r, bk_error **err);
 
 /* A set of capabilities as a mask: bit CAP_X is BK_CAP(CAP_X). */
 #define BK_CAP(cap) (UINT64_C(1) << (cap))

@@ -45,7 +45,7 @@ __attribute__((noreturn)) static void maker_main(int sock, uint64_t bounding)
 int bk_netns_pool_start(bk_netns_pool *pool, unsigned depth, bk_error **err)
 {
 	uint64_t bounding = bk_capbset_read();
-	int sv[2];
+	_cleanup_close_pair_ int sv[2] = BK_FD_PAIR_NONE;
 
 	pool->maker = 0;
 	pool->sock = -1;
@@ -58,12 +58,9 @@ int bk_netns_pool_start(bk_netns_pool *pool, unsigned depth, bk_error **err)
 			_exit(1);
 		maker_main(sv[1], bounding);
 	}
-	bk_close(sv[1]);
-	if (pool->maker < 0) {
-		bk_close(sv[0]);
+	if (pool->maker < 0)
 		return bk_error_errno(err, errno, "fork the netns maker");
-	}
-	pool->sock = sv[0];
+	pool->sock = TAKE_FD(sv[0]);
 	for (unsigned i = 0; i < depth; i++)
 		if (write(pool->sock, "c", 1) != 1)
 			break;
@@ -77,7 +74,7 @@ int bk_netns_pool_take(bk_netns_pool *pool)
 	size_t nfds;
 
 	/* fd stays -1 if a packet came without one. */
-	if (pool->sock < 0 || bk_fd_recv(pool->sock, &byte, 1, MSG_DONTWAIT, &fd, 1, &nfds) != 1)
+	if (pool->sock < 0 || bk_fd_recv(pool->sock, &byte, 1, MSG_DONTWAIT, &fd, 1, &nfds, NULL) != 1)
 		return -1;
 	/* One taken, one more to make. */
 	if (write(pool->sock, "c", 1) != 1)

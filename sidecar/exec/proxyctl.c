@@ -63,8 +63,6 @@ static int make_stats(bk_error **err)
 
 int bk_proxyctl_init(bk_proxyctl *pc, const Boxkite__Executor__Egress *cfg, uint64_t bounding, bk_error **err)
 {
-	const char *why = NULL;
-	size_t bad = 0;
 	int ret;
 
 	memset(pc, 0, sizeof(*pc));
@@ -74,13 +72,13 @@ int bk_proxyctl_init(bk_proxyctl *pc, const Boxkite__Executor__Egress *cfg, uint
 	if (!cfg)
 		return 0;
 	pc->cfg = cfg;
-	if (bk_egress_patterns_parse(cfg->ceiling, cfg->n_ceiling, &pc->ceiling, &why, &bad) < 0)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "egress ceiling %s: %s", cfg->ceiling[bad], why);
+	if ((ret = bk_egress_patterns_parse(cfg->ceiling, cfg->n_ceiling, &pc->ceiling, err)) < 0)
+		return bk_error_prefix(err, ret, "egress ceiling");
 	pc->n_ceiling = cfg->n_ceiling;
 	for (size_t i = 0; i < cfg->n_credentials; i++) {
 		const Boxkite__Executor__EgressCredential *c = cfg->credentials[i];
-		if (bk_egress_destination_parse(c->destination, &pc->cred_host[i], &pc->cred_port[i], &why) < 0)
-			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: %s", c->destination, why);
+		if ((ret = bk_egress_destination_parse(c->destination, &pc->cred_host[i], &pc->cred_port[i], err)) < 0)
+			return bk_error_prefix(err, ret, "--egress-credential %s", c->destination);
 		if ((ret = open_credential(c->path, err)) < 0)
 			return ret;
 		pc->cred_fd[i] = ret;
@@ -223,7 +221,7 @@ static int take_answer(bk_proxyctl *pc, const char **why, char *msg, size_t size
 	Boxkite__Egress__Reply *r = NULL;
 	int fds[BK_CHANNEL_MAX_FDS];
 	size_t nfds = 0;
-	int ret = bk_channel_recv(&pc->ch, &boxkite__egress__reply__descriptor, (ProtobufCMessage **)&r, fds, &nfds);
+	int ret = bk_channel_recv(&pc->ch, &boxkite__egress__reply__descriptor, (ProtobufCMessage **)&r, fds, &nfds, NULL);
 
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
@@ -341,24 +339,24 @@ void bk_proxyctl_lost(bk_proxyctl *pc, const char *why)
 	pc->retry_at = pc->started_ms + BK_PROXYCTL_RETRY_MS > now ? pc->started_ms + BK_PROXYCTL_RETRY_MS : now;
 }
 
-const char *bk_proxyctl_check(const bk_proxyctl *pc, char *const *grant, size_t n, bool *brokered)
+int bk_proxyctl_check(const bk_proxyctl *pc, char *const *grant, size_t n, bool *brokered, bk_error **err)
 {
 	_cleanup_free_ bk_egress_pattern *v = NULL;
-	const char *why = NULL;
-	size_t bad = 0;
+	long beyond;
+	int ret;
 
 	*brokered = false;
 	if (!pc->cfg)
-		return "egress is not configured (boxkited has no --egress-allow)";
+		return bk_error_set(err, BK_PERMISSION_DENIED, EPERM, "egress is not configured (boxkited has no --egress-allow)");
 	if (n > BK_EGRESS_GRANT_MAX)
-		return "a grant of at most 64 patterns";
-	if (bk_egress_patterns_parse(grant, n, &v, &why, &bad) < 0)
-		return why ? why : "out of memory";
-	if (bk_egress_grant_beyond(v, n, pc->ceiling, pc->n_ceiling) >= 0)
-		return "a destination beyond the egress ceiling";
+		return bk_error_invalid(err, "a grant of at most 64 patterns");
+	if ((ret = bk_egress_patterns_parse(grant, n, &v, err)) < 0)
+		return ret;
+	if ((beyond = bk_egress_grant_beyond(v, n, pc->ceiling, pc->n_ceiling)) >= 0)
+		return bk_error_set(err, BK_PERMISSION_DENIED, EPERM, "'%.300s' is beyond the egress ceiling", grant[beyond]);
 	for (size_t i = 0; i < pc->n_creds && !*brokered; i++)
 		*brokered = bk_egress_patterns_match(v, n, &pc->cred_host[i], pc->cred_port[i]);
-	return NULL;
+	return 0;
 }
 
 int bk_proxyctl_listener(bk_proxyctl *pc, int self_net, int *netns, int *listener, bk_error **err)

@@ -80,10 +80,10 @@ void bk_proxyctl_lost(bk_proxyctl *pc, const char *why);
 /* Kill and reap it for good (the executor stops). */
 void bk_proxyctl_stop(bk_proxyctl *pc);
 
-/* NULL when the n patterns of a grant may be served (well-formed, within the ceiling), or why
- * not; *brokered: whether it reaches a destination with a credential (the exec gets the CA
- * bundle). */
-const char *bk_proxyctl_check(const bk_proxyctl *pc, char *const *grant, size_t n, bool *brokered);
+/* 0 when the n patterns of a grant may be served (well-formed, within the ceiling), with
+ * *brokered: whether it reaches a destination with a credential (the exec gets the CA bundle);
+ * -EPERM (beyond the ceiling, or no egress at all) or -EINVAL with *err. */
+int bk_proxyctl_check(const bk_proxyctl *pc, char *const *grant, size_t n, bool *brokered, bk_error **err);
 
 /* The network namespace for a granted exec, with the proxy's listener on 127.0.0.1 in it:
  * *netns from the pool (>= 0) is used, else one is made here; self_net is where the executor

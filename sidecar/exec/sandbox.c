@@ -319,12 +319,23 @@ static int user_tree(const bk_sandbox_config *cfg, const char *what, const char 
 	return tree;
 }
 
+/* A sandbox init local_create made and is leaving without keeping: killed and reaped. */
+static void init_abandon(int *pidfd)
+{
+	if (*pidfd >= 0) {
+		bk_pidfd_kill_reap(*pidfd);
+		*pidfd = bk_close(*pidfd);
+	}
+}
+
 static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 {
 	_cleanup_close_ int workspace_tree = -1, home_tree = -1, init_fd = -1;
-	int rep[2], pidfd = -1, r;
+	_cleanup_close_pair_ int rep[2] = BK_FD_PAIR_NONE;
+	_cleanup_(init_abandon) int pidfd = -1;
 	struct bk_step_report report;
 	long pid;
+	int ret;
 
 	workspace_tree = user_tree(&sb->cfg, "workspace", sb->cfg.workspace, err);
 	if (workspace_tree < 0)
@@ -345,23 +356,13 @@ static int local_create(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 		bk_close(rep[0]);
 		local_child(sb, sp, workspace_tree, home_tree, init_fd, rep[1]);
 	}
-	bk_close(rep[1]);
-	if (pid < 0) {
-		bk_close(rep[0]);
+	if (pid < 0)
 		return bk_error_errno(err, errno, "clone the sandbox");
-	}
-	r = bk_step_report_read(rep[0], &report);
-	bk_close(rep[0]);
-	if (r != 0) {
-		siginfo_t info;
-		waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
-		bk_close(pidfd);
-		if (r < 0)
-			return bk_error_errno(err, -r, "sandbox set-up: no report from the child");
-		return bk_error_errno(err, report.errnum, "sandbox set-up failed at %s", bk_step_name(report.step));
-	}
+	rep[1] = bk_close(rep[1]);
+	if ((ret = bk_step_report_read(rep[0], &report, err)) < 0)
+		return bk_error_prefix(err, ret, "sandbox set-up");
 	sb->init_pid = (pid_t)pid;
-	sb->init_pidfd = pidfd;
+	sb->init_pidfd = TAKE_FD(pidfd);
 	return 0;
 }
 

@@ -33,7 +33,7 @@ struct child_ctx {
 	char *const *init_argv; /* boxkite-init --exec --status-fd=N -- argv... */
 	int stdin_r, stdout_w, stderr_w, report_w, status_w;
 	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
-	int pidfd; /* of the exec's init, however it was made */
+	int *pidfd; /* of the exec's init, however it was made (bk_spawn's) */
 	char ca_opts[64]; /* the CA tmpfs's mount options, made before the clone */
 };
 
@@ -237,7 +237,7 @@ static int pidns_helper(void *arg)
 	if (unshare(CLONE_NEWPID) < 0)
 		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
 	if (clone(exec_child, (char *)sp->stack + 2 * (4096 + sp->stack_size),
-		  CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_PARENT | SIGCHLD, c, &c->pidfd) < 0)
+		  CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_PARENT | SIGCHLD, c, c->pidfd) < 0)
 		bk_child_fail(c->report_w, BOXKITE__EXECUTOR__STEP__STEP_PIDNS);
 	syscall(SYS_exit, 0);
 	return 0;
@@ -250,6 +250,15 @@ void bk_pidfd_kill_reap(int pidfd)
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	while (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0 && errno == EINTR)
 		;
+}
+
+void bk_spawned_close(bk_spawned *s)
+{
+	s->pidfd = bk_close(s->pidfd);
+	s->stdin_w = bk_close(s->stdin_w);
+	s->stdout_r = bk_close(s->stdout_r);
+	s->stderr_r = bk_close(s->stderr_r);
+	s->status_r = bk_close(s->status_r);
 }
 
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
@@ -295,141 +304,122 @@ void bk_spawner_fini(bk_spawner *sp)
 	sp->init_fd = bk_close(sp->init_fd);
 }
 
+/* An exec child bk_spawn made and is leaving without handing over: killed and reaped. */
+static void child_abandon(int *pidfd)
+{
+	if (*pidfd >= 0) {
+		bk_pidfd_kill_reap(*pidfd);
+		*pidfd = bk_close(*pidfd);
+	}
+}
+
+/* Make the exec child: straight from here in pod mode, through pidns_helper in local mode. 0
+ * once it has exec'd or exited (CLONE_VFORK), with *c->pidfd set; -errno when it was not made. */
+static int clone_child(struct child_ctx *c, bk_error **err)
+{
+	const bk_spawner *sp = c->sp;
+	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
+	int clone_errno;
+	pid_t pid;
+
+	if (c->rq->ns->pid_is_ours) {
+		/* Pod mode: the sandbox's PID namespace is ours (shareProcessNamespace). */
+		pid = clone(exec_child, stack_top, CLONE_EXEC_FLAGS | netns_flag(c->rq) | CLONE_NEWPID | SIGCHLD, c,
+			    c->pidfd);
+		return pid < 0 ? bk_error_errno(err, errno, "clone") : 0;
+	}
+	/* Local mode: pid_for_children := the sandbox's PID namespace for the helper, which nests the
+	 * exec's namespace in it; restored right after. */
+	if (setns(c->rq->ns->pid, CLONE_NEWPID) < 0)
+		return bk_error_errno(err, errno, "setns(pid) into the sandbox");
+	/* CLONE_FILES: the pidfd the helper gets for the exec's init lands in our table. */
+	pid = clone(pidns_helper, stack_top, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, c);
+	clone_errno = errno;
+	if (setns(sp->self_pidns, CLONE_NEWPID) < 0) {
+		/* Every later clone would land in the wrong place: the executor cannot go on. */
+		fprintf(stderr, "boxkited executor: cannot restore pid_for_children: %s\n", strerror(errno));
+		abort();
+	}
+	if (pid < 0)
+		return bk_error_errno(err, clone_errno, "clone");
+	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err)
 {
-	int in[2] = { -1, -1 }, o[2] = { -1, -1 }, e[2] = { -1, -1 }, rep[2] = { -1, -1 }, st[2] = { -1, -1 };
-	int con[2] = { -1, -1 }, master = -1;
-	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = -1, .console_w = -1 };
-	char *stack_top = (char *)sp->stack + 4096 + sp->stack_size;
-	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
+	_cleanup_close_pair_ int in[2] = BK_FD_PAIR_NONE, o[2] = BK_FD_PAIR_NONE, e[2] = BK_FD_PAIR_NONE;
+	_cleanup_close_pair_ int rep[2] = BK_FD_PAIR_NONE, st[2] = BK_FD_PAIR_NONE, con[2] = BK_FD_PAIR_NONE;
+	_cleanup_(child_abandon) int pidfd = -1;
 	_cleanup_free_ char **init_argv = NULL;
+	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = &pidfd };
+	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
 	size_t argc = 0;
-	int ret, r;
-	pid_t pid;
+	int ret;
 
+	*report = (struct bk_step_report){ .step = BOXKITE__EXECUTOR__STEP__STEP_NONE };
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0 ||
-	    pipe2(rep, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) {
-		ret = bk_error_errno(err, errno, "pipe2");
-		goto out;
-	}
-	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0) {
-		ret = bk_error_errno(err, errno, "socketpair for the terminal");
-		goto out;
-	}
-	ctx.console_w = con[1];
+	    pipe2(rep, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0)
+		return bk_error_errno(err, errno, "pipe2");
+	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0)
+		return bk_error_errno(err, errno, "socketpair for the terminal");
 	/* Room for the bundle, and no more files than it. */
 	snprintf(ctx.ca_opts, sizeof(ctx.ca_opts), "size=%zu,nr_inodes=4,mode=0755", rq->ca_len + 65536);
 	/* The init's command line: built here, the child may not allocate. */
 	while (rq->argv[argc])
 		argc++;
 	init_argv = calloc(argc + 5, sizeof(*init_argv));
-	if (!init_argv) {
-		ret = bk_error_errno(err, ENOMEM, "init argv");
-		goto out;
-	}
+	if (!init_argv)
+		return bk_error_errno(err, ENOMEM, "init argv");
 	snprintf(status_arg, sizeof(status_arg), BK_INIT_STATUS_FLAG "%d", st[1]);
 	init_argv[0] = "boxkite-init";
 	init_argv[1] = BK_INIT_EXEC_FLAG;
 	init_argv[2] = status_arg;
 	init_argv[3] = "--";
 	memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
-	ctx.init_argv = init_argv;
-	ctx.status_w = st[1];
 	/* Large pipes: output capture runs at ~2 GB/s with 1 MiB, ~1.4 with the default 64 KiB. */
 	fcntl(o[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
 	fcntl(e[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+	ctx.init_argv = init_argv;
 	ctx.stdin_r = in[0];
 	ctx.stdout_w = o[1];
 	ctx.stderr_w = e[1];
 	ctx.report_w = rep[1];
+	ctx.status_w = st[1];
+	ctx.console_w = con[1];
 
-	if (!rq->ns->pid_is_ours) {
-		/* Local mode: pid_for_children := the sandbox's PID namespace for the helper, which
-		 * nests the exec's namespace in it; restored right after. */
-		if (setns(rq->ns->pid, CLONE_NEWPID) < 0) {
-			ret = bk_error_errno(err, errno, "setns(pid) into the sandbox");
-			goto out;
-		}
-		/* CLONE_FILES: the pidfd the helper gets for the exec's init lands in our table. */
-		pid = clone(pidns_helper, stack_top, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &ctx);
-		int clone_errno = errno;
-		if (setns(sp->self_pidns, CLONE_NEWPID) < 0) {
-			/* Every later clone would land in the wrong place: the executor cannot go on. */
-			fprintf(stderr, "boxkited executor: cannot restore pid_for_children: %s\n", strerror(errno));
-			abort();
-		}
-		if (pid > 0)
-			while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
-				;
-		errno = clone_errno;
-	} else {
-		/* Pod mode: the sandbox's PID namespace is ours (shareProcessNamespace). */
-		pid = clone(exec_child, stack_top, CLONE_EXEC_FLAGS | netns_flag(rq) | CLONE_NEWPID | SIGCHLD, &ctx,
-			    &ctx.pidfd);
-	}
-	if (pid < 0) {
-		ret = bk_error_errno(err, errno, "clone");
-		goto out;
-	}
+	if ((ret = clone_child(&ctx, err)) < 0)
+		return ret;
 	/* The child has exec'd or exited (CLONE_VFORK): its ends of the pipes are its own now. */
 	in[0] = bk_close(in[0]);
 	o[1] = bk_close(o[1]);
 	e[1] = bk_close(e[1]);
 	rep[1] = bk_close(rep[1]);
 	st[1] = bk_close(st[1]);
-	r = bk_step_report_read(rep[0], report);
-	if (r != 0) {
-		siginfo_t info;
-		if (ctx.pidfd >= 0)
-			while (waitid(P_PIDFD, (id_t)ctx.pidfd, &info, WEXITED) < 0 && errno == EINTR)
-				;
-		if (r < 0) {
-			report->step = BOXKITE__EXECUTOR__STEP__STEP_NONE;
-			report->errnum = -r;
-		}
-		ret = 1;
-		goto out;
-	}
+	if ((ret = bk_step_report_read(rep[0], report, err)) < 0)
+		return ret;
 	if (rq->tty) {
 		/* The master the child sent before it went on (CLONE_VFORK: it is in the socket). Its
 		 * stderr pipe is at EOF already: a terminal has one stream. */
+		_cleanup_close_ int master = -1;
 		char tag;
 		size_t n = 0;
-		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n) != 1 || n != 1) {
-			ret = bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
-			bk_pidfd_kill_reap(ctx.pidfd);
-			goto out;
-		}
+
+		if (bk_fd_recv(con[0], &tag, 1, MSG_DONTWAIT, &master, 1, &n, NULL) != 1 || n != 1)
+			return bk_error_errno(err, EPROTO, "the exec's terminal did not arrive");
 		bk_close(in[1]);
 		bk_close(o[0]);
-		in[1] = master;
 		o[0] = fcntl(master, F_DUPFD_CLOEXEC, 3);
-		if (o[0] < 0) {
-			ret = bk_error_errno(err, errno, "dup of the terminal");
-			bk_pidfd_kill_reap(ctx.pidfd);
-			goto out;
-		}
+		in[1] = TAKE_FD(master);
+		if (o[0] < 0)
+			return bk_error_errno(err, errno, "dup of the terminal");
 	}
-	out->pidfd = TAKE_FD(ctx.pidfd);
+	out->pidfd = TAKE_FD(pidfd);
 	out->stdin_w = TAKE_FD(in[1]);
 	out->stdout_r = TAKE_FD(o[0]);
 	out->stderr_r = TAKE_FD(e[0]);
 	out->status_r = TAKE_FD(st[0]);
-	ret = 0;
-out:
-	bk_close(ctx.pidfd);
-	bk_close(in[0]);
-	bk_close(in[1]);
-	bk_close(o[0]);
-	bk_close(o[1]);
-	bk_close(e[0]);
-	bk_close(e[1]);
-	bk_close(rep[0]);
-	bk_close(rep[1]);
-	bk_close(st[0]);
-	bk_close(st[1]);
-	bk_close(con[0]);
-	bk_close(con[1]);
-	return ret;
+	return 0;
 }

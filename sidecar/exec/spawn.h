@@ -62,6 +62,9 @@ typedef struct bk_spawned {
 	int status_r;     /* the init's status pipe (init/init_status.h), non-blocking */
 } bk_spawned;
 
+/* Close what is still open of *s (taken descriptors are -1). */
+void bk_spawned_close(bk_spawned *s);
+
 /* SIGKILL the process of pidfd (an exec's init: its whole namespace goes) and reap it. */
 void bk_pidfd_kill_reap(int pidfd);
 
@@ -71,8 +74,9 @@ int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_
 void bk_spawner_fini(bk_spawner *sp);
 
 /* Start one command, in the cgroup(s) the calling process is in (bk_cgroups_take). Returns 0
- * with *out filled; 1 when a step in the child failed (*report says which, the child has been
- * reaped); <0 with *err when the parent could not even clone. */
+ * with *out filled, or -errno with *err and nothing left behind (a child that was made has been
+ * reaped): *report names the step of the child that failed, or is STEP_NONE when the parent
+ * failed (a pipe, the clone) or the child sent no readable report. */
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err);
 

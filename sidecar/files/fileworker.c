@@ -52,9 +52,9 @@ static int reply_done(struct worker *w, uint64_t id, uint64_t count, bk_fs_info 
 /* The most entries a List answers (bk_fs_list also bounds a page's bytes). */
 #define LIST_PAGE_MAX 1000
 
-static const char *check_stat(const bk_roots *roots, const bk_order *o)
+static int check_stat(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return bk_order_check_path(roots, o->stat->path);
+	return bk_order_check_path(roots, o->stat->path, err);
 }
 
 static int serve_stat(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -71,12 +71,12 @@ static int serve_stat(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 0, &info);
 }
 
-static const char *check_list(const bk_roots *roots, const bk_order *o)
+static int check_list(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	/* `after` is a name in the directory: one component. */
 	if (strchr(o->list->after, '/') || strlen(o->list->after) > 255)
-		return "not a page token";
-	return bk_order_check_path(roots, o->list->path);
+		return bk_error_invalid(err, "not a page token");
+	return bk_order_check_path(roots, o->list->path, err);
 }
 
 static int serve_list(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -111,9 +111,9 @@ static int serve_list(void *server, const bk_order *o, int *fds, size_t nfds)
 	return bk_answer(&w->ch, &reply, NULL, 0);
 }
 
-static const char *check_open_read(const bk_roots *roots, const bk_order *o)
+static int check_open_read(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return bk_order_check_path(roots, o->open_read->path);
+	return bk_order_check_path(roots, o->open_read->path, err);
 }
 
 static int serve_open_read(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -127,9 +127,9 @@ static int serve_open_read(void *server, const bk_order *o, int *fds, size_t nfd
 	return fd < 0 ? reply_fs_error(w, o->id, "open", &e) : bk_answer_opened(&w->ch, o->id, fd);
 }
 
-static const char *check_create_temp(const bk_roots *roots, const bk_order *o)
+static int check_create_temp(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return bk_order_check_path(roots, o->create_temp->path);
+	return bk_order_check_path(roots, o->create_temp->path, err);
 }
 
 static int serve_create_temp(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -144,9 +144,11 @@ static int serve_create_temp(void *server, const bk_order *o, int *fds, size_t n
 	return fd < 0 ? reply_fs_error(w, o->id, "create", &e) : bk_answer_opened(&w->ch, o->id, fd);
 }
 
-static const char *check_commit(const bk_roots *roots, const bk_order *o)
+static int check_commit(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return o->commit->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->commit->path);
+	if (o->commit->mode > 0777)
+		return bk_error_invalid(err, "mode: permission bits only");
+	return bk_order_check_path(roots, o->commit->path, err);
 }
 
 /* Comes with the unnamed file to name. */
@@ -161,9 +163,11 @@ static int serve_commit(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 1, NULL);
 }
 
-static const char *check_mkdir(const bk_roots *roots, const bk_order *o)
+static int check_mkdir(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return o->mkdir->mode > 0777 ? "mode: permission bits only" : bk_order_check_path(roots, o->mkdir->path);
+	if (o->mkdir->mode > 0777)
+		return bk_error_invalid(err, "mode: permission bits only");
+	return bk_order_check_path(roots, o->mkdir->path, err);
 }
 
 static int serve_mkdir(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -178,14 +182,14 @@ static int serve_mkdir(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 0, NULL);
 }
 
-static const char *check_symlink(const bk_roots *roots, const bk_order *o)
+static int check_symlink(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
 	size_t len = strlen(o->symlink->target);
 
 	/* Whether the target stays in the root is the operation's to check (bk_fs_symlink). */
 	if (!len || len >= 4096)
-		return "not a symlink target";
-	return bk_order_check_path(roots, o->symlink->path);
+		return bk_error_invalid(err, "not a symlink target");
+	return bk_order_check_path(roots, o->symlink->path, err);
 }
 
 static int serve_symlink(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -200,9 +204,9 @@ static int serve_symlink(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 0, NULL);
 }
 
-static const char *check_remove(const bk_roots *roots, const bk_order *o)
+static int check_remove(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return bk_order_check_path(roots, o->remove->path);
+	return bk_order_check_path(roots, o->remove->path, err);
 }
 
 static int serve_remove(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -218,11 +222,11 @@ static int serve_remove(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, count, NULL);
 }
 
-static const char *check_rename(const bk_roots *roots, const bk_order *o)
+static int check_rename(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	const char *why = bk_order_check_path(roots, o->rename->from);
+	int ret = bk_order_check_path(roots, o->rename->from, err);
 
-	return why ? why : bk_order_check_path(roots, o->rename->to);
+	return ret < 0 ? ret : bk_order_check_path(roots, o->rename->to, err);
 }
 
 static int serve_rename(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -237,9 +241,9 @@ static int serve_rename(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, 0, NULL);
 }
 
-static const char *check_usage(const bk_roots *roots, const bk_order *o)
+static int check_usage(const bk_roots *roots, const bk_order *o, bk_error **err)
 {
-	return bk_order_check_path(roots, o->usage->path);
+	return bk_order_check_path(roots, o->usage->path, err);
 }
 
 static int serve_usage(void *server, const bk_order *o, int *fds, size_t nfds)
@@ -382,7 +386,8 @@ fail:
 int bk_fileworker_start(const bk_fileworker_config *cfg, int mnt_fd, bk_fileworker *w, int *front_fd,
 			bk_error **err)
 {
-	int sv[2], pidfd = -1, ret;
+	_cleanup_close_pair_ int sv[2] = BK_FD_PAIR_NONE;
+	int pidfd = -1, ret;
 	long pid;
 
 	w->pid = 0;
@@ -394,15 +399,11 @@ int bk_fileworker_start(const bk_fileworker_config *cfg, int mnt_fd, bk_filework
 		bk_close(sv[0]);
 		worker_main(cfg, mnt_fd, sv[1]);
 	}
-	bk_close(sv[1]);
-	if (pid < 0) {
-		ret = bk_error_errno(err, errno, "cannot fork the file worker");
-		bk_close(sv[0]);
-		return ret;
-	}
+	if (pid < 0)
+		return bk_error_errno(err, errno, "cannot fork the file worker");
 	w->pid = (pid_t)pid;
 	w->pidfd = pidfd;
-	*front_fd = sv[0];
+	*front_fd = TAKE_FD(sv[0]);
 	return 0;
 }
 

@@ -84,9 +84,9 @@ struct place {
 static int locate(bk_fs *fs, const char *path, struct place *pl, bk_fs_error *e)
 {
 	const bk_root *root;
-	const char *why;
 
-	if (bk_sandbox_path(fs->roots, path, pl->norm, sizeof(pl->norm), &root, &why) < 0)
+	/* The order's check gave the reason already: here only the errno is the answer's. */
+	if (bk_sandbox_path(fs->roots, path, pl->norm, sizeof(pl->norm), &root, NULL) < 0)
 		return fail(e, EINVAL, path);
 	pl->root = root;
 	pl->root_fd = fs->root_fd[root - fs->roots->root];

@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from fileskit import HERE, MiB, Daemon, FilesTestCase, bk, boxkited_process, pb, undo_at_exit, undone, zstd
+from fileskit import HERE, MiB, Daemon, Files, FilesTestCase, bk, boxkited_process, pb, undo_at_exit, undone, zstd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "gen", "python"))
 try:
@@ -114,11 +114,23 @@ class FileStore:
             return m
 
     def write_manifest(self, m):
+        self.write_manifest_bytes(m.id, zstd().compress(m.SerializeToString()))
+
+    def write_manifest_bytes(self, snapshot_id, stored):
         d = os.path.join(self.dir, "snapshots")
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, m.id), "wb") as f:
-            f.write(zstd().compress(m.SerializeToString()))
+        with open(os.path.join(d, snapshot_id), "wb") as f:
+            f.write(stored)
         os.system("chown -R 65532:65532 %s" % self.dir)
+
+
+def front_peak(daemon):
+    """The front's peak resident memory so far (VmHWM), in bytes."""
+    with open("/proc/%d/status" % daemon.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
 
 
 class SyncSuite:
@@ -403,6 +415,67 @@ class SyncSuite:
         f = Files(d.port, key_id, secret)
         self.addCleanup(f.close)
         return f
+
+    # --- bounds on what a store can make boxkited do (issue 19) -----------------------------
+
+    def test_a_pull_counts_against_the_workspace_quota(self):
+        # One block of zeros, its blob a few hundred bytes, named 24 times by a manifest: 96 MiB
+        # from one blob. Before, the pull wrote all of it past a 16 MiB quota.
+        d = self.new_daemon(["--workspace-quota", "16M"])
+        f = self.daemon_files(d)
+        zeros = os.path.join(d.workspace, "zeros")
+        with open(zeros, "wb") as fh:
+            fh.write(bytes(BLOCK))
+        os.chown(zeros, UID, UID)
+        r = f.call("SyncPush")
+        m = self.store.manifest(r.snapshot)
+        entry = [e for e in m.entries if e.path == b"zeros"][0]
+        bomb = spb.Manifest()
+        bomb.CopyFrom(m)
+        del bomb.entries[:]
+        bomb.id, bomb.files, bomb.bytes = "quota-bomb", 24, 24 * BLOCK
+        for i in range(24):
+            e = bomb.entries.add()
+            e.CopyFrom(entry)
+            e.path = b"z%02d" % i
+        self.store.write_manifest(bomb)
+        os.unlink(zeros)
+        e = self.assertStatus("RESOURCE_EXHAUSTED", f.call, "SyncPull", snapshot="quota-bomb")
+        self.assertIn("workspace quota is 16777216 bytes", e.message)
+        written = sum(os.path.getsize(os.path.join(d.workspace, n)) for n in os.listdir(d.workspace))
+        self.assertLessEqual(written, 16 * MiB)
+        self.assertEqual(written, 4 * BLOCK)  # what fitted was written, whole files only
+        # An upload is refused the same way afterwards: the pull's files count as used.
+        self.assertStatus("RESOURCE_EXHAUSTED", f.begin, "/workspace/more", 1)
+
+    def test_a_manifest_that_unpacks_to_far_more_is_refused_before_it_is(self):
+        # Four million empty entries: 8 MiB that zstd stores in under a kilobyte. Before, reading
+        # it took the front's peak up by about 237 MiB (15 GiB at the old 512 MiB limit).
+        plain = b"\x08\x01" + b"\x12\x04bomb" + b"\x3a\x00" * (4 << 20)
+        stored = zstd().compress(plain, level=19)
+        self.assertLess(len(stored), 4096)
+        self.store.write_manifest_bytes("bomb", stored)
+        before = front_peak(self.daemon)
+        e = self.assertStatus("DATA_LOSS", self.fs.call, "SyncPull", snapshot="bomb")
+        # A listing reads every manifest: it skips this one, and holds no more for it.
+        self.assertEqual([s.name for s in self.fs.call("SyncList").snapshots], [])
+        grown = front_peak(self.daemon) - before
+        self.assertLess(grown, 16 * MiB, "the front's peak grew by %d MiB" % (grown >> 20))
+        self.assertIn("unpacks to %d" % len(plain), e.message)
+
+    def test_a_manifest_of_many_small_entries_decodes_within_its_cap(self):
+        # Within the ratio a stored manifest may unpack to, entries that are small on the wire and
+        # large in memory: refused once their decoding passes 24 times the plain bytes.
+        # 16 KiB that do not compress (one entry's path) let 480 000 empty entries (2 bytes each
+        # on the wire, ~130 decoded) stay within the ratio.
+        noise = random.Random(19).randbytes(16 << 10)
+        plain = b"\x08\x01" + b"\x12\x05small" + b"\x3a\x84\x80\x01\x0a\x80\x80\x01" + noise
+        plain += b"\x3a\x00" * 480000
+        stored = zstd().compress(plain, level=19)
+        self.assertLessEqual(len(plain), 64 * len(stored) + 65536, "not within the stored ratio")
+        self.store.write_manifest_bytes("small", stored)
+        e = self.assertStatus("DATA_LOSS", self.fs.call, "SyncPull", snapshot="small")
+        self.assertIn("decodes to more memory than allowed", e.message)
 
     def test_a_push_killed_halfway_leaves_no_snapshot_and_the_next_completes_it(self):
         rnd = random.Random(4)
@@ -759,8 +832,162 @@ class S3Store(FileStore):
         return m
 
     def write_manifest(self, m):
-        self._curl("-X", "PUT", "--data-binary", "@-", self._key_url("snapshots/" + m.id),
-                   data=zstd().compress(m.SerializeToString()))
+        self.write_manifest_bytes(m.id, zstd().compress(m.SerializeToString()))
+
+    def write_manifest_bytes(self, snapshot_id, stored):
+        self._curl("-X", "PUT", "--data-binary", "@-", self._key_url("snapshots/" + snapshot_id), data=stored)
+
+
+class HostileS3:
+    """An S3 endpoint on loopback that does what no store should (issue 19), one way per mode:
+      hang   reads each request and never answers it;
+      loop   answers every listing "truncated", with the same continuation token and one more name
+             each time;
+      flood  lists one snapshot, and answers its GET with 256 MiB of garbage and no length."""
+
+    def __init__(self, mode):
+        import http.server
+        self.mode, self.requests = mode, 0
+        self.release = threading.Event()
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def handle_one(self):
+                stub.requests += 1
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                if stub.mode == "hang":
+                    stub.release.wait(300)
+                    return
+                if "list-type=2" in self.path:
+                    key = "t/snapshots/s%d" % stub.requests if stub.mode == "loop" else "t/snapshots/big"
+                    more = "true" if stub.mode == "loop" else "false"
+                    body = ("<ListBucketResult><Contents><Key>%s</Key></Contents><IsTruncated>%s</IsTruncated>"
+                            "<NextContinuationToken>same</NextContinuationToken></ListBucketResult>" % (key, more))
+                    self.answer(200, body.encode())
+                elif stub.mode == "flood" and self.path.endswith("/snapshots/big"):
+                    self.send_response(200)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    chunk = random.Random(256).randbytes(MiB)
+                    try:
+                        for _ in range(256):
+                            self.wfile.write(chunk)
+                    except OSError:
+                        pass
+                    self.close_connection = True
+                else:
+                    self.answer(404, b"<Error><Code>NoSuchKey</Code></Error>")
+
+            def answer(self, code, body):
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class HostileS3Test(unittest.TestCase):
+    """Every store call has a deadline, a size bound and a cancel: a store that hangs cannot hold
+    a Reset or a SIGTERM, one that lists for ever cannot keep a listing going, and one that sends
+    without end cannot make the front buffer it. Before, a push to a store that never answered
+    made Reset give up after 30 s (the sidecar then served only Health for good) and SIGTERM wait,
+    a listing grew for ever, and a 256 MiB object was buffered whole."""
+
+    def daemon(self, mode):
+        stub = HostileS3(mode)
+        self.addCleanup(stub.close)
+        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = "AKIDEXAMPLE", "secret"
+        try:
+            d = Daemon(["--sync-store", "s3://hostile/t", "--s3-endpoint", stub.endpoint, "--s3-path-style"])
+            d.__enter__()
+        finally:
+            del os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+        self.addCleanup(d.stop)
+        key_id, secret = bk.load_key_file(d.key_file)
+        return stub, d, lambda: Files(d.port, key_id, secret, timeout=60)
+
+    def push_in_background(self, files, stub):
+        out = {}
+
+        def push():
+            f = files()
+            try:
+                out["push"] = f.call("SyncPush")
+            except bk.CallError as e:
+                out["error"] = e
+            finally:
+                f.close()
+        t = threading.Thread(target=push, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while not stub.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(stub.requests, "the push never reached the store")
+        return t, out
+
+    def test_reset_cancels_a_push_the_store_never_answers(self):
+        stub, d, files = self.daemon("hang")
+        t, out = self.push_in_background(files, stub)
+        f = files()
+        self.addCleanup(f.close)
+        started = time.monotonic()
+        f.call("Reset")  # OK: the push was cancelled, not waited out
+        took = time.monotonic() - started
+        t.join(10)
+        self.assertIn("error", out, out)
+        self.assertEqual(bk.status_name(out["error"].code), "CANCELLED", out["error"])
+        self.assertLess(took, 10, "Reset took %.1f s" % took)
+        # And the sidecar serves on.
+        self.assertEqual(f.exec("echo served").stdout, b"served\n")
+
+    def test_sigterm_ends_boxkited_while_a_push_waits_on_the_store(self):
+        stub, d, files = self.daemon("hang")
+        self.push_in_background(files, stub)
+        started = time.monotonic()
+        status = d.stop(term_wait=5)
+        self.assertFalse(d.hung, "boxkited was still running 5 s after SIGTERM")
+        self.assertEqual(status, 0, d.last_log)
+        self.assertLess(time.monotonic() - started, 5)
+
+    def test_a_listing_that_never_ends_is_refused(self):
+        stub, d, files = self.daemon("loop")
+        f = files()
+        self.addCleanup(f.close)
+        with self.assertRaises(bk.CallError) as cm:
+            f.call("SyncList")
+        self.assertEqual(bk.status_name(cm.exception.code), "DATA_LOSS", cm.exception)
+        self.assertIn("a continuation token repeated", cm.exception.message)
+        self.assertLessEqual(stub.requests, 2)
+
+    def test_an_object_without_end_is_not_buffered_past_its_bound(self):
+        stub, d, files = self.daemon("flood")
+        f = files()
+        self.addCleanup(f.close)
+        before = front_peak(d)
+        with self.assertRaises(bk.CallError) as cm:
+            f.call("SyncPull")
+        grown = front_peak(d) - before
+        self.assertEqual(bk.status_name(cm.exception.code), "DATA_LOSS", cm.exception)
+        # The manifest's bound (64 MiB stored) and the slack of the error document, no more.
+        self.assertLess(grown, 100 * MiB, "the front's peak grew by %d MiB" % (grown >> 20))
 
 
 @unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")

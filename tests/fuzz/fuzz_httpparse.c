@@ -97,7 +97,7 @@ static void request(const char *buf, size_t len)
 	}
 	if (rq.form == BK_HTTP_AUTHORITY) {
 		bk_egress_host h;
-		bk_egress_host_parse(rq.host.p, rq.host.len, &h, &why);
+		bk_egress_host_parse(rq.host.p, rq.host.len, &h, NULL);
 		return;
 	}
 	ssize_t n = bk_http_forward_head(&rq, strip, 1, add, sizeof(add) - 1, out, sizeof(out));
@@ -146,26 +146,25 @@ static void host(const char *p, size_t n)
 {
 	bk_egress_host h, h2;
 	bk_egress_pattern pat;
-	const char *why = NULL;
 	char text[BK_EGRESS_PATTERN_TEXT_MAX + 1];
 
-	if (bk_egress_host_parse(p, n, &h, &why) == 0 && !h.is_addr) {
+	if (bk_egress_host_parse(p, n, &h, NULL) == 0 && !h.is_addr) {
 		size_t len = strlen(h.name);
 		for (size_t i = 0; i < len; i++)
 			if (h.name[i] >= 'A' && h.name[i] <= 'Z')
 				die("upper case in a normalized name");
 		if (!len || h.name[len - 1] == '.')
 			die("a normalized name with a trailing dot");
-		if (bk_egress_host_parse(h.name, len, &h2, &why) < 0 || h2.is_addr || strcmp(h.name, h2.name) != 0)
+		if (bk_egress_host_parse(h.name, len, &h2, NULL) < 0 || h2.is_addr || strcmp(h.name, h2.name) != 0)
 			die("a normalized name does not parse back to itself");
 	}
 	if (n < sizeof(text)) {
 		memcpy(text, p, n);
 		text[n] = '\0';
-		if (bk_egress_pattern_parse(text, &pat, &why) == 0) {
+		if (bk_egress_pattern_parse(text, &pat, NULL) == 0) {
 			bk_egress_pattern back;
 			bk_egress_pattern_format(&pat, text, sizeof(text));
-			if (bk_egress_pattern_parse(text, &back, &why) < 0 || memcmp(&back, &pat, sizeof(pat)) != 0)
+			if (bk_egress_pattern_parse(text, &back, NULL) < 0 || memcmp(&back, &pat, sizeof(pat)) != 0)
 				die("a pattern's canonical text is another pattern");
 			if (!bk_egress_pattern_covers(&pat, &pat))
 				die("a pattern does not cover itself");

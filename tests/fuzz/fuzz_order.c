@@ -8,15 +8,16 @@
  *   bits 2-3  the table: 0 the executor's orders, 1 the file worker's, 2 the executor's first
  *             packet (Configure), 3 the executor's again
  *
- * Oracles beside the sanitizers: GARBAGE gives no order; REFUSED gives an order and a reason;
- * OK gives the row of the order's own kind, exactly its descriptors, a packet that re-encodes
- * to its own length, and fields that satisfy what serving assumes — every path inside a root
- * once normalized, a spawn with an id, an argv and well-formed variables, a kill with a signal
+ * Oracles beside the sanitizers: garbage (-EBADMSG) gives no order; a refusal (-EINVAL) gives
+ * an order and a reason; acceptance (0) gives the row of the order's own kind, exactly its
+ * descriptors, a packet that re-encodes to its own length, and fields that satisfy what serving
+ * assumes — every path inside a root once normalized, a spawn with an id, an argv and well-formed variables, a kill with a signal
  * in range, modes of permission bits only, a page token of one component, a first Configure
  * with a sandbox user other than root and a root.
  *
  * Blind spots: protobuf-c is the system library (no coverage from inside it); the serving
  * functions behind the rows are not run. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,9 +40,8 @@ __attribute__((noreturn)) static void die(const char *what, const bk_order *o)
 static void path_inside(const bk_roots *roots, const char *path, const bk_order *o)
 {
 	char norm[4096];
-	const char *why;
 
-	if (bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, &why) < 0)
+	if (bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, NULL) < 0)
 		die("an order accepted with a path outside the roots", o);
 }
 
@@ -115,39 +115,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const bk_order_table *tables[4] = { &bk_executor_orders, &bk_fileworker_orders, &bk_executor_first_order,
 					    &bk_executor_orders };
 	const bk_order_row *row;
-	const char *why;
+	bk_error *err = NULL;
 	bk_order *o;
 	size_t nfds;
+	int ret;
 
 	if (!ready) {
 		bk_roots_default(&roots);
-		bk_roots_add(&roots, "/data:ro", &why);
+		bk_roots_add(&roots, "/data:ro", NULL);
 		ready = true;
 	}
 	if (size < 1)
 		return 0;
 	nfds = data[0] & 3;
-	switch (bk_order_decode(tables[(data[0] >> 2) & 3], &roots, data + 1, size - 1, nfds, &o, &row, &why)) {
-	case BK_ORDER_GARBAGE:
-		if (o || row)
+	ret = bk_order_decode(tables[(data[0] >> 2) & 3], &roots, data + 1, size - 1, nfds, &o, &row, &err);
+	switch (ret) {
+	case -EBADMSG:
+		if (o || row || err)
 			die("garbage gave an order", o);
 		break;
-	case BK_ORDER_REFUSED:
-		if (!o || !why || row)
+	case -EINVAL:
+		if (!o || !err || !bk_error_msg(err)[0] || row)
 			die("a refusal without its order or its reason", o);
 		break;
-	case BK_ORDER_OK:
-		if (!o || !row || row->kind != o->kind_case || row->nfds != nfds || o->id == 0)
+	case 0:
+		if (!o || !row || err || row->kind != o->kind_case || row->nfds != nfds || o->id == 0)
 			die("an order accepted against its row", o);
 		if (protobuf_c_message_get_packed_size(&o->base) != size - 1)
 			die("an order accepted that is not canonically encoded", o);
-		if (row->check(&roots, o))
+		if (row->check(&roots, o, NULL) < 0)
 			die("an order accepted that its row's check refuses", o);
 		accepted_fields(&roots, o, tables[(data[0] >> 2) & 3] == &bk_executor_first_order);
 		break;
 	default:
 		die("no verdict", o);
 	}
+	bk_error_free(err);
 	bk_order_free(o);
 	return 0;
 }

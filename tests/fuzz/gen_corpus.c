@@ -83,6 +83,9 @@ static void seeds_orders(void)
 	c.shm_size = 1 << 20;
 	c.exec_memory = 1 << 28;
 	c.exec_pids = 64;
+	c.sandbox_memory = 1 << 30;
+	c.sandbox_pids = 256;
+	c.front_uid = 65532;
 	c.exec_nofile = 256;
 	c.exec_nproc = 1024;
 	c.exec_fsize = 1 << 30;

@@ -429,9 +429,11 @@ class Daemon:
     """
 
     def __init__(self, tag, args=(), env=None, prefix=(), netns=None, workspace=True, tcp=None,
-                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None):
+                 config_name="boxkited.conf", config_text="# integration tests\n", tty=None, key_env=None,
+                 claim=False, nofile=None):
         self.tag = tag
         self.tty = tty  # a pty's slave fd: boxkited's stdio and controlling terminal, as from a shell
+        self.nofile = nofile  # (soft, hard) RLIMIT_NOFILE to start boxkited with
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)  # the pod emulation's sandbox init is copied from here
         self.key = self.dir / "key"
@@ -459,10 +461,13 @@ class Daemon:
         self.key_env = key_env
         if key_env:
             self.extra_env[key_env] = self.key.read_text()
+        # claim: the key is a warm pool's claim key (--claim-key-env / --claim-key-file).
+        self.claim = claim
 
     def argv(self):
         a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
-        a += ["--key-env", self.key_env] if self.key_env else ["--key-file", str(self.key)]
+        option = "--claim-key" if self.claim else "--key"
+        a += [f"{option}-env", self.key_env] if self.key_env else [f"{option}-file", str(self.key)]
         if self.tcp:
             a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
         if self.workspace:
@@ -478,6 +483,12 @@ class Daemon:
         env.update(self.extra_env)
         self._logf = open(self.log, "wb")
         setup = _child_setup(self.netns, self.cgroup)
+        if self.nofile:
+            def setup_with_limit(setup=setup, nofile=self.nofile):
+                setup()
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+            setup = setup_with_limit
         stdio = dict(stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf)
         if self.tty is not None:
             def setup_with_terminal(setup=setup):
@@ -801,7 +812,7 @@ class Pod:
     mistaken for one of the few small pids inside an exec's own PID namespace.
     """
 
-    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None):
+    def __init__(self, tag="pod", daemon_args=(), caps=None, key_env=None, claim=False):
         require_tools("unshare", "nsenter", "setpriv")
         self.dir = temp_dir(tag)
         os.chmod(self.dir, 0o755)
@@ -833,6 +844,7 @@ class Pod:
         # e.g. SYS_ADMIN) and a read-only /sys/fs/cgroup (sidecar_container.sh).
         container = [] if caps is None else ["/bin/bash", HERE / "sidecar_container.sh", ",".join(caps), "--"]
         self.daemon = Daemon(f"{tag}-sidecar", args=["--pod", *daemon_args], workspace=False, key_env=key_env,
+                             claim=claim,
                              prefix=["nsenter", "-t", self.pause, "-p", "--",
                                      "unshare", "--mount", "--propagation", "private", "--mount-proc",
                                      *container])

@@ -53,7 +53,8 @@ class Executor:
     def configure(self, **fields):
         c = op.Configure(workspace=str(self.dir / "ws"), home=str(self.dir / "home"), init_path=str(bkit.INIT),
                          sandbox_uid=bkit.SANDBOX_UID, tmp_size=64 << 20, shm_size=32 << 20, exec_memory=256 << 20, exec_pids=64, exec_nofile=256, exec_nproc=4096,
-                         exec_fsize=1 << 30, roots=[op.Root(path="/workspace"), op.Root(path="/tmp")])
+                         exec_fsize=1 << 30, sandbox_memory=1 << 30, sandbox_pids=256, front_uid=65532,
+                         roots=[op.Root(path="/workspace"), op.Root(path="/tmp")])
         for k, v in fields.items():
             if k == "roots":
                 del c.roots[:]
@@ -156,6 +157,8 @@ class BeforeConfigure(unittest.TestCase):
             "a root with ..": {"roots": [op.Root(path="/workspace/../etc")]},
             "no root": {"roots": []},
             "no exec limit": {"exec_pids": 0},
+            "a sandbox smaller than an exec": {"sandbox_memory": 1 << 20},
+            "root as the front's user": {"front_uid": 0},
             "a relative key file": {"key_file": "key"},
         }
         for what, fields in bad.items():

@@ -169,5 +169,36 @@ class Audit(unittest.TestCase):
         self.assertEqual(rc, 0, "and the key works: " + err)
 
 
+class SecretFiles(unittest.TestCase):
+    """A TLS private key and S3 credentials are secrets like the key file: boxkited refuses to
+    start with one that group or others may read (it accepted both before)."""
+
+    def start_with(self, tag, *args):
+        d = bkit.Daemon(tag, args=args)
+        r = bkit.run(d.argv(), timeout=30)
+        return r.returncode, r.stderr
+
+    def test_a_tls_key_others_may_read_is_refused(self):
+        tls = bkit.temp_dir("tls-open")
+        cert, key = bkit.tls_files(tls, "bk-open")
+        os.chmod(key, 0o644)
+        url = f"tls+tcp://127.0.0.1:{bkit.free_tcp_port()}"
+        rc, err = self.start_with("tls-open", "--listen", url, "--tls-cert", cert, "--tls-key", key)
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn(f"--tls-key {key} has mode 0644: group or others may access it", err)
+        os.chmod(key, 0o600)
+        d = bkit.Daemon("tls-closed", args=["--listen", url, "--tls-cert", cert, "--tls-key", key]).start()
+        d.stop()
+
+    def test_s3_credentials_others_may_read_are_refused(self):
+        creds = bkit.temp_dir("s3-open") / "credentials"
+        creds.write_text("AKIDEXAMPLE wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n")
+        os.chmod(creds, 0o640)
+        rc, err = self.start_with("s3-open", "--s3-credentials", creds)
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn(f"--s3-credentials {creds} has mode 0640: group or others may access it", err)
+        self.assertNotIn("wJalrXUtnFEMI", err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,8 +1,10 @@
 """9. bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
 whose address the client dials, with a cloud-metadata stand-in reachable from that namespace
 that counts every connection it gets. verify must pass layers one and three from their vantage
-points, print layer two as commands, name each layer -- and never dial the metadata address.
-Then against a sidecar without a key, where layer three must fail."""
+points, say that a local-mode sidecar has no layer two, name each layer -- and never dial the
+metadata address. Then: without the key it skips layer one and exits 5 (not a pass); against a
+sidecar without a key layer three fails; on the pod emulation it prints layer two's kubectl
+commands, and a probe made to hang inside the exec is reported as a hang."""
 import json
 import os
 import subprocess
@@ -66,10 +68,8 @@ class Verify(unittest.TestCase):
             (1, "the egress proxy's port, for an exec granted nothing"): ("PASS", "inside an exec",
                                                                          r"^nothing listens on 127\.0\.0\.1:3128$"),
             (1, "egress ceiling"): ("PASS", "keyed Health", r"^none: no exec can be granted"),
-            (2, "egress to the metadata endpoint"): ("NOT RUN HERE", "the sidecar's network namespace",
-                                                     r"kubectl exec -n boxkite sb-7 -c sidecar -- curl"),
-            (2, "the policy selects the live pod"): ("NOT RUN HERE", "the sidecar's network namespace",
-                                                     r"app\.kubernetes\.io/component=sandbox"),
+            (2, "the pod's NetworkPolicy"): ("NO SUCH LAYER", "the sidecar's network namespace",
+                                             r"local mode: there is no pod, so no NetworkPolicy"),
             (3, "Health without a key"): ("PASS", "without the key", r"a key is configured"),
             (3, "Exec without a key"): ("PASS", "without the key", r"^UNAUTHENTICATED/UNKNOWN_KEY$"),
             (3, "Exec with a guessed key"): ("PASS", "without the key", r"UNAUTHENTICATED/BAD_MAC$"),
@@ -81,6 +81,23 @@ class Verify(unittest.TestCase):
                 self.assertEqual(c["verdict"], verdict, c)
                 self.assertIn(vantage, c["vantage"])
                 self.assertRegex(c["detail"], detail)
+        self.assertEqual(out["mode"], "local")
+        self.assertFalse([k for k in checks if k[0] == 2 and "kubectl" in checks[k]["detail"]],
+                         "no kubectl command for a layer that is not there")
+
+    def test_without_the_key_layer_one_is_skipped_and_that_is_no_pass(self):
+        url = f"tcp://{N.POD_ADDR}:7700"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BOXKITE_")}
+        r = bkit.run([bkit.BKCTL, "--url", url, "-o", "json", "verify"], env=env, netns=N.pod, timeout=90)
+        out = json.loads(r.stdout)
+        checks = {(c["layer"], c["check"]): c for c in out["checks"]}
+        self.assertEqual(checks[(1, "exec")]["verdict"], "SKIPPED", out)
+        self.assertEqual((r.returncode, out["failed"], out["skipped"]), (5, 0, 1), out)
+        self.assertEqual(checks[(3, "Exec without a key")]["verdict"], "PASS", "layer three runs without one")
+        r = bkit.run([bkit.BKCTL, "--url", url, "verify"], env=env, netns=N.pod, timeout=90)
+        self.assertEqual(r.returncode, 5)
+        self.assertIn("verify: INCOMPLETE: 1 check(s) skipped, which is not a pass", r.stdout)
+        self.assertNotIn("every check run here passed", r.stdout)
 
     def test_over_ipc_the_socket_is_invisible(self):
         rc, checks, out = verify(D, url=D.url)
@@ -109,13 +126,68 @@ class VerifyCanFail(unittest.TestCase):
         r = bkit.run([bkit.BKCTL, "--url", d.url, "-o", "json", "verify"], env=env, timeout=90)
         out = json.loads(r.stdout)
         rc, checks = r.returncode, {(c["layer"], c["check"]): c for c in out["checks"]}
-        self.assertEqual(checks[(1, "exec")]["verdict"], "NOT RUN HERE", "no key: no exec")
+        self.assertEqual(checks[(1, "exec")]["verdict"], "SKIPPED", "no key: no exec")
         self.assertEqual(rc, 1, out)
         self.assertEqual(checks[(3, "Health without a key")]["verdict"], "FAIL")
         self.assertEqual(checks[(3, "Exec without a key")]["verdict"], "FAIL")
         self.assertRegex(checks[(3, "Exec without a key")]["detail"], "^UNAVAILABLE/AUTH_NOT_CONFIGURED$")
         bkit.stop_process(p)
         log.close()
+
+
+# Stands in for bash in the sandbox container: the probe's connect, which fails at once when layer
+# one holds, waits instead -- as a connect whose packets left the exec's namespace would.
+HANGING_BASH = "#!/bin/sh\nexec sleep 600\n"
+
+
+class VerifyInAPod(unittest.TestCase):
+    """On the pod emulation (bkit.Pod, mode "pod"): layer two is printed as the kubectl commands
+    to run; a probe that hangs is a hang (exit 1), not "did not run"."""
+
+    @classmethod
+    def setUpClass(cls):
+        bkit.require_tools("unshare", "nsenter", "setpriv")
+        cls.scope = bkit.scope()
+        cls.scope.__enter__()
+        port = bkit.free_tcp_port()
+        cls.pod = bkit.Pod(tag="verify-pod")
+        cls.d = cls.pod.daemon
+        cls.d.tcp = ("127.0.0.1", port)
+        cls.d.start()
+        cls.pod.start_container()
+        bkit.wait_for(lambda: cls.d.health().get("sandbox_ready") is True, 30, what="the sandbox container")
+        cls.url = f"tcp://127.0.0.1:{port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scope.__exit__(None, None, None)
+
+    def test_layer_two_is_printed_for_the_pod(self):
+        rc, checks, out = verify(self.d, "--pod", "sb-9", url=self.url)
+        self.assertEqual((rc, out["mode"], out["failed"], out["skipped"]), (0, "pod", 0, 0), out)
+        self.assertEqual(checks[(1, "interfaces")]["verdict"], "PASS")
+        for check in ("egress to the metadata endpoint", "the policy selects the live pod"):
+            self.assertEqual(checks[(2, check)]["verdict"], "NOT RUN HERE")
+        self.assertRegex(checks[(2, "egress to the metadata endpoint")]["detail"],
+                         r"kubectl exec -n boxkite sb-9 -c sidecar -- curl")
+
+    def test_a_hanging_probe_is_a_hang(self):
+        fake = self.pod.workspace / "hanging-bash"
+        fake.write_text(HANGING_BASH)
+        os.chmod(fake, 0o755)
+        bkit.run(["nsenter", "-t", str(self.pod.init_pid), "-m", "-p", "--", "mount", "--bind", "/workspace/hanging-bash",
+                  "/usr/bin/bash"], check=True)
+        try:
+            # Control: inside the sandbox container, bash is now the stand-in.
+            r = self.pod.nsenter_container("/bin/sh", "-c", "command -v bash && head -c 9 /usr/bin/bash")
+            self.assertIn("#!/bin/sh", r.stdout)
+            rc, checks, out = verify(self.d, url=self.url)
+        finally:
+            bkit.run(["nsenter", "-t", str(self.pod.init_pid), "-m", "-p", "--", "umount", "/usr/bin/bash"], check=True)
+        c = checks[(1, "exec")]
+        self.assertEqual(c["verdict"], "HANG", out)
+        self.assertRegex(c["detail"], r"did not finish in 20 s: .*\(a connect to 127\.0\.0\.1")
+        self.assertEqual((rc, out["failed"]), (1, 1), out)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ SANDBOX_UID = 1001
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")
 KEY_LIKE = re.compile(r"[0-9a-fA-F]{64}")
-REQUIRED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/instance",
-                   "app.kubernetes.io/part-of")
+REQUIRED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/part-of")
+# The Secret a warm pool's pods share: the claim key and the pool's TLS certificate.
+POOL_SECRET = "boxkite-pool"
 OPEN_CIDRS = {ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")}
 
 
@@ -29,15 +30,21 @@ def containers(pod):
 
 
 def check_pod(pod):
-    """A boxkite sandbox pod: the security contexts, the key's path, the volumes, the probes."""
+    """A boxkite sandbox pod: the security contexts, the key's path, the volumes, the probes.
+
+    Two kinds: a pod of its own (bkctl kube: its key from its own Secret by --key-env, labelled
+    app.kubernetes.io/instance with its name) and a warm pool's pod (agent-sandbox's controller
+    names it: the pool's claim key from Secret boxkite-pool by --claim-key-env)."""
     bad = []
     spec, name = pod["spec"], pod["metadata"]["name"]
     where = f"Pod/{name}"
     labels = pod["metadata"].get("labels") or {}
+    sidecar_args = next((c.get("args") or [] for c in spec.get("containers", []) if c.get("name") == "sidecar"), [])
+    pooled = "--claim-key-env" in sidecar_args
     for k in REQUIRED_LABELS:
         if k not in labels:
             bad.append(f"{where}: no label {k}")
-    if labels.get("app.kubernetes.io/instance") != name:
+    if not pooled and labels.get("app.kubernetes.io/instance") != name:
         bad.append(f"{where}: app.kubernetes.io/instance is not the pod's name")
     if spec.get("shareProcessNamespace") is not True:
         bad.append(f"{where}: shareProcessNamespace is not true (pod mode finds the sandbox's init by it)")
@@ -99,15 +106,27 @@ def check_pod(pod):
     args = sidecar.get("args") or []
     if "--pod" not in args:
         bad.append(f"{w}: boxkited is not in pod mode (--pod)")
-    if "--key-file" in args:
-        bad.append(f"{w}: --key-file: the key comes from the per-pod Secret by secretKeyRef (--key-env)")
-    key_env = args[args.index("--key-env") + 1] if "--key-env" in args[:-1] else None
+    for opt in ("--key-file", "--claim-key-file"):
+        if opt in args:
+            bad.append(f"{w}: {opt}: the key comes from a Secret by secretKeyRef (--key-env, --claim-key-env)")
+    if "--key-env" in args and pooled:
+        bad.append(f"{w}: both --key-env and --claim-key-env")
+    option, secret = ("--claim-key-env", POOL_SECRET) if pooled else ("--key-env", name)
+    key_env = args[args.index(option) + 1] if option in args[:-1] else None
     env = {e["name"]: e for e in sidecar.get("env", [])}
     ref = ((env.get(key_env) or {}).get("valueFrom") or {}).get("secretKeyRef")
     if not key_env or not ref:
-        bad.append(f"{w}: the key is not an environment variable from a secretKeyRef (--key-env)")
-    elif ref.get("name") != name:
-        bad.append(f"{w}: the key's secretKeyRef names Secret {ref.get('name')!r}, not the pod's own {name!r}")
+        bad.append(f"{w}: the key is not an environment variable from a secretKeyRef ({option})")
+    elif ref.get("name") != secret:
+        bad.append(f"{w}: the key's secretKeyRef names Secret {ref.get('name')!r}, not {secret!r}"
+                   f" ({'the pool' if pooled else 'the pod'}'s own)")
+    for v in volumes.values():
+        if "secret" in v and v["secret"].get("secretName") != secret:
+            bad.append(f"{where}: volume {v['name']} is Secret {v['secret'].get('secretName')!r}, not {secret!r}")
+    state_dir = args[args.index("--state-dir") + 1] if "--state-dir" in args[:-1] else "/var/lib/boxkite"
+    state = next((m for m in sidecar.get("volumeMounts", []) if m["mountPath"] == state_dir), None)
+    if not state or "emptyDir" not in volumes.get(state["name"], {}):
+        bad.append(f"{w}: no emptyDir at the state directory {state_dir} (the replay log; a pool pod's claim)")
     for e in env.values():
         if "value" in e:
             bad.append(f"{w}: env {e['name']} has a literal value")
@@ -197,8 +216,15 @@ def check_network_policies(policies, pod):
     return bad
 
 
+# What the orchestrator's Role may name: pods and secrets, and agent-sandbox's claims -- never
+# its templates or pools (what a pool's pods look like is the operator's), nor ConfigMaps (the
+# admission guard's parameters).
+ORCHESTRATOR_RESOURCES = {("", "pods"), ("", "secrets"), ("extensions.agents.x-k8s.io", "sandboxclaims")}
+
+
 def check_rbac(objects):
-    """The orchestrator's RBAC: a namespaced Role over pods and secrets, nothing else."""
+    """The orchestrator's RBAC: a namespaced Role over pods, secrets and sandbox claims, nothing
+    else."""
     bad = []
     for o in objects:
         where = f"{o['kind']}/{o['metadata']['name']}"
@@ -206,12 +232,43 @@ def check_rbac(objects):
             bad.append(f"{where}: cluster-wide")
         if o["kind"] == "Role":
             for r in o.get("rules", []):
-                if set(r.get("apiGroups", [])) != {""} or not set(r.get("resources", [])) <= {"pods", "secrets"}:
-                    bad.append(f"{where}: a rule beyond pods and secrets: {r}")
+                named = {(g, res) for g in r.get("apiGroups", []) for res in r.get("resources", [])}
+                if not named <= ORCHESTRATOR_RESOURCES:
+                    bad.append(f"{where}: a rule beyond pods, secrets and sandboxclaims: {r}")
                 if "*" in r.get("verbs", []) + r.get("resources", []) + r.get("apiGroups", []):
                     bad.append(f"{where}: a wildcard")
         if o["kind"] == "RoleBinding":
             for s in o.get("subjects", []):
                 if s.get("kind") != "ServiceAccount" or s.get("namespace") != o["metadata"].get("namespace"):
                     bad.append(f"{where}: subject {s} is not a ServiceAccount of its namespace")
+    return bad
+
+
+CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole",
+                  "ClusterRoleBinding"}
+
+
+def check_namespaces(objects):
+    """The base has no namespace transformer (it would put one on the cluster-scoped admission
+    objects): each namespaced object names the base's Namespace itself, the cluster-scoped ones
+    none, and the admission policy's binding selects that namespace."""
+    bad = []
+    names = [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"]
+    if len(names) != 1:
+        return [f"expected one Namespace, found {names}"]
+    ns = names[0]
+    for o in objects:
+        where, got = f"{o['kind']}/{o['metadata']['name']}", o["metadata"].get("namespace")
+        if o["kind"] in CLUSTER_SCOPED and got is not None:
+            bad.append(f"{where}: cluster-scoped, but names namespace {got}")
+        if o["kind"] not in CLUSTER_SCOPED and got != ns:
+            bad.append(f"{where}: in namespace {got!r}, not {ns!r}")
+        if o["kind"] == "RoleBinding":
+            for s in o.get("subjects", []):
+                if s.get("namespace") != ns:
+                    bad.append(f"{where}: subject {s.get('name')} in namespace {s.get('namespace')!r}, not {ns!r}")
+        if o["kind"] == "ValidatingAdmissionPolicyBinding":
+            selector = ((o["spec"].get("matchResources") or {}).get("namespaceSelector") or {}).get("matchLabels") or {}
+            if selector != {"kubernetes.io/metadata.name": ns}:
+                bad.append(f"{where}: selects namespaces {selector}, not exactly {ns!r}")
     return bad

@@ -3,6 +3,7 @@
 Everything here is offline: `kubectl kustomize` renders without a server, bkctl kube prints
 without one, node runs validate.mjs against the schemas in node_modules (make deps).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -14,9 +15,13 @@ REPO = HERE.parent.parent
 DEPLOY = REPO / "deploy"
 BUILD = Path(os.environ.get("BOXKITE_BUILD", REPO / "build")).resolve()
 BKCTL = BUILD / "bkctl"
-# Every kustomization under deploy/: the base, the sandbox pod, each overlay.
-KUSTOMIZATIONS = sorted(p.parent for p in DEPLOY.rglob("kustomization.yaml"))
+# Every kustomization.yaml under deploy/, and the directories of those that render on their own:
+# the base, the sandbox pod, agent-sandbox's pool and claim, each overlay (not the Components,
+# which only overlays use).
+KUSTOMIZATION_FILES = sorted(DEPLOY.rglob("kustomization.yaml"))
+KUSTOMIZATIONS = [p.parent for p in KUSTOMIZATION_FILES if "\nkind: Component\n" not in p.read_text()]
 PERMISSIVE = DEPLOY / "network-policy-permissive-optin.yaml"
+AGENT_SANDBOX = DEPLOY / "agent-sandbox"
 
 
 def yaml():
@@ -55,11 +60,15 @@ def docs(text):
     return [d for d in yaml().safe_load_all(text) if d]
 
 
+def node_modules(package):
+    require("node")
+    if not (HERE / "node_modules" / package).is_dir():
+        raise unittest.SkipTest("tests/k8s/node_modules is missing (make deps runs npm ci there)")
+
+
 def validate(*texts):
     """validate.mjs over the texts; (exit status, output)."""
-    require("node")
-    if not (HERE / "node_modules" / "kubernetes-models").is_dir():
-        raise unittest.SkipTest("tests/k8s/node_modules is missing (make deps runs npm ci there)")
+    node_modules("kubernetes-models")
     out, rc = [], 0
     for text in texts:
         r = subprocess.run(["node", str(HERE / "validate.mjs"), "-"], input=text, capture_output=True,
@@ -78,3 +87,35 @@ def sandbox_pod(objects):
 
 def container(pod, name):
     return next(c for c in pod["spec"]["containers"] if c["name"] == name)
+
+
+def one(objects, kind):
+    found = [o for o in objects if o["kind"] == kind]
+    if len(found) != 1:
+        raise AssertionError(f"expected one {kind}, found {len(found)}")
+    return found[0]
+
+
+def admission(base, cases, params=None):
+    """The base's ValidatingAdmissionPolicy run on cases by admission.mjs: its answers by case name.
+    cases: [{"name", "object", "operation" (CREATE), "namespace" (the object's), "subResource",
+    "oldObject"}]; params: the param object (default: the base's ConfigMap boxkite-admission)."""
+    node_modules("@bufbuild/cel")
+    namespaces = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in base if o["kind"] == "Namespace"}
+    for ns in namespaces:
+        # What the apiserver labels every namespace with.
+        namespaces[ns] = dict(namespaces[ns], **{"kubernetes.io/metadata.name": ns})
+    namespaces.setdefault("default", {"kubernetes.io/metadata.name": "default"})
+    request = {
+        "policy": one(base, "ValidatingAdmissionPolicy"),
+        "binding": one(base, "ValidatingAdmissionPolicyBinding"),
+        "params": params if params is not None else one(base, "ConfigMap"),
+        "namespaces": namespaces,
+        "cases": [dict({"operation": "CREATE", "namespace": c["object"]["metadata"].get("namespace", "boxkite")}, **c)
+                  for c in cases],
+    }
+    r = subprocess.run(["node", str(HERE / "admission.mjs")], input=json.dumps(request), capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"admission.mjs: {r.returncode} {r.stderr.strip()}")
+    return {a["name"]: a for a in json.loads(r.stdout)}

@@ -42,6 +42,9 @@ class DeployHoldsTheInvariants(unittest.TestCase):
                 with self.subTest(what):
                     self.assertEqual(invariants.check_network_policies(policies, pod), [])
 
+    def test_namespaces(self):
+        self.assertEqual(invariants.check_namespaces(self.base), [])
+
     def test_rbac(self):
         self.assertIn("Role", [o["kind"] for o in self.base])
         self.assertEqual(invariants.check_rbac(self.base), [])
@@ -58,10 +61,10 @@ class DeployHoldsTheInvariants(unittest.TestCase):
                 self.assertEqual([b for b in invariants.check_network_policies(policies, self.pod())
                                   if "egress" in b], [])
         # And no kustomization names the file (a resource, component, patch: any string value).
-        for k in k8skit.KUSTOMIZATIONS:
-            with self.subTest(str(k.relative_to(k8skit.REPO) / "kustomization.yaml")):
+        for k in k8skit.KUSTOMIZATION_FILES:
+            with self.subTest(str(k.relative_to(k8skit.REPO))):
                 self.assertNotIn(k8skit.PERMISSIVE.resolve(), set(strings_as_paths(
-                    k8skit.yaml().safe_load((k / "kustomization.yaml").read_text()), k)))
+                    k8skit.yaml().safe_load(k.read_text()), k.parent)))
 
     def test_secret_is_fresh_and_well_formed(self):
         import base64
@@ -136,8 +139,11 @@ BREAKAGES = {
     "literal key": (lambda p: sidecar(p)["env"].__setitem__(0, {"name": "BOXKITE_KEY", "value": "k1 " + "ab" * 32}),
                     r"literal value"),
     "key from a shared Secret": (lambda p: sidecar(p)["env"][0]["valueFrom"]["secretKeyRef"].update(name="shared"),
-                                 r"not the pod's own"),
+                                 r"\(the pod's own\)"),
     "key from a file": (lambda p: sidecar(p)["args"].extend(["--key-file", "/k"]), r"--key-file"),
+    "TLS from another Secret": (lambda p: next(v for v in p["spec"]["volumes"] if v["name"] == "tls")["secret"].update(
+        secretName="other"), r"volume tls is Secret 'other'"),
+    "no state directory": (lambda p: sidecar(p)["volumeMounts"].pop(), r"no emptyDir at the state directory"),
     "key in an annotation": (lambda p: p["metadata"].update(annotations={"k": "ab" * 32}), r"key-like"),
     "sidecar privileged": (lambda p: sidecar(p)["securityContext"].update(privileged=True), r"sidecar: privileged"),
     "sidecar keeps everything": (lambda p: sidecar(p)["securityContext"]["capabilities"].pop("drop"),
@@ -195,12 +201,39 @@ class EachInvariantCanFail(unittest.TestCase):
                 found = invariants.check_network_policies(pols, self.pod)
                 self.assertIn(f"NetworkPolicy/{pols[0]['metadata']['name']}: egress to {cidr}", found)
 
+    def test_namespaces_can_fail(self):
+        base = k8skit.docs(k8skit.render(k8skit.DEPLOY))
+        for what, mutate, want in [
+            ("a namespaced object without one", lambda o: o["NetworkPolicy"]["metadata"].pop("namespace"),
+             "NetworkPolicy/boxkite-sandbox-default-deny: in namespace None"),
+            ("a policy with one", lambda o: o["ValidatingAdmissionPolicy"]["metadata"].update(namespace="boxkite"),
+             "cluster-scoped, but names namespace boxkite"),
+            ("a subject elsewhere", lambda o: o["RoleBinding"]["subjects"][0].update(namespace="default"),
+             "subject boxkite-orchestrator in namespace 'default'"),
+            ("a binding for every namespace", lambda o: o["ValidatingAdmissionPolicyBinding"]["spec"].pop(
+                "matchResources"), "selects namespaces {}"),
+        ]:
+            with self.subTest(what):
+                objs = copy.deepcopy(base)
+                mutate({o["kind"]: o for o in objs})
+                self.assertTrue(any(want in b for b in invariants.check_namespaces(objs)),
+                                invariants.check_namespaces(objs))
+
     def test_cluster_role(self):
         self.assertTrue(invariants.check_rbac([{"kind": "ClusterRole", "metadata": {"name": "x"}, "rules": []}]))
         self.assertTrue(invariants.check_rbac([{"kind": "Role", "metadata": {"name": "x"}, "rules": [
             {"apiGroups": [""], "resources": ["pods", "pods/exec"], "verbs": ["create"]}]}]))
         self.assertTrue(invariants.check_rbac([{"kind": "Role", "metadata": {"name": "x"}, "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]}]))
+        for resource in ("sandboxtemplates", "sandboxwarmpools"):
+            with self.subTest(resource):
+                self.assertTrue(invariants.check_rbac([{"kind": "Role", "metadata": {"name": "x"}, "rules": [
+                    {"apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxclaims", resource],
+                     "verbs": ["create"]}]}]))
+        self.assertTrue(invariants.check_rbac([{"kind": "Role", "metadata": {"name": "x"}, "rules": [
+            {"apiGroups": ["", "apps"], "resources": ["pods"], "verbs": ["create"]}]}]))
+        self.assertTrue(invariants.check_rbac([{"kind": "Role", "metadata": {"name": "x"}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}]}]))
 
 
 if __name__ == "__main__":

@@ -103,13 +103,18 @@ class Evaluator(unittest.TestCase):
         self.assertTrue(allowed(deny, A, OTHER_NS, 1))
 
 
-class DeployTruthTable(unittest.TestCase):
+class TruthTable:
     """Every row: (what, source, destination, port, protocol, allowed under the base, allowed
-    with the permissive opt-in file as well)."""
+    with the permissive opt-in file as well), for the sandbox pod pod_under_test() returns: a
+    subclass that is also a TestCase runs it (test_6 does for agent-sandbox's pods)."""
+
+    @classmethod
+    def pod_under_test(cls):
+        raise NotImplementedError
 
     @classmethod
     def setUpClass(cls):
-        pod = k8skit.sandbox_pod(k8skit.docs(k8skit.bkctl_kube("sb-1")))
+        pod = cls.pod_under_test()
         labels = pod["metadata"]["labels"]
         ports = {p["name"]: (p["containerPort"], p.get("protocol", "TCP"))
                  for c in pod["spec"]["containers"] for p in c.get("ports", [])}
@@ -124,7 +129,8 @@ class DeployTruthTable(unittest.TestCase):
                           "monitoring": {"kubernetes.io/metadata.name": "monitoring", "boxkite.dev/clients": "true"},
                           "elsewhere": {"kubernetes.io/metadata.name": "elsewhere"},
                           "kube-system": {"kubernetes.io/metadata.name": "kube-system"}}
-        sb = Pod("sb-1", ns, labels, ports, ip="10.1.0.10")
+        cls.namespace, cls.labels, cls.ports = ns, labels, ports
+        sb = Pod(pod["metadata"]["name"], ns, labels, ports, ip="10.1.0.10")
         sb2 = Pod("sb-2", ns, dict(labels, **{"app.kubernetes.io/instance": "sb-2"}), ports, ip="10.1.0.11")
         client = Pod("orch", "orchestrator", {"boxkite.dev/client": "true"}, ip="10.1.1.5")
         client_elsewhere = Pod("orch", "elsewhere", {"boxkite.dev/client": "true"}, ip="10.1.2.5")
@@ -182,6 +188,14 @@ class DeployTruthTable(unittest.TestCase):
                   for p in self.base]
         open_rows = [r[0] for r in self.rows if not r[5] and allowed(broken, *r[1:5], self.namespaces)]
         self.assertGreaterEqual(len(open_rows), len([r for r in self.rows if not r[5]]) - 1, open_rows)
+
+
+class DeployTruthTable(TruthTable, unittest.TestCase):
+    """The pod bkctl kube makes."""
+
+    @classmethod
+    def pod_under_test(cls):
+        return k8skit.sandbox_pod(k8skit.docs(k8skit.bkctl_kube("sb-1")))
 
 
 if __name__ == "__main__":

@@ -7,15 +7,19 @@
 //   @kubernetes/client-node  each model's attribute list (k8s ~1.34), walked here to refuse any
 //                       field the API does not have (what `kubectl apply --validate=strict`
 //                       does with a server; kubernetes-models lets unknown fields through).
-// Duplicate YAML keys are refused too. Prints "ok KIND/NAME" or "FAIL KIND/NAME: why" per
-// object and exits 1 if any failed or none was found.
+// Custom resources (agent-sandbox's) are checked against their CRDs' vendored OpenAPI schemas
+// instead (crd.mjs), their metadata as an ObjectMeta. Duplicate YAML keys are refused too.
+// Prints "ok KIND/NAME" or "FAIL KIND/NAME: why" per object and exits 1 if any failed or none
+// was found.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import YAML from 'yaml';
 import * as k8s from '@kubernetes/client-node';
+import { loadCrds, schemaErrors as crdSchemaErrors } from './crd.mjs';
 
 const require = createRequire(import.meta.url);
 const PRIMITIVES = new Set(['string', 'number', 'boolean', 'Date', 'any', 'object', 'IntOrString']);
+const CRDS = loadCrds();
 
 // client-node's model name for an apiVersion and kind: networking.k8s.io/v1 NetworkPolicy ->
 // V1NetworkPolicy.
@@ -73,9 +77,13 @@ for (const file of process.argv.slice(2)) {
     const obj = doc.toJS();
     if (obj === null || obj === undefined) continue;
     const id = `${obj.kind}/${obj.metadata?.name}`;
+    const crd = CRDS.get(`${obj.apiVersion} ${obj.kind}`);
+    const { metadata, ...rest } = obj;
     const errs = typeof obj.apiVersion !== 'string' || typeof obj.kind !== 'string'
       ? ['no apiVersion or kind']
-      : [...schemaErrors(obj), ...unknownFields(obj, modelName(obj.apiVersion, obj.kind), '')];
+      : crd ? [...crdSchemaErrors(crd.schema, rest), ...unknownFields(metadata, 'V1ObjectMeta', '.metadata'),
+        ...(metadata?.name ? [] : ['.metadata.name: required'])]
+        : [...schemaErrors(obj), ...unknownFields(obj, modelName(obj.apiVersion, obj.kind), '')];
     if (errs.length) {
       failed++;
       console.log(`FAIL ${file}: ${id}\n  - ${errs.join('\n  - ')}`);

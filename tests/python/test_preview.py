@@ -223,6 +223,59 @@ class PreviewTest(unittest.TestCase):
         finally:
             self.stop(pid)
 
+    def test_a_listener_that_never_accepts_holds_up_no_exec(self):
+        # Backlog 0 and never an accept(): loopback takes one connection into the queue, and
+        # every SYN after it waits for its retries (two minutes). The executor made those
+        # connections itself, blocked in connect(), and every exec waited behind it (6.2 s
+        # measured, up to two minutes each). Now it hands the socket over at once and the relay
+        # waits (5 s, then 502): execs run meanwhile. Previews are kept pending all along here.
+        import threading
+        port = 8500
+        pid = self.start(argv=["python3", "-c", BACKLOG0 % port], expose_port=port)
+        try:
+            self.wait_output(pid, b"listening")
+            stop, pending, answers = threading.Event(), [0], []
+            lock = threading.Lock()
+
+            def previews():
+                while not stop.is_set():
+                    with lock:
+                        pending[0] += 1
+                    try:
+                        answers.append(self.get("/preview/%d/%s/" % (port, self.good(port)))[0])
+                    except OSError as e:
+                        answers.append(str(e))
+                    with lock:
+                        pending[0] -= 1
+            threads = [threading.Thread(target=previews, daemon=True) for _ in range(3)]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)  # the previews on their way in; asserted below, not timed
+            with bk.Client("127.0.0.1", self.daemon.port, self.key[0], self.key[1], timeout=GUARD_S) as c:
+                for i in range(20):
+                    r = c.call("Exec", pb.ExecRequest(argv=["echo", str(i)]), pb.ExecResponse).message
+                    self.assertEqual(r.stdout, b"%d\n" % i)
+                    with lock:
+                        self.assertGreater(pending[0], 0, "no preview was waiting while the execs ran")
+            stop.set()
+            for t in threads:
+                t.join(GUARD_S)
+            # The connections that could not be made were answered, not left hanging.
+            self.assertIn(502, answers, answers)
+        finally:
+            self.stop(pid)
+
+
+BACKLOG0 = r"""
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", %d))
+s.listen(0)
+print("listening", flush=True)
+time.sleep(600)
+"""
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -69,21 +69,20 @@ static void test_destination(void **state)
 {
 	bk_egress_host h;
 	uint16_t port;
-	const char *why;
 
 	(void)state;
-	assert_int_equal(bk_egress_destination_parse("api.example:443", &h, &port, &why), 0);
+	assert_int_equal(bk_egress_destination_parse("api.example:443", &h, &port, NULL), 0);
 	assert_false(h.is_addr);
 	assert_string_equal(h.name, "api.example");
 	assert_int_equal(port, 443);
-	assert_int_equal(bk_egress_destination_parse("192.0.2.7:8080", &h, &port, &why), 0);
+	assert_int_equal(bk_egress_destination_parse("192.0.2.7:8080", &h, &port, NULL), 0);
 	assert_true(h.is_addr);
-	assert_int_equal(bk_egress_destination_parse("[2001:db8::1]:443", &h, &port, &why), 0);
-	assert_int_equal(bk_egress_destination_parse("*.example:443", &h, &port, &why), -EINVAL);
-	assert_int_equal(bk_egress_destination_parse("*:443", &h, &port, &why), -EINVAL);
-	assert_int_equal(bk_egress_destination_parse("api.example:*", &h, &port, &why), -EINVAL);
-	assert_int_equal(bk_egress_destination_parse("192.0.2.0/24:443", &h, &port, &why), -EINVAL);
-	assert_int_equal(bk_egress_destination_parse("api.example", &h, &port, &why), -EINVAL);
+	assert_int_equal(bk_egress_destination_parse("[2001:db8::1]:443", &h, &port, NULL), 0);
+	assert_int_equal(bk_egress_destination_parse("*.example:443", &h, &port, NULL), -EINVAL);
+	assert_int_equal(bk_egress_destination_parse("*:443", &h, &port, NULL), -EINVAL);
+	assert_int_equal(bk_egress_destination_parse("api.example:*", &h, &port, NULL), -EINVAL);
+	assert_int_equal(bk_egress_destination_parse("192.0.2.0/24:443", &h, &port, NULL), -EINVAL);
+	assert_int_equal(bk_egress_destination_parse("api.example", &h, &port, NULL), -EINVAL);
 }
 
 static int file_with(const char *text)
@@ -104,7 +103,6 @@ static void test_add_and_find(void **state)
 	bk_error *err = NULL;
 	bk_egress_host h;
 	uint16_t port;
-	const char *why;
 	int fd;
 
 	(void)state;
@@ -132,12 +130,12 @@ static void test_add_and_find(void **state)
 	close(fd);
 	assert_int_equal(b.n, 1);
 
-	bk_egress_destination_parse("API.example.:443", &h, &port, &why);
+	bk_egress_destination_parse("API.example.:443", &h, &port, NULL);
 	const bk_broker_entry *e = bk_broker_find(&b, &h, port);
 	assert_non_null(e);
 	assert_string_equal(e->names[0], "Authorization");
 	assert_null(bk_broker_find(&b, &h, 444));
-	bk_egress_destination_parse("b.api.example:443", &h, &port, &why);
+	bk_egress_destination_parse("b.api.example:443", &h, &port, NULL);
 	assert_null(bk_broker_find(&b, &h, port));
 	bk_broker_fini(&b);
 	assert_int_equal(b.n, 0);

@@ -137,7 +137,9 @@ static void test_a_real_cgroup2_mount(void **state)
 
 	char *own = bk_cgroup_self_path("/proc/self/cgroup", NULL);
 	assert_non_null(own); /* every kernel with cgroup2 lists the 0:: line */
-	assert_int_equal(bk_cgroups_init(&cg, dir, "/proc/self/cgroup", 64u << 20, 32, &err), 0);
+	const bk_cgroup_limits limits = { .exec_memory = 64u << 20, .exec_pids = 32, .sandbox_memory = 256u << 20,
+					  .sandbox_pids = 128 };
+	assert_int_equal(bk_cgroups_init(&cg, dir, "/proc/self/cgroup", &limits, &err), 0);
 	if (cg.mode == BK_CGROUP_V2) {
 		bk_exec_cgroup ecg;
 		struct stat st;

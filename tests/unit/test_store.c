@@ -59,7 +59,7 @@ static void a_file_store_writes_whole_keys(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(url, sizeof(url), "file://%s/", dir);
-	assert_int_equal(bk_store_open(url, &s, &err), 0);
+	assert_int_equal(bk_store_open(url, NULL, &s, &err), 0);
 	assert_int_equal(s->ops->has(s, "blobs/ab/abcd", &err), 0);
 	assert_int_equal(s->ops->put(s, "blobs/ab/abcd", (const uint8_t *)"hello", 5, &err), 0);
 	assert_int_equal(s->ops->put(s, "snapshots/one", (const uint8_t *)"1", 1, &err), 0);
@@ -108,12 +108,12 @@ static void store_urls_are_checked_when_opened(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_true(bk_store_open(bad[i], &s, &err) < 0);
+		assert_true(bk_store_open(bad[i], NULL, &s, &err) < 0);
 		assert_int_equal(err->status, BK_INVALID_ARGUMENT);
 		bk_error_free(err);
 		err = NULL;
 	}
-	assert_int_equal(bk_store_open("s3://my-bucket.example/a/b/", &s, &err), 0);
+	assert_int_equal(bk_store_open("s3://my-bucket.example/a/b/", NULL, &s, &err), 0);
 	bk_store_free(s);
 }
 

@@ -89,7 +89,8 @@ static int stubs_start(wire *w)
 	return 0;
 }
 
-static int start(wire **out, bool keyed, const char *const *extra, bool stubbed)
+/* key_option: how the key file is given (--key-file, or --claim-key-file for a warm pool's). */
+static int start(wire **out, const char *key_option, const char *const *extra, bool stubbed)
 {
 	const char *argv[32] = { "boxkited", "--listen" };
 	wire *w = calloc(1, sizeof(*w));
@@ -109,13 +110,13 @@ static int start(wire **out, bool keyed, const char *const *extra, bool stubbed)
 	/* Its replay log in the temp dir, like a daemon's in its state directory. */
 	argv[argc++] = "--state-dir";
 	argv[argc++] = w->dir;
-	if (keyed) {
+	if (key_option) {
 		snprintf(w->key_path, sizeof(w->key_path), "%s/key", w->dir);
 		if (bk_keyfile_create(w->key_path, WIRE_KEY_ID, &err) < 0 ||
 		    bk_keyring_load(w->key_path, &w->ring, &err) < 0)
 			return start_fail(w, "key file", err);
 		w->key = &w->ring->keys[0];
-		argv[argc++] = "--key-file";
+		argv[argc++] = key_option;
 		argv[argc++] = w->key_path;
 	}
 	for (size_t i = 0; extra && extra[i] && argc < (int)BK_ARRAY_SIZE(argv) - 1; i++)
@@ -154,12 +155,17 @@ static int start(wire **out, bool keyed, const char *const *extra, bool stubbed)
 
 int wire_start(wire **out, bool keyed, const char *const *extra)
 {
-	return start(out, keyed, extra, false);
+	return start(out, keyed ? "--key-file" : NULL, extra, false);
+}
+
+int wire_start_claim(wire **out)
+{
+	return start(out, "--claim-key-file", NULL, false);
 }
 
 int wire_start_stubbed(wire **out, const char *const *extra)
 {
-	return start(out, true, extra, true);
+	return start(out, "--key-file", extra, true);
 }
 
 void wire_stop(wire *w)

@@ -42,6 +42,8 @@ extern atomic_uint wire_exec_runs;
 /* Start a server: keyed (a fresh key file named WIRE_KEY_ID) or not, with the extra flags of the
  * NULL-terminated list extra (may be NULL). Prints why and returns -1 on failure. */
 int wire_start(wire **out, bool keyed, const char *const *extra);
+/* wire_start(), keyed, its key file given as a warm pool's claim key (--claim-key-file). */
+int wire_start_claim(wire **out);
 /* wire_start(), keyed, with the real handlers and the front's exec and file machinery, its
  * channels to a stub executor and file worker (stub.h), files served from w->dir. */
 int wire_start_stubbed(wire **out, const char *const *extra);

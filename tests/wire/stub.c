@@ -108,7 +108,7 @@ static order_t *stub_recv(stub *s, bk_channel *ch, int *fds, size_t *nfds, const
 		}
 		if (poll(p, 2, -1) < 0 || (p[0].revents & POLLIN))
 			return NULL;
-		ret = bk_channel_recv(ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&o, fds, nfds);
+		ret = bk_channel_recv(ch, &boxkite__executor__order__descriptor, (ProtobufCMessage **)&o, fds, nfds, NULL);
 		if (ret == -EAGAIN)
 			continue;
 		if (ret < 0)

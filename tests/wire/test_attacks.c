@@ -42,6 +42,11 @@ static int setup_decode_cap(void **state)
 	return wire_start((wire **)state, true, flags_decode_cap);
 }
 
+static int setup_claim(void **state)
+{
+	return wire_start_claim((wire **)state);
+}
+
 static int setup_unkeyed(void **state)
 {
 	return wire_start((wire **)state, false, NULL);
@@ -1010,6 +1015,91 @@ static void test_bad_body(void **state)
 	}
 }
 
+/* A body whose only content is one string 0xff (not UTF-8) at the end of path (field ids from
+ * the request type inwards): each level a length-delimited field holding the next. */
+static uint8_t *string_at_path(const uint32_t *path, size_t depth, size_t *len)
+{
+	uint8_t inner[256], outer[256];
+	size_t n = 1;
+
+	inner[0] = 0xff;
+	for (size_t level = depth; level-- > 0;) {
+		size_t at = 0;
+		for (uint32_t v = path[level] << 3 | 2; ; v >>= 7) {
+			outer[at++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
+			if (v < 0x80)
+				break;
+		}
+		assert_true(n < 0x80);
+		outer[at++] = (uint8_t)n;
+		memcpy(outer + at, inner, n);
+		n += at;
+		memcpy(inner, outer, n);
+	}
+	*len = n;
+	return memcpy(malloc(n), inner, n);
+}
+
+/* Every string field of every request type, nested ones included (found from the descriptors,
+ * as the server finds them): one that is not UTF-8 is refused BAD_BODY before any handler, the
+ * field named. Before, ProcessStart kept such a shell and tag and every ProcessList answer then
+ * carried them, which strict protobuf decoders refuse whole. */
+struct string_case {
+	wire *w;
+	const char *method;
+	unsigned sent;
+};
+
+static void strings_of(struct string_case *sc, const ProtobufCMessageDescriptor *d, uint32_t *path, size_t depth)
+{
+	if (depth == 4)
+		return;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+		path[depth] = f->id;
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			strings_of(sc, f->descriptor, path, depth + 1);
+		} else if (f->type == PROTOBUF_C_TYPE_STRING) {
+			bk_envelope hdr;
+			uint8_t nonce[BK_NONCE_LEN];
+			size_t blen, len;
+			char want[256];
+			_cleanup_free_ uint8_t *body = string_at_path(path, depth + 1, &blen), *req = NULL;
+			unsigned long runs = wire_handler_runs(sc->w);
+
+			wire_header(&hdr, nonce, sc->method, WIRE_KEY_ID);
+			req = wire_forge(&hdr, body, blen, sc->w->key, &len);
+			_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(sc->w, req, len);
+			wire_assert_answer(ans, BK_INVALID_ARGUMENT, BK_DETAIL_BAD_BODY, nonce, sc->method, sc->w->key);
+			assert_int_equal(wire_handler_runs(sc->w), runs);
+			snprintf(want, sizeof(want), "%s.%s is not UTF-8", d->short_name, f->name);
+			assert_string_equal(ans->message, want);
+			sc->sent++;
+		}
+	}
+}
+
+static void test_strings_not_utf8(void **state)
+{
+	const ProtobufCServiceDescriptor *svc = &boxkite__v1__sandbox__descriptor;
+	struct string_case sc = { .w = *state };
+	uint32_t path[4];
+
+	for (unsigned m = 0; m < svc->n_methods; m++) {
+		sc.method = svc->methods[m].name;
+		strings_of(&sc, svc->methods[m].input, path, 0);
+	}
+	/* ProcessStart's shell and tag, Exec's argv, every path: dozens of fields. */
+	assert_true(sc.sent > 30);
+	/* And a valid request around such bytes still runs: an Exec whose argv is UTF-8. */
+	bk_envelope hdr;
+	uint8_t nonce[BK_NONCE_LEN];
+	size_t len;
+	_cleanup_free_ uint8_t *req = exec_request(sc.w, &hdr, nonce, &len);
+	expect_served(sc.w, req, len, nonce, "Exec", sc.w->key);
+}
+
 /* --- dispatch ------------------------------------------------------------------------------- */
 
 /* A row without a handler answers UNIMPLEMENTED through the whole pipeline, MAC'd. Reset's row
@@ -1068,11 +1158,69 @@ static void test_no_key_configured(void **state)
 	assert_int_equal(atomic_load(&wire_method(w, "Health")->calls), 1);
 }
 
+/* A warm pool's claim key: every rpc but Health and Reset refused PERMISSION_DENIED/CLAIM_KEY,
+ * MAC'd under it (its holder is authenticated, only not allowed), before any handler ran; Health
+ * served; a Reset with it refused by its handler unless it installs a key other than the claim
+ * key. */
+static void test_claim_key_serves_health_and_reset_only(void **state)
+{
+	const ProtobufCServiceDescriptor *svc = &boxkite__v1__sandbox__descriptor;
+	Boxkite__V1__HealthRequest health = BOXKITE__V1__HEALTH_REQUEST__INIT;
+	Boxkite__V1__ResetRequest reset = BOXKITE__V1__RESET_REQUEST__INIT;
+	uint8_t nonce[BK_NONCE_LEN];
+	wire *w = *state;
+	bk_envelope hdr;
+	size_t len, refused = 0;
+
+	for (size_t i = 0; i < svc->n_methods; i++) {
+		const char *name = svc->methods[i].name;
+		unsigned long runs = wire_handler_runs(w);
+
+		if (strcmp(name, "Health") == 0 || strcmp(name, "Reset") == 0)
+			continue;
+		wire_header(&hdr, nonce, name, WIRE_KEY_ID);
+		_cleanup_free_ uint8_t *req = wire_forge(&hdr, NULL, 0, w->key, &len);
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(w, req, len);
+		wire_assert_answer(ans, BK_PERMISSION_DENIED, BK_DETAIL_CLAIM_KEY, nonce, name, w->key);
+		assert_int_equal(wire_handler_runs(w), runs);
+		refused++;
+	}
+	assert_int_equal(refused, svc->n_methods - 2);
+
+	wire_header(&hdr, nonce, "Health", WIRE_KEY_ID);
+	_cleanup_free_ uint8_t *h = wire_seal(&hdr, &health.base, w->key, &len);
+	expect_served(w, h, len, nonce, "Health", w->key);
+
+	/* Reset: its handler runs, and refuses before anything happens. */
+	struct {
+		const char *id;
+		const uint8_t *secret;
+		int status;
+	} resets[] = {
+		{ "", NULL, BK_PERMISSION_DENIED },                      /* no new key */
+		{ WIRE_KEY_ID, w->key->secret, BK_INVALID_ARGUMENT },    /* the claim key itself */
+		{ "tenant", w->key->secret, BK_INVALID_ARGUMENT },       /* ... under another id */
+	};
+	for (size_t i = 0; i < BK_ARRAY_SIZE(resets); i++) {
+		unsigned long runs = wire_handler_runs(w);
+
+		reset.new_key_id = (char *)resets[i].id;
+		reset.new_key_secret.data = (uint8_t *)resets[i].secret;
+		reset.new_key_secret.len = resets[i].secret ? w->key->len : 0;
+		wire_header(&hdr, nonce, "Reset", WIRE_KEY_ID);
+		_cleanup_free_ uint8_t *req = wire_seal(&hdr, &reset.base, w->key, &len);
+		_cleanup_(wire_envelope_freep) bk_envelope *ans = wire_call(w, req, len);
+		wire_assert_answer(ans, resets[i].status, BK_DETAIL_CLAIM_KEY, nonce, "Reset", w->key);
+		assert_int_equal(wire_handler_runs(w), runs + 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_keyed_exec_reaches_handler, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_health_unkeyed_and_keyed, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_claim_key_serves_health_and_reset_only, setup_claim, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_answered_from_cache, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_refused_when_answer_not_kept, setup_answer_cap, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_in_flight_duplicate_dropped, setup_keyed, teardown),
@@ -1100,6 +1248,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kind_not_request, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_nonce_length, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_body, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_strings_not_utf8, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_unimplemented_rpc, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_no_key_configured, setup_unkeyed, teardown),
 	};

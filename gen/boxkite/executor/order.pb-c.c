@@ -1510,7 +1510,7 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[16] =
+static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[19] =
 {
   {
     "pod",
@@ -1693,8 +1693,44 @@ static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descri
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "egress",
+    "front_uid",
     16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, front_uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_memory",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, sandbox_memory),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sandbox_pids",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, sandbox_pids),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "egress",
+    19,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
@@ -1706,18 +1742,21 @@ static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descri
   },
 };
 static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
-  15,   /* field[15] = egress */
+  18,   /* field[18] = egress */
   10,   /* field[10] = exec_fsize */
   6,   /* field[6] = exec_memory */
   8,   /* field[8] = exec_nofile */
   9,   /* field[9] = exec_nproc */
   7,   /* field[7] = exec_pids */
+  15,   /* field[15] = front_uid */
   13,   /* field[13] = home */
   3,   /* field[3] = init_name */
   2,   /* field[2] = init_path */
   12,   /* field[12] = key_file */
   0,   /* field[0] = pod */
   11,   /* field[11] = roots */
+  16,   /* field[16] = sandbox_memory */
+  17,   /* field[17] = sandbox_pids */
   4,   /* field[4] = sandbox_uid */
   14,   /* field[14] = shm_size */
   5,   /* field[5] = tmp_size */
@@ -1726,7 +1765,7 @@ static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__configure__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
 {
@@ -1736,7 +1775,7 @@ const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
   "Boxkite__Executor__Configure",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Configure),
-  16,
+  19,
   boxkite__executor__configure__field_descriptors,
   boxkite__executor__configure__field_indices_by_name,
   1,  boxkite__executor__configure__number_ranges,

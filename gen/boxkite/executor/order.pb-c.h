@@ -179,13 +179,27 @@ struct  Boxkite__Executor__Configure
    */
   uint64_t shm_size;
   /*
+   * The front's user: the executor keeps it as its saved set-user-ID, so that the kernel lets
+   * the front's death signal (PR_SET_PDEATHSIG, sent with the dying front's credentials) reach
+   * it, stopped or busy as it may be.
+   */
+  uint32_t front_uid;
+  /*
+   * what every exec together may hold (their common cgroup)
+   */
+  uint64_t sandbox_memory;
+  /*
+   * processes of every exec together
+   */
+  uint32_t sandbox_pids;
+  /*
    * unset: no egress proxy, and no Spawn may carry a grant
    */
   Boxkite__Executor__Egress *egress;
 };
 #define BOXKITE__EXECUTOR__CONFIGURE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__configure__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, NULL }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL }
 
 
 /*
@@ -376,7 +390,9 @@ struct  Boxkite__Executor__KillAll
 /*
  * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
  * the sandbox's own), for the preview relay (server/transport/proxy.c): where a process that exposes a port
- * listens. Replies Opened with the connected socket.
+ * listens. Replies Opened with the socket, non-blocking, its connection begun and perhaps not
+ * made yet: the front waits for it (with a deadline), never the executor — a server in the
+ * sandbox that listens and never accepts must not hold the process every exec needs.
  */
 struct  Boxkite__Executor__Connect
 {

@@ -7123,7 +7123,7 @@ const ProtobufCEnumDescriptor boxkite__v1__envelope_kind__descriptor =
   boxkite__v1__envelope_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue boxkite__v1__status_detail__enum_values_by_number[13] =
+static const ProtobufCEnumValue boxkite__v1__status_detail__enum_values_by_number[14] =
 {
   { "STATUS_DETAIL_NONE", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_NONE", 0 },
   { "STATUS_DETAIL_MALFORMED", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_MALFORMED", 1 },
@@ -7138,16 +7138,18 @@ static const ProtobufCEnumValue boxkite__v1__status_detail__enum_values_by_numbe
   { "STATUS_DETAIL_AUTH_NOT_CONFIGURED", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_AUTH_NOT_CONFIGURED", 10 },
   { "STATUS_DETAIL_REPLAY_CACHE_FULL", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_REPLAY_CACHE_FULL", 11 },
   { "STATUS_DETAIL_BAD_BODY", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_BODY", 12 },
+  { "STATUS_DETAIL_CLAIM_KEY", "BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_CLAIM_KEY", 13 },
 };
 static const ProtobufCIntRange boxkite__v1__status_detail__value_ranges[] = {
-{0, 0},{0, 13}
+{0, 0},{0, 14}
 };
-static const ProtobufCEnumValueIndex boxkite__v1__status_detail__enum_values_by_name[13] =
+static const ProtobufCEnumValueIndex boxkite__v1__status_detail__enum_values_by_name[14] =
 {
   { "STATUS_DETAIL_AUTH_NOT_CONFIGURED", 10 },
   { "STATUS_DETAIL_BAD_BODY", 12 },
   { "STATUS_DETAIL_BAD_MAC", 4 },
   { "STATUS_DETAIL_BAD_VERSION", 2 },
+  { "STATUS_DETAIL_CLAIM_KEY", 13 },
   { "STATUS_DETAIL_FUTURE", 6 },
   { "STATUS_DETAIL_MALFORMED", 1 },
   { "STATUS_DETAIL_NONE", 0 },
@@ -7165,9 +7167,9 @@ const ProtobufCEnumDescriptor boxkite__v1__status_detail__descriptor =
   "StatusDetail",
   "Boxkite__V1__StatusDetail",
   "boxkite.v1",
-  13,
+  14,
   boxkite__v1__status_detail__enum_values_by_number,
-  13,
+  14,
   boxkite__v1__status_detail__enum_values_by_name,
   1,
   boxkite__v1__status_detail__value_ranges,

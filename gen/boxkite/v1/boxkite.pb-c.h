@@ -140,7 +140,14 @@ typedef enum _Boxkite__V1__StatusDetail {
   /*
    * body is not a canonical request of the method's type, or
    */
-  BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_BODY = 12
+  BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_BAD_BODY = 12,
+  /*
+   * data was sent to a method that takes none
+   */
+  /*
+   * a warm pool's claim key: it serves Health, and a Reset
+   */
+  BOXKITE__V1__STATUS_DETAIL__STATUS_DETAIL_CLAIM_KEY = 13
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__V1__STATUS_DETAIL)
 } Boxkite__V1__StatusDetail;
 typedef enum _Boxkite__V1__FileType {

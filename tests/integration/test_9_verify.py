@@ -92,11 +92,14 @@ class Verify(unittest.TestCase):
         out = json.loads(r.stdout)
         checks = {(c["layer"], c["check"]): c for c in out["checks"]}
         self.assertEqual(checks[(1, "exec")]["verdict"], "SKIPPED", out)
-        self.assertEqual((r.returncode, out["failed"], out["skipped"]), (5, 0, 1), out)
+        # The egress ceiling too: the sidecar tells it a keyed caller only.
+        self.assertEqual(checks[(1, "egress ceiling")]["verdict"], "SKIPPED", out)
+        self.assertNotIn("egress_ceiling", out)
+        self.assertEqual((r.returncode, out["failed"], out["skipped"]), (5, 0, 2), out)
         self.assertEqual(checks[(3, "Exec without a key")]["verdict"], "PASS", "layer three runs without one")
         r = bkit.run([bkit.BKCTL, "--url", url, "verify"], env=env, netns=N.pod, timeout=90)
         self.assertEqual(r.returncode, 5)
-        self.assertIn("verify: INCOMPLETE: 1 check(s) skipped, which is not a pass", r.stdout)
+        self.assertIn("verify: INCOMPLETE: 2 check(s) skipped, which is not a pass", r.stdout)
         self.assertNotIn("every check run here passed", r.stdout)
 
     def test_over_ipc_the_socket_is_invisible(self):

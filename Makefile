@@ -151,7 +151,7 @@ $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsa
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
-$(B)/obj/egress/%.o: CPPFLAGS += -Iegress
+$(B)/obj/egress/%.o $(B)/obj/tools/egress_filter_doc.o: CPPFLAGS += -Iegress
 # The client's two programs see their own folder only: the CLI cannot include the library's
 # private call.h (it uses the public header, like any program linked with libboxkite).
 $(B)/pic/client/lib/%.o: CPPFLAGS += -Iclient/lib
@@ -212,24 +212,28 @@ $(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_statu
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
-# Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's list of the
-# seccomp filter, from the filter's own tables; docs/PROTOCOL.md's limits, from the server's
-# constants and method table.
+# Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's lists of the
+# seccomp filters, the sandbox's and the egress proxy's, from their own tables;
+# docs/PROTOCOL.md's limits, from the server's constants and method table.
 $(B)/bk-filter-doc: $(call obj,tools/filter_doc.c sidecar/exec/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
+
+$(B)/bk-egress-filter-doc: $(call obj,tools/egress_filter_doc.c egress/confine.c common/error.c common/status.c)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp -lcap
 
 $(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
+DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md egress-seccomp:$(B)/bk-egress-filter-doc:SECURITY.md \
+	     limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
 
-docs: $(B)/bk-filter-doc $(B)/bk-limits-doc
+docs: $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  scripts/doc-splice $$name $$gen $$md > $(B)/doc-part.md && mv $(B)/doc-part.md $$md && echo "docs: $$md ($$name)"; \
 	done
 
-docs-check: $(B)/bk-filter-doc $(B)/bk-limits-doc
+docs-check: $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  if scripts/doc-splice $$name $$gen $$md | cmp -s - $$md; then \

@@ -47,7 +47,7 @@ static const int families[] = { AF_INET, AF_INET6 };
 
 static const char *const argument_rules[] = {
 	"`socket`: `AF_INET`, `AF_INET6`, and `AF_NETLINK` with `NETLINK_ROUTE` (the sidecar's own addresses); no "
-	"unix, raw, packet or other socket",
+	"unix, packet or other family (and no raw socket: it holds no capability)",
 	"`openat`: read-only (no `O_WRONLY`, `O_RDWR`, `O_CREAT`, `O_TRUNC`, `O_APPEND`, `O_TMPFILE`): the resolver's "
 	"and the trust store's files",
 	"`clone`: threads only (`CLONE_THREAD`); `clone3`, `fork`, `vfork`, `execve` and `listen` are not in the "

@@ -31,8 +31,8 @@ for l in bin sbin lib lib32 lib64 libx32; do
 		mount -o remount,bind,ro,nodev "$root/$l"
 	fi
 done
-# /run/boxkite: the mount point deploy/sandbox/pod.yaml's egress-ca volume gives the sandbox, where a
-# granted exec finds the egress proxy's CA bundle.
+# /run/boxkite: the empty directory deploy/images/sandbox.Containerfile makes, where a granted exec
+# finds the egress proxy's CA bundle.
 mkdir -p "$root/proc" "$root/tmp" "$root/dev" "$root/workspace" "$root/bk" "$root/run/boxkite"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev tmpfs "$root/tmp"

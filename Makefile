@@ -49,7 +49,7 @@ GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
-              common/sbpath.c common/secretfile.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
+              common/sbpath.c common/secretfile.c common/nngclose.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
               common/egresspolicy.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.

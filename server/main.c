@@ -1,5 +1,6 @@
 /* boxkited: start the privileged executor (its own program image), give up every privilege, serve. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +69,30 @@ static int descriptors_fit(const bk_config *cfg, bk_error **err)
 				    "--uploads-max",
 				    need, (unsigned long long)rl.rlim_cur);
 	return 0;
+}
+
+/* The longest boxkited takes to stop once it has decided to: past it, whatever still waits (a
+ * thread of nng's, a link that does not end) is given up, and the process exits. */
+#define STOP_MAX_S 10
+
+static void *stop_watchdog(void *arg)
+{
+	(void)arg;
+	sleep(STOP_MAX_S);
+	bk_log(BK_LOG_ERROR, "boxkited did not stop within %d s: exiting regardless", STOP_MAX_S);
+	_exit(1);
+}
+
+static void stop_watchdog_start(void)
+{
+	pthread_attr_t attr;
+	pthread_t thread;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&thread, &attr, stop_watchdog, NULL) != 0)
+		bk_log(BK_LOG_ERROR, "no thread to bound the stop: it may wait on nng");
+	pthread_attr_destroy(&attr);
 }
 
 /* How long --restore-from waits for the file worker (pod mode: for the sandbox container). */
@@ -300,6 +325,8 @@ int main(int argc, char **argv)
 	if (atomic_load(&srv.executor_lost))
 		ret = -1;
 out:
+	/* However the stop goes, it ends: nothing below may keep boxkited alive past STOP_MAX_S. */
+	stop_watchdog_start();
 	/* Order matters: the executor goes first (its teardown kills every command, and their
 	 * exits come back as events), then the exec and process threads answer what is left, then the
 	 * transport closes. */
@@ -317,7 +344,11 @@ out:
 	bk_processes_stop(&srv);
 	bk_sync_stop(&srv);
 	bk_files_stop(&srv);
-	bk_front_stop(&srv);
+	if (!bk_front_stop(&srv)) {
+		/* nng is stuck in its own close: what it holds cannot be freed, nor waited for. */
+		bk_config_free(&cfg);
+		_exit(1);
+	}
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

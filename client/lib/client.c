@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,11 +13,22 @@
 #include "request.h"
 #include "clock.h"
 #include "keys.h"
+#include "nngclose.h"
 #include "tls.h"
 #include "version.h"
 
 /* Answers can carry command output and file chunks; nng's 1 MiB default is far too small. */
 #define CLIENT_RECV_MAX (1u << 30)
+/* How long closing the connection may take (see bk_client_close). */
+#define CLIENT_CLOSE_MS 2000
+/* How long without a connection before the server counts as gone (a restart reconnects sooner). */
+#define LOST_GRACE_MS 3000
+
+/* A request waiting for its answer: what a lost connection ends. */
+struct inflight {
+	struct inflight *next;
+	nng_aio *aio;
+};
 
 struct bk_client {
 	nng_socket sock;
@@ -24,6 +36,16 @@ struct bk_client {
 	bool keyed;
 	bool private_transport;
 	int timeout_ms;
+	/* The connection, watched: nng re-sends a request over a new connection when one drops, and
+	 * waits for one as long as the request's timeout — a minute and more for a long-poll, with
+	 * boxkited gone. Once no connection has been there for LOST_GRACE_MS, what waits ends
+	 * UNAVAILABLE, and so does what is asked until a connection is back. */
+	pthread_mutex_t lock;     /* everything below */
+	unsigned pipes;
+	bool lost;                /* no connection for LOST_GRACE_MS */
+	nng_aio *grace;           /* runs LOST_GRACE_MS after the last connection went */
+	bool grace_armed;
+	struct inflight *inflight;
 };
 
 BK_EXPORT int bk_status_set(bk_status *st, int code, int detail, bool verified, const char *fmt, ...)
@@ -86,6 +108,36 @@ static int client_load_key(bk_client *c, const bk_client_options *o, bk_status *
 	return BK_OK;
 }
 
+static void grace_over(void *arg)
+{
+	bk_client *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	c->grace_armed = false;
+	if (nng_aio_result(c->grace) == 0 && c->pipes == 0) {
+		c->lost = true;
+		for (struct inflight *r = c->inflight; r; r = r->next)
+			nng_aio_cancel(r->aio);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	bk_client *c = arg;
+
+	(void)p;
+	pthread_mutex_lock(&c->lock);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		c->pipes++;
+		c->lost = false;
+	} else if (c->pipes && --c->pipes == 0 && !c->grace_armed) {
+		c->grace_armed = true;
+		nng_sleep_aio(LOST_GRACE_MS, c->grace);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 int bk_client_open(bk_client **out, const char *url, const bk_client_options *opts, bk_status *st)
 {
 	bk_client_options none = { 0 };
@@ -106,6 +158,7 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 	if (!c)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 30000;
+	pthread_mutex_init(&c->lock, NULL);
 	c->private_transport = strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0 || bk_tls_url(url);
 	code = client_load_key(c, opts, st);
 	if (code != BK_OK) {
@@ -113,6 +166,9 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 		return code;
 	}
 	rv = nng_req0_open(&c->sock);
+	if (rv == 0 && (rv = nng_aio_alloc(&c->grace, grace_over, c)) == 0 &&
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_event, c)) == 0)
+		rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_event, c);
 	if (rv) {
 		bk_client_close(c);
 		return bk_status_set(st, BK_INTERNAL, 0, false, "nng_req0_open: %s", nng_strerror(rv));
@@ -156,7 +212,15 @@ void bk_client_close(bk_client *c)
 {
 	if (!c)
 		return;
-	nng_close(c->sock);
+	/* Bounded (common/nngclose.h): libnng 1.5.2 can hang in its close; a client that is done
+	 * goes on, leaving the socket — and what its callbacks use — to nng. */
+	if (c->sock.id && bk_nng_close(c->sock, CLIENT_CLOSE_MS) < 0)
+		return;
+	if (c->grace) {
+		nng_aio_stop(c->grace);
+		nng_aio_free(c->grace);
+	}
+	pthread_mutex_destroy(&c->lock);
 	if (c->keyed)
 		bk_key_clear(&c->key);
 	free(c);
@@ -181,10 +245,44 @@ void bk_client_set_key(bk_client *c, bk_key *key)
 	OPENSSL_cleanse(key, sizeof(*key));
 }
 
-/* Send msg and wait for the answer on a context of its own. */
+/* Register a request's aio with the connection watch: false (nothing registered) when the
+ * server is gone already. */
+static bool inflight_add(bk_client *c, struct inflight *r)
+{
+	bool lost;
+
+	pthread_mutex_lock(&c->lock);
+	lost = c->lost;
+	if (!lost) {
+		r->next = c->inflight;
+		c->inflight = r;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return !lost;
+}
+
+/* Unregister it: true when the connection watch ended it. */
+static bool inflight_remove(bk_client *c, struct inflight *r)
+{
+	bool lost;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct inflight **pp = &c->inflight; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	lost = c->lost;
+	pthread_mutex_unlock(&c->lock);
+	return lost;
+}
+
+/* Send msg and wait for the answer on a context of its own; NNG_ECONNSHUT when the connection
+ * to the server was lost and did not come back. */
 static int roundtrip(bk_client *c, nng_msg *msg, int timeout_ms, nng_msg **answer)
 {
 	nng_aio *aio = NULL;
+	struct inflight r = { 0 };
 	nng_ctx ctx;
 	int rv;
 
@@ -199,6 +297,12 @@ static int roundtrip(bk_client *c, nng_msg *msg, int timeout_ms, nng_msg **answe
 		nng_ctx_close(ctx);
 		return rv;
 	}
+	r.aio = aio;
+	if (!inflight_add(c, &r)) {
+		nng_msg_free(msg);
+		rv = NNG_ECONNSHUT;
+		goto out;
+	}
 	nng_aio_set_timeout(aio, timeout_ms);
 	nng_aio_set_msg(aio, msg);
 	nng_ctx_send(ctx, aio);
@@ -206,13 +310,15 @@ static int roundtrip(bk_client *c, nng_msg *msg, int timeout_ms, nng_msg **answe
 	rv = nng_aio_result(aio);
 	if (rv) {
 		nng_msg_free(nng_aio_get_msg(aio));
-		goto out;
+	} else {
+		nng_ctx_recv(ctx, aio);
+		nng_aio_wait(aio);
+		rv = nng_aio_result(aio);
+		if (rv == 0)
+			*answer = nng_aio_get_msg(aio);
 	}
-	nng_ctx_recv(ctx, aio);
-	nng_aio_wait(aio);
-	rv = nng_aio_result(aio);
-	if (rv == 0)
-		*answer = nng_aio_get_msg(aio);
+	if (inflight_remove(c, &r) && rv == NNG_ECANCELED)
+		rv = NNG_ECONNSHUT;
 out:
 	nng_aio_free(aio);
 	nng_ctx_close(ctx);
@@ -299,6 +405,10 @@ int bk_request_call(bk_client *c, bk_request *rq, const bk_digest *data, const P
 	rq->msg = NULL;
 	if (rv == NNG_ETIMEDOUT)
 		return bk_status_set(st, BK_DEADLINE_EXCEEDED, 0, false, "%s: no answer in time", method);
+	if (rv == NNG_ECONNSHUT)
+		return bk_status_set(st, BK_UNAVAILABLE, 0, false,
+				     "%s: the connection to boxkited was lost and has not come back in %d s", method,
+				     LOST_GRACE_MS / 1000);
 	if (rv)
 		return bk_status_set(st, BK_UNAVAILABLE, 0, false, "%s: %s", method, nng_strerror(rv));
 

@@ -313,5 +313,7 @@ void bk_server_dispatch(bk_server *srv, bk_call *call, nng_msg *msg)
 	if (!(method->flags & BK_METHOD_DURING_RESET) && gate_refuses(call))
 		return;
 	atomic_fetch_add(&method->calls, 1);
+	if (call->key && call->keyed)
+		call->keyed(call);
 	method->handler(call, request);
 }

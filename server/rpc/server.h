@@ -65,6 +65,9 @@ struct bk_call {
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
 	bool (*park)(bk_call *call); /* the transport's bk_call_park(); NULL: it cannot */
+	/* Told when a fresh request whose MAC verified reaches its handler: its connection is a
+	 * client's with a key (the transport keeps such connections at its cap). NULL: not told. */
+	void (*keyed)(bk_call *call);
 	void *transport;
 };
 
@@ -140,6 +143,10 @@ int bk_front_make_dirs(const bk_config *cfg, bk_error **err);
  * calls in flight. */
 int bk_front_listen(bk_server *srv, bk_error **err);
 void bk_front_serve(bk_server *srv);
-void bk_front_stop(bk_server *srv);
+/* Close the socket (within BK_FRONT_CLOSE_MS: common/nngclose.h says why it may not return) and
+ * free the contexts once no call holds one. false when the close did not return: nothing was
+ * freed, and nng must not be finished (nng_fini would hang too) — the process should just exit. */
+#define BK_FRONT_CLOSE_MS 2000
+bool bk_front_stop(bk_server *srv);
 
 #endif

@@ -15,8 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "log.h"
 #include "mkdir.h"
+#include "nngclose.h"
 #include "rpc/call.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -27,6 +29,7 @@ struct slot {
 	bk_server *srv;
 	nng_ctx ctx;
 	nng_aio *aio;
+	nng_pipe pipe;          /* the connection its call came on */
 	enum slot_state state;
 	bool parked;            /* its call waits: once answered, the slot is a spare */
 	struct slot *next;      /* in front.spares, or (for every extra slot) front.extras */
@@ -34,10 +37,34 @@ struct slot {
 	bk_call call;
 };
 
+/* A connection the front holds, for the cap. */
+struct conn {
+	int pipe;               /* nng_pipe_id */
+	uint64_t seq;           /* order of arrival */
+	int64_t since;          /* its arrival, ms */
+	uint8_t source[17];     /* where it comes from: family, then an IPv4 address or an IPv6 /64 */
+	unsigned busy;          /* its requests being served */
+	bool keyed;             /* a fresh request with a valid MAC came on it */
+};
+
+/* Connections at the cap being closed to make room (their messages not freed yet): at most this
+ * many, so that what unauthenticated peers hold stays bounded while connections churn. */
+#define CLOSING_MAX 4
+/* A connection from the source that holds the most makes room only by one of that source's own
+ * idle this long: a flood cannot churn through its own connections faster than the cap per this. */
+#define SAME_SOURCE_IDLE_MS 1000
+
 struct front {
 	nng_socket sock;
-	atomic_uint pipes;      /* connections now, counted from the pipe callbacks */
-	unsigned max_pipes;
+	pthread_mutex_t conns_lock; /* conns, nconns, seq */
+	struct conn *conns;     /* max_pipes of them */
+	unsigned *order;        /* max_pipes: conn_victim's scratch */
+	unsigned nconns, max_pipes;
+	uint64_t seq;
+	int closing[CLOSING_MAX]; /* pipes closed for a new one, until nng removes them */
+	unsigned nclosing;
+	unsigned long cap_events[2]; /* refused, replaced: since the last report */
+	int64_t cap_logged_ms;
 	struct slot *slots;
 	unsigned nslots;
 	pthread_mutex_t lock;
@@ -66,12 +93,22 @@ static void slot_recv(struct slot *s)
 	nng_ctx_recv(s->ctx, s->aio);
 }
 
+static void conn_mark(struct front *f, nng_pipe p, int busy, bool keyed);
+
+static void slot_keyed(bk_call *call)
+{
+	struct slot *s = call->transport;
+
+	conn_mark(s->srv->front, s->pipe, 0, true);
+}
+
 /* The call's end: send the answer on the context it came from, or receive again. */
 static void slot_call_done(bk_call *call, nng_msg *answer)
 {
 	struct slot *s = call->transport;
 	struct front *f = s->srv->front;
 
+	conn_mark(f, s->pipe, -1, false);
 	if (!answer) {
 		if (s->parked)
 			slot_retire(f, s);
@@ -109,9 +146,12 @@ static void slot_cb(void *arg)
 			return;
 		}
 		call_begins(s->srv->front);
+		s->pipe = nng_msg_get_pipe(nng_aio_get_msg(s->aio));
+		conn_mark(s->srv->front, s->pipe, 1, false);
 		memset(&s->call, 0, sizeof(s->call));
 		s->call.done = slot_call_done;
 		s->call.park = slot_park;
+		s->call.keyed = slot_keyed;
 		s->call.transport = s;
 		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
 		return;
@@ -174,20 +214,156 @@ static bool slot_park(bk_call *call)
  * hold is bounded by their number. Each may hold up to --max-message of a message not yet
  * received whole (nng allocates a message as its length arrives), so --max-connections x
  * --max-message is all the unauthenticated bytes the front holds, beside one message per
- * context being checked. A connection past the cap is closed before the socket sees it. */
+ * context being checked.
+ *
+ * At the cap, a new connection takes the place of another that neither has a request being
+ * served nor has shown a key (a fresh request whose MAC verified reached its handler), from the
+ * source address holding the most such connections (an IPv6 source by its /64): a client with a
+ * key keeps its connection, and a client from elsewhere than a flood — Health too — is served
+ * while the flood goes on. A new connection from the source that holds the most only replaces
+ * one of its own idle for SAME_SOURCE_IDLE_MS, else it is refused (so a flood neither churns
+ * through its own connections at its own pace nor pushes anyone out); and none is replaced
+ * while CLOSING_MAX closed for others are still being freed, so the bytes held stay within
+ * (max-connections + CLOSING_MAX) x max-message. Before, with the cap reached, Health and every
+ * keyed client were refused until the flood ended. */
+static void conn_source(nng_pipe p, uint8_t out[17])
+{
+	nng_sockaddr sa;
+
+	memset(out, 0, 17);
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+		return;
+	out[0] = (uint8_t)sa.s_family;
+	if (sa.s_family == NNG_AF_INET)
+		memcpy(out + 1, &sa.s_in.sa_addr, sizeof(sa.s_in.sa_addr));
+	else if (sa.s_family == NNG_AF_INET6)
+		memcpy(out + 1, sa.s_in6.sa_addr, 8);
+}
+
+/* Connections that may be closed for a new one, by source, then oldest first. */
+static int conn_order(const void *a, const void *b, void *arg)
+{
+	const struct conn *conns = arg, *x = &conns[*(const unsigned *)a], *y = &conns[*(const unsigned *)b];
+	int c = memcmp(x->source, y->source, sizeof(x->source));
+
+	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The connection to close for a new one from `source`, among those that may go (neither busy
+ * nor keyed): the oldest of the source with the most of them, when that is another source;
+ * when it is the new one's own, its oldest if idle SAME_SOURCE_IDLE_MS. f->max_pipes when none
+ * may go. Lock held. */
+static unsigned conn_victim(struct front *f, const uint8_t *source)
+{
+	unsigned n = 0, best = f->max_pipes, best_count = 0, own_count = 0, own_oldest = f->max_pipes;
+
+	if (f->nclosing == CLOSING_MAX)
+		return f->max_pipes;
+	for (unsigned i = 0; i < f->nconns; i++)
+		if (!f->conns[i].keyed && !f->conns[i].busy)
+			f->order[n++] = i;
+	qsort_r(f->order, n, sizeof(*f->order), conn_order, f->conns);
+	for (unsigned run = 0, end; run < n; run = end) {
+		const uint8_t *here = f->conns[f->order[run]].source;
+		for (end = run + 1; end < n && memcmp(f->conns[f->order[end]].source, here, 17) == 0; end++)
+			;
+		if (memcmp(here, source, 17) == 0) {
+			own_count = end - run;
+			own_oldest = f->order[run];
+		} else if (end - run > best_count) {
+			best = f->order[run];
+			best_count = end - run;
+		}
+	}
+	if (best_count > own_count)
+		return best;
+	/* Half the closings are kept for other sources: a flood's own churn never uses them up. */
+	if (own_oldest < f->max_pipes && f->nclosing < CLOSING_MAX / 2 &&
+	    bk_clock_monotonic_ms() - f->conns[own_oldest].since >= SAME_SOURCE_IDLE_MS)
+		return own_oldest;
+	return f->max_pipes;
+}
+
+static void conn_mark(struct front *f, nng_pipe p, int busy, bool keyed)
+{
+	pthread_mutex_lock(&f->conns_lock);
+	for (unsigned i = 0; i < f->nconns; i++)
+		if (f->conns[i].pipe == nng_pipe_id(p)) {
+			f->conns[i].busy += (unsigned)busy;
+			f->conns[i].keyed |= keyed;
+		}
+	pthread_mutex_unlock(&f->conns_lock);
+}
+
+/* What the cap did, logged once a second at most: a flood must not fill the log too. */
+static void cap_report(struct front *f, bool replaced)
+{
+	int64_t now = bk_clock_monotonic_ms();
+	unsigned long n[2];
+
+	pthread_mutex_lock(&f->conns_lock);
+	f->cap_events[replaced]++;
+	if (now - f->cap_logged_ms < 1000) {
+		pthread_mutex_unlock(&f->conns_lock);
+		return;
+	}
+	f->cap_logged_ms = now;
+	n[0] = f->cap_events[0];
+	n[1] = f->cap_events[1];
+	f->cap_events[0] = f->cap_events[1] = 0;
+	pthread_mutex_unlock(&f->conns_lock);
+	bk_log(BK_LOG_WARN,
+	       "%u connections already: %lu closed for new ones (without a key, from the source with the most), "
+	       "%lu new ones refused, since the last report",
+	       f->max_pipes, n[1], n[0]);
+}
+
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	struct front *f = arg;
+	int id = nng_pipe_id(p), victim = 0;
+	uint8_t source[17];
+	bool refused = false;
 
+	if (ev == NNG_PIPE_EV_ADD_PRE)
+		conn_source(p, source);
+	pthread_mutex_lock(&f->conns_lock);
 	if (ev == NNG_PIPE_EV_ADD_PRE) {
-		/* Counted even when refused: nng reports the removal of every pipe it announced. */
-		if (atomic_fetch_add(&f->pipes, 1) >= f->max_pipes) {
-			bk_log(BK_LOG_WARN, "%u connections already: one more refused", f->max_pipes);
-			nng_pipe_close(p);
+		unsigned at = f->nconns;
+		if (f->nconns == f->max_pipes) {
+			at = conn_victim(f, source);
+			if (at < f->max_pipes)
+				victim = f->closing[f->nclosing++] = f->conns[at].pipe;
+			else
+				refused = true;
 		}
-	} else if (ev == NNG_PIPE_EV_REM_POST) {
-		atomic_fetch_sub(&f->pipes, 1);
+		if (!refused) {
+			f->conns[at] = (struct conn){ .pipe = id, .seq = f->seq++, .since = bk_clock_monotonic_ms() };
+			memcpy(f->conns[at].source, source, sizeof(source));
+			f->nconns += at == f->nconns;
+		}
+	} else {
+		for (unsigned i = 0; i < f->nconns; i++)
+			if (f->conns[i].pipe == id) {
+				f->conns[i] = f->conns[--f->nconns];
+				break;
+			}
+		for (unsigned i = 0; i < f->nclosing; i++)
+			if (f->closing[i] == id) {
+				f->closing[i] = f->closing[--f->nclosing];
+				break;
+			}
 	}
+	pthread_mutex_unlock(&f->conns_lock);
+	if (victim) {
+		nng_pipe gone;
+		gone.id = (uint32_t)victim;
+		nng_pipe_close(gone);
+	} else if (refused) {
+		nng_pipe_close(p);
+	}
+	if (victim || refused)
+		cap_report(f, victim != 0);
 }
 
 /* An ipc:// socket's directory (e.g. /run/boxkite) and its missing parents, as a packaged
@@ -234,7 +410,11 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 		return bk_error_errno(err, ENOMEM, "front");
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->idle, NULL);
+	pthread_mutex_init(&f->conns_lock, NULL);
 	srv->front = f;
+	f->max_pipes = srv->cfg.max_connections;
+	if (!(f->conns = calloc(f->max_pipes, sizeof(*f->conns))) || !(f->order = calloc(f->max_pipes, sizeof(*f->order))))
+		return bk_error_errno(err, ENOMEM, "front");
 	rv = nng_rep0_open(&f->sock);
 	if (rv)
 		return bk_error_set(err, BK_INTERNAL, EIO, "nng_rep0_open: %s", nng_strerror(rv));
@@ -243,7 +423,6 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 	    (rv = nng_pipe_notify(f->sock, NNG_PIPE_EV_ADD_PRE, pipe_event, f)) ||
 	    (rv = nng_pipe_notify(f->sock, NNG_PIPE_EV_REM_POST, pipe_event, f)))
 		return bk_error_set(err, BK_INTERNAL, EIO, "nng socket options: %s", nng_strerror(rv));
-	f->max_pipes = srv->cfg.max_connections;
 
 	f->nslots = srv->cfg.contexts;
 	f->slots = calloc(f->nslots, sizeof(*f->slots));
@@ -269,15 +448,20 @@ void bk_front_serve(bk_server *srv)
 		slot_recv(&f->slots[i]);
 }
 
-void bk_front_stop(bk_server *srv)
+bool bk_front_stop(bk_server *srv)
 {
 	struct front *f = srv->front;
 
 	if (!f)
-		return;
+		return true;
 	/* No new requests; then wait for every call a handler still holds to end (its answer
 	 * fails to send on the closed socket), so no slot is freed under a call. */
-	nng_close(f->sock);
+	if (bk_nng_close(f->sock, BK_FRONT_CLOSE_MS) < 0) {
+		bk_log(BK_LOG_ERROR, "nng_close did not return within %d ms (libnng 1.5.2's close race): exiting "
+				     "without waiting for it",
+		       BK_FRONT_CLOSE_MS);
+		return false;
+	}
 	pthread_mutex_lock(&f->lock);
 	while (f->in_calls)
 		pthread_cond_wait(&f->idle, &f->lock);
@@ -298,8 +482,12 @@ void bk_front_stop(bk_server *srv)
 		f->extras = next;
 	}
 	free(f->slots);
+	free(f->conns);
+	free(f->order);
+	pthread_mutex_destroy(&f->conns_lock);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->idle);
 	free(f);
 	srv->front = NULL;
+	return true;
 }

@@ -12,11 +12,17 @@ include tests/escape/escape.mk
 
 INTEGRATION_ARGS ?=
 
-test-integration: all $(B)/bk-probe test-escape-selftest
+# A fixture: nng_close() that hangs for ever, preloaded into boxkited and bkctl (test_11_hostile).
+$(B)/nng-close-hang.so: tests/integration/nng_close_hang.c
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CPPFLAGS) $(CFLAGS)) $(WARN) -Wno-missing-prototypes \
+		-fPIC -shared -o $@ $<
+
+test-integration: all $(B)/bk-probe $(B)/nng-close-hang.so test-escape-selftest
 	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py $(INTEGRATION_ARGS)
 
 # Once more against the SAN=1 build (make test-san): boxkited, boxkite-executor and its file
 # worker under ASan+UBSan, a sanitizer's report in any daemon's log failing the tier
 # (bkit.sanitizer_check). The probes are the same static programs: their self-test is not rerun.
-test-integration-san: all $(B)/bk-probe
+test-integration-san: all $(B)/bk-probe $(B)/nng-close-hang.so
 	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py --tier integration-san $(INTEGRATION_ARGS)

@@ -143,7 +143,8 @@ class UnauthenticatedBytes(unittest.TestCase):
     def test_what_connections_without_a_key_can_hold_is_bounded(self):
         # 30 connections, each announcing the largest message and sending all of it but its last
         # byte: at most --max-connections of them are held (the rest are closed), and the front
-        # grows by at most that many messages.
+        # grows by at most that many messages — and the 4 (CLOSING_MAX, server/transport/nng.c)
+        # that connections closed to make room for new ones may still hold while nng frees them.
         cap = 8
         d = bkit.Daemon("bounds-bytes", tcp=("127.0.0.1", bkit.free_tcp_port()), args=["--max-connections", str(cap)])
         d.start()
@@ -162,7 +163,7 @@ class UnauthenticatedBytes(unittest.TestCase):
                 attackers.append(s)
             time.sleep(1)  # nng takes what was sent; not an assertion on time
             grown = front_rss(d) - before
-            self.assertLessEqual(grown, cap * LARGEST_MESSAGE + 32 * MiB,
+            self.assertLessEqual(grown, (cap + 4) * LARGEST_MESSAGE + 32 * MiB,
                                  f"the front grew by {grown >> 20} MiB for {len(attackers)} connections without a key")
             alive = sum(not closed_by_peer_now(s) for s in attackers)
             self.assertLessEqual(alive, cap)

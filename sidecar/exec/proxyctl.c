@@ -13,7 +13,6 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "clock.h"
 #include "egressstats.h"
 #include "log.h"
+#include "secretfile.h"
 
 /* Where the proxy finds its channel (egress/main.c). */
 #define PROXY_CHANNEL_FD 3
@@ -32,23 +32,6 @@
 #define LISTEN_BACKLOG 128
 
 typedef Boxkite__Egress__Order egress_order;
-
-static int open_credential(const char *path, bk_error **err)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-	struct stat st;
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return bk_error_errno(err, errno, "--egress-credential %s", path);
-	if (!S_ISREG(st.st_mode))
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: not a regular file", path);
-	/* What it holds is a secret: nobody but its owner may read it, or change it. */
-	if (st.st_mode & 077)
-		return bk_error_set(err, BK_INVALID_ARGUMENT, EPERM,
-				    "--egress-credential %s: mode %04o; it must be 0600 (or 0400): no access for group or others",
-				    path, (unsigned)(st.st_mode & 07777));
-	return TAKE_FD(fd);
-}
 
 /* The counters' page: zeroed, one page, sealed so that neither side can change its size. */
 static int make_stats(bk_error **err)
@@ -79,7 +62,7 @@ int bk_proxyctl_init(bk_proxyctl *pc, const Boxkite__Executor__Egress *cfg, uint
 		const Boxkite__Executor__EgressCredential *c = cfg->credentials[i];
 		if ((ret = bk_egress_destination_parse(c->destination, &pc->cred_host[i], &pc->cred_port[i], err)) < 0)
 			return bk_error_prefix(err, ret, "--egress-credential %s", c->destination);
-		if ((ret = open_credential(c->path, err)) < 0)
+		if ((ret = bk_secret_file_open("--egress-credential", c->path, err)) < 0)
 			return ret;
 		pc->cred_fd[i] = ret;
 		pc->n_creds++;

@@ -670,17 +670,24 @@ s.serve_forever()
 class PodModeEgress(unittest.TestCase):
     """Pod mode works the same: the proxy dials from the sidecar's network namespace (here the
     emulated pod's, the machine's own, so only its loopback is dialled: the ceiling names it
-    exactly), and a brokered plain-HTTP destination gets the operator's header, rewritten in
-    place, with the CA bundle mounted from the pod template's /run/boxkite."""
+    exactly), and a brokered plain-HTTP destination gets the operator's header, from a file laid out
+    as a Kubernetes Secret volume lays it out, rewritten in place, with the CA bundle mounted on the
+    sandbox image's /run/boxkite."""
 
     def test_pod_mode(self):
         with bkit.scope():
             srv = bkit.popen([bkit.PYTHON, "-u", "-c", AUTH_ECHO], stdout=subprocess.PIPE, text=True)
             port = int(srv.stdout.readline())
+            # The credential as a Secret volume lays it out (defaultMode 0400): the name a
+            # symbolic link through ..data to the current timestamped directory.
             d = bkit.temp_dir("egress-pod")
+            (d / "..2026_01_01_00_00_00.1").mkdir()
+            real = d / "..2026_01_01_00_00_00.1" / "cred"
+            real.write_text("Authorization: Bearer pod-secret\n")
+            os.chmod(real, 0o400)
+            os.symlink("..2026_01_01_00_00_00.1", d / "..data")
             cred = d / "cred"
-            cred.write_text("Authorization: Bearer pod-secret\n")
-            os.chmod(cred, 0o600)
+            os.symlink("..data/cred", cred)
             pod = bkit.Pod(tag="egresspod", daemon_args=[f"--egress-allow=127.0.0.1:{port}",
                                                           f"--egress-credential=127.0.0.1:{port}={cred}"])
             pod.daemon.start()

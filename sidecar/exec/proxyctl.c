@@ -348,6 +348,7 @@ int bk_proxyctl_listener(bk_proxyctl *pc, int self_net, int *netns, int *listene
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int sock = -1, errnum = 0;
 	const char *step = NULL;
+	bool left = false;
 
 	(void)pc;
 	*listener = -1;
@@ -356,9 +357,11 @@ int bk_proxyctl_listener(bk_proxyctl *pc, int self_net, int *netns, int *listene
 	if (*netns >= 0) {
 		if (setns(*netns, CLONE_NEWNET) < 0)
 			step = "setns(net)";
+		else
+			left = true;
 	} else if (unshare(CLONE_NEWNET) < 0) {
 		step = "unshare(net)";
-	} else if (bk_child_loopback_up() < 0) {
+	} else if ((left = true, bk_child_loopback_up() < 0)) {
 		step = "lo up";
 	} else if ((*netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
 		step = "open its network namespace";
@@ -373,7 +376,8 @@ int bk_proxyctl_listener(bk_proxyctl *pc, int self_net, int *netns, int *listene
 			step = "listen";
 	}
 	errnum = errno;
-	if (setns(self_net, CLONE_NEWNET) < 0) {
+	/* (Back only from where it went: without CAP_SYS_ADMIN the way in failed, and so would this.) */
+	if (left && setns(self_net, CLONE_NEWNET) < 0) {
 		/* Everything the executor made next would be in the exec's namespace. */
 		bk_log(BK_LOG_ERROR, "executor: cannot return to its own network namespace: %s", strerror(errno));
 		abort();

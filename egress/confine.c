@@ -30,6 +30,7 @@ static const struct group allowed[] = {
 	{ "sockets (families and listening below)",
 	  NAMES("connect", "accept4", "bind", "getsockopt", "setsockopt", "getsockname", "getpeername", "sendto",
 		"recvfrom", "sendmsg", "recvmsg", "sendmmsg", "shutdown") },
+	{ "a plain answer spliced from socket to socket", NAMES("pipe2", "splice") },
 	{ "waiting", NAMES("poll", "ppoll", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait") },
 	{ "reading and writing what is open",
 	  NAMES("read", "write", "writev", "pread64", "close", "fstat", "newfstatat", "statx", "lseek", "fcntl", "access",

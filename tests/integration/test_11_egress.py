@@ -12,6 +12,7 @@ server and recorders that a refused attempt must never reach.
   The rest  the grant's checks before anything runs, the proxy's process (no capability, no key,
             its own filter), bounds, the tunnel ending with its exec, a proxy that dies.
 """
+import hashlib
 import json
 import os
 import re
@@ -397,6 +398,23 @@ class Allowed(unittest.TestCase):
         [a] = T.audit(since)
         self.assertEqual((a["egress"], a["method"], a["asked"], a["brokered"]),
                          ("allowed", "CONNECT", "pkg.example:443", False), a)
+
+    def test_a_large_answer_arrives_whole_at_any_pace(self):
+        # 6 MiB through each path the answer takes (spliced in a forwarded request and in a
+        # tunnel, through the proxy's buffers when it terminates TLS), once at full speed and once
+        # read slower than it comes (the proxy waits on the command's socket), checked byte for byte.
+        n = 6 << 20
+        want = hashlib.sha256(bytes(n)).hexdigest()
+        for grant, url in ((G80, "http://pkg.example"), (G443, "https://pkg.example"),
+                           (["api.example:443"], "https://api.example")):
+            for rate in ("", "--limit-rate 3M"):
+                with self.subTest(url=url, rate=rate):
+                    since = T.log_offset()
+                    rc, out, err = sh(grant, f"curl -sS {rate} {url}/bytes/{n} | sha256sum", timeout=180)
+                    self.assertEqual((rc, out.split()[:1]), (0, [want]), err)
+                    [a] = T.audit(since)
+                    self.assertEqual(a["egress"], "allowed", a)
+                    self.assertGreaterEqual(a["bytes_down"], n, a)
 
     def test_pip_download(self):
         for scheme, grant in (("http", G80), ("https", G443)):

@@ -56,10 +56,10 @@ DAEMON_SRC := common/channel.c common/log.c
 # Its rooms (docs/ARCHITECTURE.md, "Module map and layer rule"); main.c is the composition root.
 FRONT_SRC  := server/config.c \
               $(addprefix server/boundary/,privsep.c privdrop.c link.c command.c) \
-              $(addprefix server/transport/,nng.c door.c http.c proxy.c metrics.c) \
+              $(addprefix server/transport/,nng.c door.c http.c proxy.c httpreq.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
-              $(addprefix server/runs/,exec.c process.c) \
+              $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
@@ -94,7 +94,9 @@ all: $(BINS) $(LIBS)
 help:
 	@echo "make            build boxkited, bkctl, libboxkite into build/"
 	@echo "make deps       install the Debian packages the build and tests need (as root)"
-	@echo "make test       deps + build + every test tier, then again under ASan+UBSan"
+	@echo "make test       deps + build + every test tier, then again under ASan+UBSan; ends with each tier's time"
+	@echo "make test-TIER  one tier (unit wire fuzz integration workloads files python k8s install ...);"
+	@echo "                T=NAME runs only the tests whose names hold NAME, TEST_TIMEOUT=S a Python test's limit"
 	@echo "make gen        regenerate gen/ from proto/ (committed; CI checks it is current)"
 	@echo "make docs       regenerate SECURITY.md's seccomp list and PROTOCOL.md's limits (CI checks they are current)"
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
@@ -150,6 +152,8 @@ comma := ,
 $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsanitize=address$(comma),-fsanitize=,$(OPT))
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
+# The bounds table names the front's and the executor's constants both.
+$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
 $(B)/obj/egress/%.o $(B)/obj/tools/egress_filter_doc.o: CPPFLAGS += -Iegress
 # The client's two programs see their own folder only: the CLI cannot include the library's
@@ -213,8 +217,9 @@ $(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_statu
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's lists of the
-# seccomp filters, the sandbox's and the egress proxy's, from their own tables;
-# docs/PROTOCOL.md's limits, from the server's constants and method table.
+# seccomp filters, the sandbox's and the egress proxy's, from their own tables, and its table of
+# what any party can make boxkited hold, from the bounds' constants and the configuration's
+# defaults; docs/PROTOCOL.md's limits, from the server's constants and method table.
 $(B)/bk-filter-doc: $(call obj,tools/filter_doc.c sidecar/exec/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
 
@@ -224,16 +229,20 @@ $(B)/bk-egress-filter-doc: $(call obj,tools/egress_filter_doc.c egress/confine.c
 $(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md egress-seccomp:$(B)/bk-egress-filter-doc:SECURITY.md \
-	     limits:$(B)/bk-limits-doc:docs/PROTOCOL.md
+$(B)/bk-bounds-doc: $(call obj,tools/bounds_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-docs: $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc
+DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md egress-seccomp:$(B)/bk-egress-filter-doc:SECURITY.md \
+	     limits:$(B)/bk-limits-doc:docs/PROTOCOL.md bounds:$(B)/bk-bounds-doc:SECURITY.md
+DOC_TOOLS := $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc $(B)/bk-bounds-doc
+
+docs: $(DOC_TOOLS)
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  scripts/doc-splice $$name $$gen $$md > $(B)/doc-part.md && mv $(B)/doc-part.md $$md && echo "docs: $$md ($$name)"; \
 	done
 
-docs-check: $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc
+docs-check: $(DOC_TOOLS)
 	@for p in $(DOC_PARTS); do \
 	  name=$${p%%:*}; rest=$${p#*:}; gen=$${rest%%:*}; md=$${rest#*:}; \
 	  if scripts/doc-splice $$name $$gen $$md | cmp -s - $$md; then \

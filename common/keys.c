@@ -289,3 +289,23 @@ fail:;
 	unlink(path);
 	return bk_error_errno(err, saved, "cannot write key file %s", path);
 }
+
+int bk_key_store_prefix(const bk_key *key, char out[BK_STORE_PREFIX_LEN + 1])
+{
+	static const char domain[] = "boxkite-store-prefix-v1"; /* its NUL included below */
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(key->mac);
+	uint8_t mac[32];
+	size_t maclen = 0;
+	int ok = ctx && EVP_MAC_update(ctx, (const uint8_t *)domain, sizeof(domain)) &&
+		 EVP_MAC_update(ctx, (const uint8_t *)key->id, strlen(key->id)) &&
+		 EVP_MAC_final(ctx, mac, &maclen, sizeof(mac)) && maclen == sizeof(mac);
+
+	EVP_MAC_CTX_free(ctx);
+	if (!ok)
+		return -EIO;
+	memcpy(out, "t-", 2);
+	for (size_t i = 0; i < (BK_STORE_PREFIX_LEN - 2) / 2; i++)
+		snprintf(out + 2 + 2 * i, 3, "%02x", mac[i]);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return 0;
+}

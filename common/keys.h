@@ -71,4 +71,11 @@ int bk_keyfile_create(const char *path, const char *id, bk_error **err);
 
 bool bk_key_id_valid(const char *id);
 
+/* A key's store prefix (docs/PROTOCOL.md, "Sync: whose snapshots"): the path component its
+ * snapshots live under in every store, "t-" and the lowercase hex of the first 16 bytes of
+ * HMAC-SHA256(secret, "boxkite-store-prefix-v1" NUL key_id). Only a holder of the secret can name
+ * it; the same key has the same prefix in every pod and after every restart. 0, or -EIO. */
+#define BK_STORE_PREFIX_LEN 34
+int bk_key_store_prefix(const bk_key *key, char out[BK_STORE_PREFIX_LEN + 1]);
+
 #endif

@@ -97,6 +97,10 @@ void bk_log_call(const bk_log_request *r)
 	put_string(&l, r->method ? r->method : "");
 	put(&l, ",\"key\":");
 	put_string(&l, r->key_id ? r->key_id : "");
+	if (r->key_installed) {
+		put(&l, ",\"key_installed\":");
+		put_string(&l, r->key_installed);
+	}
 	put(&l, ",\"status\":\"%s\"", bk_status_name(r->status));
 	if (r->detail)
 		put(&l, ",\"detail\":\"%s\"", bk_detail_name(r->detail));

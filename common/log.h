@@ -15,7 +15,8 @@ void bk_log(enum bk_log_level level, const char *fmt, ...) BK_PRINTF(2, 3);
 
 typedef struct bk_log_request {
 	const char *method;  /* may be untrusted text: escaped and cut */
-	const char *key_id;
+	const char *key_id;  /* the key that signed the request ("" before its MAC verified) */
+	const char *key_installed; /* a key the call installed (a Reset's), or NULL */
 	int status, detail;
 	uint64_t duration_us;
 	size_t bytes_in, bytes_out;

@@ -90,7 +90,7 @@ static int decode(const char *s, uint8_t *raw, size_t size)
 }
 
 bk_preview_verdict bk_preview_token_check(const bk_keyring *ring, const char *token, uint16_t port, int64_t now_s,
-					  int64_t max_ttl_s)
+					  int64_t max_ttl_s, int64_t *expires_s)
 {
 	uint8_t raw[RAW_MAX], mac[32];
 	char id[BK_KEY_ID_MAX + 1];
@@ -120,6 +120,8 @@ bk_preview_verdict bk_preview_token_check(const bk_keyring *ring, const char *to
 		return BK_PREVIEW_EXPIRED;
 	if (expires - now_s > max_ttl_s)
 		return BK_PREVIEW_TOO_LONG;
+	if (expires_s)
+		*expires_s = expires;
 	return BK_PREVIEW_OK;
 }
 

@@ -11,9 +11,8 @@
  * starts its MAC input with another one). A token is refused if it does not decode, names an
  * unknown key, fails the MAC (compared in constant time), is for another port, has expired, or
  * expires further ahead than the server allows (a stolen token must not be good for a year).
- *
- * Only the tokens exist yet: the proxy that would honour them needs background processes that
- * expose a port (issue 10), and is not built. */
+ * The preview relay (server/transport/proxy.c) checks one for every request, and ends a
+ * connection it relays at its token's expiry. */
 #ifndef BK_PREVIEW_H
 #define BK_PREVIEW_H
 
@@ -39,9 +38,10 @@ typedef enum bk_preview_verdict {
  * 0, or a negative errno. */
 int bk_preview_token_make(const bk_key *key, uint16_t port, int64_t expires_s, char *out, size_t size);
 
-/* Check a token for port at time now_s: a good token has expiry in (now_s, now_s + max_ttl_s]. */
+/* Check a token for port at time now_s: a good token has expiry in (now_s, now_s + max_ttl_s],
+ * which is then in *expires_s (when not NULL). */
 bk_preview_verdict bk_preview_token_check(const bk_keyring *ring, const char *token, uint16_t port, int64_t now_s,
-					  int64_t max_ttl_s);
+					  int64_t max_ttl_s, int64_t *expires_s);
 
 const char *bk_preview_verdict_name(bk_preview_verdict v);
 

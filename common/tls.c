@@ -19,6 +19,11 @@ bool bk_tls_url(const char *url)
 	return strncmp(url, "tls+tcp://", 10) == 0;
 }
 
+bool bk_url_private(const char *url)
+{
+	return strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0 || bk_tls_url(url);
+}
+
 /* A PEM file, NUL-terminated (what nng's TLS wants), malloc'd; a private key's (`secret` names
  * it) only if nobody but its owner may access it, like the key file. */
 static int read_pem(const char *path, const char *secret, char **out, bk_error **err)
@@ -105,18 +110,20 @@ int bk_tls_client_config(const char *cert_path, nng_tls_config **out, bk_error *
 	return 0;
 }
 
-int bk_tls_listen(nng_socket sock, const char *url, nng_tls_config *tls)
+int bk_tls_listen(nng_socket sock, const char *url, nng_tls_config *tls, nng_listener *out)
 {
 	nng_listener l;
 	int rv;
 
 	if (!bk_tls_url(url))
-		return nng_listen(sock, url, NULL, 0);
+		return nng_listen(sock, url, out, 0);
 	if (!tls)
 		return NNG_EINVAL;
 	if ((rv = nng_listener_create(&l, sock, url)) == 0 &&
 	    ((rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls)) || (rv = nng_listener_start(l, 0))))
 		nng_listener_close(l);
+	if (rv == 0)
+		*out = l;
 	return rv;
 }
 

@@ -21,10 +21,13 @@ int bk_tls_server_config(const char *cert_path, const char *key_path, nng_tls_co
 int bk_tls_client_config(const char *cert_path, nng_tls_config **out, bk_error **err);
 
 bool bk_tls_url(const char *url);
+/* Whether a URL's transport keeps its bytes off the network in clear: ipc://, inproc:// and
+ * tls+tcp://, not tcp://. What a secret in a request's body (a Reset's new key) needs. */
+bool bk_url_private(const char *url);
 
 /* nng_listen / nng_dial, with tls (NULL for a plain URL) set on a tls+tcp:// endpoint. An nng
- * error number. */
-int bk_tls_listen(nng_socket sock, const char *url, nng_tls_config *tls);
+ * error number. The listener started is in *out. */
+int bk_tls_listen(nng_socket sock, const char *url, nng_tls_config *tls, nng_listener *out);
 int bk_tls_dial(nng_socket sock, const char *url, nng_tls_config *tls);
 
 #endif

@@ -21,6 +21,7 @@
 #include "rpc/server.h"
 #include "runs/exec.h"
 #include "runs/process.h"
+#include "runs/runs.h"
 #include "session/reset.h"
 #include "sync/store.h"
 #include "sync/sync.h"
@@ -71,15 +72,13 @@ static int descriptors_fit(const bk_config *cfg, bk_error **err)
 	return 0;
 }
 
-/* The longest boxkited takes to stop once it has decided to: past it, whatever still waits (a
- * thread of nng's, a link that does not end) is given up, and the process exits. */
-#define STOP_MAX_S 10
-
+/* Past BK_STOP_MAX_S, whatever still waits (a thread of nng's, a link that does not end) is given
+ * up, and the process exits. */
 static void *stop_watchdog(void *arg)
 {
 	(void)arg;
-	sleep(STOP_MAX_S);
-	bk_log(BK_LOG_ERROR, "boxkited did not stop within %d s: exiting regardless", STOP_MAX_S);
+	sleep(BK_STOP_MAX_S);
+	bk_log(BK_LOG_ERROR, "boxkited did not stop within %d s: exiting regardless", BK_STOP_MAX_S);
 	_exit(1);
 }
 
@@ -296,7 +295,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	srv.files_link = files;
-	if ((ret = bk_execs_start(&srv, &err)) < 0 || (ret = bk_processes_start(&srv, &err)) < 0 ||
+	if ((ret = bk_runs_start(&srv, &err)) < 0 || (ret = bk_execs_start(&srv, &err)) < 0 ||
+	    (ret = bk_processes_start(&srv, &err)) < 0 ||
 	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
@@ -325,11 +325,11 @@ int main(int argc, char **argv)
 	if (atomic_load(&srv.executor_lost))
 		ret = -1;
 out:
-	/* However the stop goes, it ends: nothing below may keep boxkited alive past STOP_MAX_S. */
+	/* However the stop goes, it ends: nothing below may keep boxkited alive past BK_STOP_MAX_S. */
 	stop_watchdog_start();
 	/* Order matters: the executor goes first (its teardown kills every command, and their
-	 * exits come back as events), then the exec and process threads answer what is left, then the
-	 * transport closes. */
+	 * exits come back as events), then Exec and the processes answer what is left, then the
+	 * transport closes, and the run engine's thread stops last. */
 	atomic_store(&srv.stopping, true);
 	/* A sync waiting on its store ends now, so that nothing below waits for it. */
 	bk_sync_cancel(&srv);
@@ -349,6 +349,10 @@ out:
 		bk_config_free(&cfg);
 		_exit(1);
 	}
+	/* Every call has ended: nothing reaches the runs any more. */
+	bk_runs_stop(&srv);
+	bk_execs_free(&srv);
+	bk_processes_free(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

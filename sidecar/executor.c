@@ -160,6 +160,20 @@ static void cgroups_restage(struct executor *ex)
 	bk_error_free(err);
 }
 
+/* The sandbox's network namespace made anew (sandbox.h, bk_sandbox_set_net). */
+static int sandbox_net_renew(struct executor *ex)
+{
+	int net;
+
+	if (!ex->sandbox.ready)
+		return -EAGAIN;
+	net = bk_netns_fresh(&ex->netns, ex->self_net);
+	if (net < 0)
+		return net;
+	bk_sandbox_set_net(&ex->sandbox, net);
+	return 0;
+}
+
 /* The order's fields, checked here whatever the front checked: an argv, a well-formed
  * environment, a cwd inside a sandbox root (the child resolves the rest beneath its root as
  * the sandbox user). The command runs unprivileged whatever its environment: any well-formed
@@ -398,14 +412,21 @@ static int kill_all_answer(struct executor *ex)
 {
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__Done done = BOXKITE__EXECUTOR__DONE__INIT;
+	uint64_t id = ex->kill_all_id;
+	int ret;
 
 	if (!ex->kill_all_id || ex->execs)
 		return 0;
+	ex->kill_all_id = 0;
+	/* A Reset's (hold): what the commands' sockets left in the sandbox's network namespace —
+	 * connections, TIME_WAIT, their peers' addresses and ports — is not the next tenant's to
+	 * read. The exposed-port processes are dead: a fresh namespace from now on. */
+	if (ex->hold && (ret = sandbox_net_renew(ex)) < 0)
+		return reply_error(ex, id, -ret, "netns", "cannot make the sandbox a fresh network namespace");
 	done.count = ex->kill_all_count;
-	reply.id = ex->kill_all_id;
+	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
 	reply.done = &done;
-	ex->kill_all_id = 0;
 	return send_reply(ex, &reply, NULL, 0);
 }
 
@@ -608,9 +629,13 @@ static void sandbox_acquire(struct executor *ex)
 		return;
 	}
 	if (bk_sandbox_acquire(&ex->sandbox, &ex->spawner, &err) == 0) {
+		int ret = sandbox_net_renew(ex);
 		/* A sandbox whose end would go unnoticed is not one to use: tried again later. */
-		if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
-			      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox }) < 0) {
+		if (ret < 0) {
+			bk_log(BK_LOG_ERROR, "executor: no network namespace for the sandbox: %s", strerror(-ret));
+			bk_sandbox_stop(&ex->sandbox);
+		} else if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->sandbox.init_pidfd,
+				     &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_sandbox }) < 0) {
 			bk_log(BK_LOG_ERROR, "executor: cannot watch the sandbox's init: %s", strerror(errno));
 			bk_sandbox_stop(&ex->sandbox);
 		} else {

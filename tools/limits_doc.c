@@ -13,26 +13,7 @@
 #include "keys.h"
 #include "rpc/methods.h"
 #include "runs/process.h"
-
-/* n bytes as the document writes them: "16 KiB", "4 MiB + 64 KiB", "1 000 bytes". */
-static const char *bytes(uint64_t n, char *out, size_t size)
-{
-	uint64_t mib = n >> 20, kib = (n >> 10) & 1023;
-
-	if (n == 0)
-		snprintf(out, size, "—");
-	else if (n % 1024)
-		snprintf(out, size, "%" PRIu64 " bytes", n);
-	else if (n >= (1ull << 30) && n % (1ull << 30) == 0)
-		snprintf(out, size, "%" PRIu64 " GiB", n >> 30);
-	else if (mib && kib)
-		snprintf(out, size, "%" PRIu64 " MiB + %" PRIu64 " KiB", mib, kib);
-	else if (mib)
-		snprintf(out, size, "%" PRIu64 " MiB", mib);
-	else
-		snprintf(out, size, "%" PRIu64 " KiB", kib);
-	return out;
-}
+#include "docbytes.h"
 
 int main(void)
 {
@@ -47,7 +28,8 @@ int main(void)
 	}
 	printf("Server limits (boxkited's flags, `boxkited --help`), at their defaults:\n\n");
 	printf("| what | default | flag | on excess |\n|---|---|---|---|\n");
-	printf("| connections at once, authenticated or not | %u | `--max-connections` | one more is closed as it "
+	printf("| connections at once, authenticated or not | %u | `--max-connections` | one more takes the place of "
+	       "one that is neither busy nor keyed, from the source address holding the most; or is closed as it "
 	       "arrives |\n",
 	       cfg.max_connections);
 	printf("| message size (request ID + Envelope) | %s, the largest legal request; it may only be lowered | "
@@ -82,6 +64,9 @@ int main(void)
 	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
 	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
+	printf("| memory and processes of every exec and process together (their common cgroup) | %s, %u | "
+	       "`--sandbox-memory`, `--sandbox-pids` | the OOM killer (`oom_killed`); fork fails |\n",
+	       bytes(cfg.sandbox_memory, a, sizeof(a)), cfg.sandbox_pids);
 	printf("| background processes kept, running or ended and not removed | %u | `--processes-max` | "
 	       "ProcessStart: 8 RESOURCE_EXHAUSTED |\n",
 	       cfg.processes_max);

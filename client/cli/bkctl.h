@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "boxkite/boxkite.h"
+#include "keys.h"
 
 /* Exit codes (bkctl(1), EXIT STATUS). `exec` instead exits with the command's own status. */
 enum {
@@ -47,6 +48,11 @@ int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, co
 
 /* The global options as the library takes them (client/cli/report.c). */
 bk_client_options bkctl_client_options(const bkctl *ctl);
+
+/* The key the global options name (--key-file, --key-id; the file's first by default), for what
+ * bkctl signs or derives itself (a preview's token, a store prefix): 0 with *ring (free it) and
+ * *key in it, or bkctl's exit code, the reason reported (`what` says what needs the key). */
+int bkctl_key(const bkctl *ctl, const char *what, bk_keyring **ring, const bk_key **key);
 
 /* Connect with the global options. On failure reports it, sets *exit_code and returns NULL. */
 bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
@@ -89,6 +95,23 @@ void bkctl_put_name(FILE *out, const char *name, bool tty);
 
 /* A message that may quote such names: unprintable bytes written as C escapes (\n, \033). */
 void bkctl_put_text(FILE *out, const char *text);
+
+/* A command's output on its way to our stdout or stderr. On a terminal, unless raw (--raw):
+ * printable characters, line breaks, tabs, carriage returns and backspaces as they are, and every
+ * other byte — ESC and the rest of the C0 controls, DEL, the C1 controls, bytes that are not
+ * UTF-8 — as \xNN, so that no control sequence reaches the terminal (OSC 52 clipboard writes,
+ * title changes, report requests whose answers the terminal would type back); a character split
+ * between two writes is held back for the next, and bkctl_term_flush() writes what is held at the
+ * end. Elsewhere (a file, a pipe), the bytes as they are. Writes return 0 or -errno. */
+typedef struct bkctl_term {
+	int fd;
+	bool escape;
+	uint8_t held[4];
+	size_t nheld;
+} bkctl_term;
+void bkctl_term_init(bkctl_term *t, int fd, bool raw);
+int bkctl_term_write(bkctl_term *t, const uint8_t *data, size_t len);
+int bkctl_term_flush(bkctl_term *t);
 
 int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);

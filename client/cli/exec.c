@@ -145,6 +145,7 @@ typedef struct stream_exec {
 	pthread_t signals, input;
 	bool signals_running, input_running;
 	atomic_bool stdout_gone;  /* our stdout was closed (EPIPE): its output is dropped */
+	bkctl_term out, err;      /* our stdout and stderr: control sequences escaped on a terminal */
 } stream_exec;
 
 static const int forwarded_signals[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGWINCH };
@@ -300,14 +301,15 @@ static bool on_started(void *arg, const char *id)
 static bool on_output(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len)
 {
 	stream_exec *s = arg;
-	int fd = stream == BK_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+	bool err = stream == BK_STREAM_STDERR;
 
 	(void)offset;
-	if (fd == STDOUT_FILENO && atomic_load(&s->stdout_gone))
+	if (!err && atomic_load(&s->stdout_gone))
 		return true;
 	/* Where our stdout was closed (bkctl exec ... | head), the command meets what it would meet
 	 * writing to a closed pipe itself. Its output goes on being read to its end and dropped. */
-	if (bk_write_full(fd, data, len) == -EPIPE && fd == STDOUT_FILENO && !atomic_exchange(&s->stdout_gone, true))
+	if (bkctl_term_write(err ? &s->err : &s->out, data, len) == -EPIPE && !err &&
+	    !atomic_exchange(&s->stdout_gone, true))
 		send_signal(s, SIGPIPE, TERM_KILL_AFTER_MS);
 	return true;
 }
@@ -364,7 +366,7 @@ static int stream_exit(const bkctl *ctl, const bk_process_status *ps)
 
 /* The command run as a process and followed to its end. Signals are blocked from here on in every
  * thread (nng's too, which bkctl_connect starts): the signal thread takes them. */
-static int exec_streamed(bkctl *ctl, bk_process_request *rq)
+static int exec_streamed(bkctl *ctl, bk_process_request *rq, bool raw)
 {
 	stream_exec s = { .ctl = ctl, .tty = rq->tty, .feed_stdin = rq->stdin_open, .sigfd = -1, .stop = { -1, -1 } };
 	bk_process_handlers h = { .output = on_output, .lost = on_lost, .started = on_started, .arg = &s };
@@ -374,6 +376,10 @@ static int exec_streamed(bkctl *ctl, bk_process_request *rq)
 	sigset_t set;
 	int code;
 
+	/* With -t the command has a terminal of its own, which stands for ours: its bytes are meant
+	 * for our terminal as they are (docker exec -t). */
+	bkctl_term_init(&s.out, STDOUT_FILENO, raw || rq->tty);
+	bkctl_term_init(&s.err, STDERR_FILENO, raw || rq->tty);
 	sigemptyset(&set);
 	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
 		sigaddset(&set, forwarded_signals[i]);
@@ -396,6 +402,8 @@ static int exec_streamed(bkctl *ctl, bk_process_request *rq)
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
 	code = bk_exec_stream(s.c, rq, &h, &started, &ps, &st);
+	bkctl_term_flush(&s.out);
+	bkctl_term_flush(&s.err);
 	stream_exec_end(&s);
 	terminal_restore();
 	bk_client_close(s.c);
@@ -412,7 +420,7 @@ static int exec_streamed(bkctl *ctl, bk_process_request *rq)
 
 
 /* The command with one Exec call, its output collected (-o json, --output-limit). */
-static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin)
+static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin, bool raw)
 {
 	_cleanup_free_ uint8_t *in = NULL;
 	bk_exec_result res;
@@ -436,9 +444,14 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin)
 	if (ctl->json) {
 		print_result_json(&res);
 	} else {
+		bkctl_term out, err;
+		bkctl_term_init(&out, STDOUT_FILENO, raw);
+		bkctl_term_init(&err, STDERR_FILENO, raw);
 		/* Where our stdout went away (a closed pipe), there is no one to tell. */
-		(void)bk_write_full(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		(void)bk_write_full(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		if (bkctl_term_write(&out, res.stdout_data, res.stdout_len) == 0)
+			bkctl_term_flush(&out);
+		if (bkctl_term_write(&err, res.stderr_data, res.stderr_len) == 0)
+			bkctl_term_flush(&err);
 		if (res.stdout_truncated || res.stderr_truncated)
 			fprintf(stderr, "%s: output truncated: %llu stdout and %llu stderr bytes dropped\n", ctl->prog,
 				(unsigned long long)res.stdout_dropped, (unsigned long long)res.stderr_dropped);
@@ -457,13 +470,14 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin)
 
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_OUTPUT_LIMIT = 2000, OPT_ALLOW_NET };
+	enum { OPT_OUTPUT_LIMIT = 2000, OPT_RAW, OPT_ALLOW_NET };
 	static const struct option longopts[] = {
 		{ "timeout", required_argument, NULL, 'T' }, { "workdir", required_argument, NULL, 'w' },
 		{ "cwd", required_argument, NULL, 'C' },     { "env", required_argument, NULL, 'e' },
 		{ "stdin", no_argument, NULL, 'i' },         { "interactive", no_argument, NULL, 'i' },
 		{ "shell", required_argument, NULL, 's' },   { "tty", no_argument, NULL, 't' },
 		{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
+		{ "raw", no_argument, NULL, OPT_RAW },
 		{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
 		{ 0 },
 	};
@@ -472,7 +486,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_exec_request rq = { 0 };
 	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
 	bk_process_request prq = { .lease_ms = LEASE_MS, .lossless = true };
-	bool want_stdin = false, collect = false;
+	bool want_stdin = false, collect = false, raw = false;
 	int opt, help = 0;
 
 	if (!env || !allow) {
@@ -513,6 +527,9 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			rq.stderr_limit = rq.stdout_limit;
 			collect = true;
 			break;
+		case OPT_RAW:
+			raw = true;
+			break;
 		case OPT_ALLOW_NET:
 			/* The server checks the pattern and that its ceiling covers it. */
 			allow[rq.n_allow_net++] = optarg;
@@ -547,7 +564,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
 	if (collect)
-		return exec_collected(ctl, &rq, want_stdin);
+		return exec_collected(ctl, &rq, want_stdin, raw);
 	prq.argv = rq.argv;
 	prq.shell = rq.shell;
 	prq.cwd = rq.cwd;
@@ -559,7 +576,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	prq.max_runtime_ms = rq.timeout_ms;
 	if (prq.tty && bkctl_terminal_size(&prq.rows, &prq.cols) < 0)
 		prq.rows = prq.cols = 0; /* 24x80 */
-	return exec_streamed(ctl, &prq);
+	return exec_streamed(ctl, &prq, raw);
 usage:
 	/* A bad command line is one more way for the command not to run (bkctl(1)). */
 	bkctl_usage(stderr, cmd);

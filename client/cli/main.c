@@ -35,6 +35,8 @@ static const bkctl_command commands[] = {
 	  "  --output-limit BYTES collect the output with one Exec call instead of streaming it, keeping\n"
 	  "                       BYTES of stdout and of stderr each, e.g. 64M (default: boxkited's\n"
 	  "                       --exec-output, 1M; at most its --exec-output-max)\n"
+	  "  --raw                the command's output as it is, control sequences too (without -t, on\n"
+	  "                       a terminal they are shown escaped, \\x1b: they are the command's)\n"
 	  "  --allow-net HOST:PORT  let the command reach HOST:PORT through the sidecar's egress proxy\n"
 	  "                       (a name, *.DOMAIN, an address or CIDR; a port or *), within\n"
 	  "                       boxkited's --egress-allow; repeatable. Without it: no network\n",
@@ -64,7 +66,9 @@ static const bkctl_command commands[] = {
 	{ "logs", bkctl_logs, "print a background process's output", "ID",
 	  "  -f, --follow         go on printing as it is produced, until the process ends\n"
 	  "  --from N             from byte offset N of the stream (default 0)\n"
-	  "  --stderr             its stderr instead of its stdout\n",
+	  "  --stderr             its stderr instead of its stdout\n"
+	  "  --raw                the output as it is, control sequences too (on a terminal they are\n"
+	  "                       shown escaped, \\x1b: they are the command's)\n",
 	  "Output the ring dropped before it was read is reported on stderr as bytes lost, with the\n"
 	  "offset output goes on from. -o json prints one read (at most 1 MiB) with the offset to go on\n"
 	  "from (\"next\").\n" },
@@ -137,7 +141,8 @@ static const bkctl_command commands[] = {
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 	{ "sync", bkctl_sync, "push the workspace to a snapshot store, pull it back, list snapshots",
-	  "push [--to URL] [--id ID] [-x PATTERN]... | pull [--from URL] [--id ID] [--mirror] | ls [--from URL]",
+	  "push [--to URL] [--id ID] [-x PATTERN]... | pull [--from URL] [--id ID] [--mirror] | ls [--from URL] |\n"
+	  "       prefix",
 	  "  --to, --from URL     the store: a --sync-store of boxkited's, or a prefix under one\n"
 	  "                       (default: its first)\n"
 	  "  --id ID              push: the snapshot's id (default: made of the time); pull: which\n"
@@ -148,7 +153,9 @@ static const bkctl_command commands[] = {
 	  "  --default-excludes   push: also node_modules, .cache, __pycache__ and other caches\n"
 	  "  --mirror             pull: also remove what the snapshot does not have\n",
 	  "A snapshot is content-addressed: a push uploads only the blocks the store lacks. On a\n"
-	  "terminal a progress line shows on stderr; -o json prints the counts.\n" },
+	  "terminal a progress line shows on stderr; -o json prints the counts. Snapshots are the\n"
+	  "key's: boxkited keeps them under the key's store prefix (sync prefix prints it, for\n"
+	  "an operator's --restore-from STORE/PREFIX), and another key sees none of them.\n" },
 };
 
 /* bkctl's own usage: every command, and the global options. */

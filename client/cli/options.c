@@ -28,6 +28,29 @@ const char bkctl_global_help[] =
 	"  --timeout S          seconds to wait for an answer (default 30; exec: the command's timeout)\n"
 	"  -h, --help           this help\n";
 
+int bkctl_key(const bkctl *ctl, const char *what, bk_keyring **ring, const bk_key **key)
+{
+	bk_error *err = NULL;
+
+	if (!ctl->key_file) {
+		fprintf(stderr, "%s: %s: --key-file PATH or BOXKITE_KEY_FILE\n", ctl->prog, what);
+		return BKCTL_EXIT_AUTH;
+	}
+	if (bk_keyring_load(ctl->key_file, ring, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", ctl->prog, bk_error_msg(err));
+		bk_error_free(err);
+		return BKCTL_EXIT_AUTH;
+	}
+	*key = ctl->key_id ? bk_keyring_find(*ring, ctl->key_id) : &(*ring)->keys[0];
+	if (!*key) {
+		fprintf(stderr, "%s: no key '%s' in %s\n", ctl->prog, ctl->key_id, ctl->key_file);
+		bk_keyring_free(*ring);
+		*ring = NULL;
+		return BKCTL_EXIT_AUTH;
+	}
+	return 0;
+}
+
 void bkctl_usage(FILE *out, const bkctl_command *cmd)
 {
 	fprintf(out, "Usage: bkctl %s [options]%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage,

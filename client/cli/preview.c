@@ -25,7 +25,6 @@ int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	char token[BK_PREVIEW_TOKEN_MAX], *end;
 	bk_keyring *ring = NULL;
 	const bk_key *key;
-	bk_error *err = NULL;
 	int64_t expires;
 	unsigned long port;
 	int help = 0, c;
@@ -59,22 +58,8 @@ int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (!base || !base[0])
 		base = DEFAULT_BASE;
-	if (!ctl->key_file) {
-		fprintf(stderr, "%s: a preview is signed with the sandbox's key: --key-file PATH or BOXKITE_KEY_FILE\n",
-			ctl->prog);
-		return BKCTL_EXIT_AUTH;
-	}
-	if (bk_keyring_load(ctl->key_file, &ring, &err) < 0) {
-		fprintf(stderr, "%s: %s\n", ctl->prog, bk_error_msg(err));
-		bk_error_free(err);
-		return BKCTL_EXIT_AUTH;
-	}
-	key = ctl->key_id ? bk_keyring_find(ring, ctl->key_id) : &ring->keys[0];
-	if (!key) {
-		fprintf(stderr, "%s: no key '%s' in %s\n", ctl->prog, ctl->key_id, ctl->key_file);
-		bk_keyring_free(ring);
-		return BKCTL_EXIT_AUTH;
-	}
+	if ((c = bkctl_key(ctl, "a preview is signed with the sandbox's key", &ring, &key)) != 0)
+		return c;
 	expires = bk_clock_realtime_ms() / 1000 + (ttl_ms + 999) / 1000;
 	c = bk_preview_token_make(key, (uint16_t)port, expires, token, sizeof(token));
 	bk_keyring_free(ring);

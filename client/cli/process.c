@@ -301,16 +301,18 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 typedef struct logs_state {
 	const bkctl *ctl;
 	int stream;              /* enum bk_stream */
+	bkctl_term out;          /* our stdout: control sequences escaped on a terminal */
 } logs_state;
 
 static bool logs_output(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len)
 {
 	logs_state *l = arg;
+	int ret = 0;
 
 	(void)offset;
-	if (stream == l->stream && bk_write_full(STDOUT_FILENO, data, len) == -EPIPE)
-		return false; /* nobody reads us any more */
-	return true;
+	if (stream == l->stream)
+		ret = bkctl_term_write(&l->out, data, len);
+	return ret != -EPIPE; /* false: nobody reads us any more */
 }
 
 static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
@@ -391,14 +393,16 @@ static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state 
 
 int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_FROM = 2000, OPT_STDERR };
+	enum { OPT_FROM = 2000, OPT_STDERR, OPT_RAW };
 	static const struct option longopts[] = {
 		{ "follow", no_argument, NULL, 'f' },
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "stderr", no_argument, NULL, OPT_STDERR },
+		{ "raw", no_argument, NULL, OPT_RAW },
 		{ 0 },
 	};
 	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
+	bool raw = false;
 	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
 	uint64_t from = 0, other = 0;
 	bool follow = false, running;
@@ -424,6 +428,9 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case OPT_STDERR:
 			l.stream = BK_STREAM_STDERR;
 			break;
+		case OPT_RAW:
+			raw = true;
+			break;
 		default:
 			return BKCTL_EXIT_USAGE;
 		}
@@ -436,6 +443,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: -f streams the output as text; -o json reads what is there now\n", ctl->prog);
 		return BKCTL_EXIT_USAGE;
 	}
+	bkctl_term_init(&l.out, STDOUT_FILENO, raw);
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
@@ -451,6 +459,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	} else if (code == BK_OK) {
 		code = logs_once(ctl, c, id, &l, from, other, &st);
 	}
+	bkctl_term_flush(&l.out);
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);

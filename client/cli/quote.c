@@ -5,7 +5,13 @@
  * messages, which quote names too, get their unprintable bytes escaped. */
 #include "bkctl.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fullio.h"
 
 #include "utf8.h"
 
@@ -130,4 +136,86 @@ void bkctl_put_text(FILE *out, const char *text)
 			i += n;
 		}
 	}
+}
+
+/* One byte of a command's output as an escape: \xNN, as messages write theirs. */
+static size_t term_escape(uint8_t *out, unsigned char c)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	out[0] = '\\';
+	out[1] = 'x';
+	out[2] = (uint8_t)hex[c >> 4];
+	out[3] = (uint8_t)hex[c & 15];
+	return 4;
+}
+
+/* Whether a byte that is not printable may still reach a terminal as it is: line breaks, tabs,
+ * carriage returns and backspaces lay text out (progress bars, columns) and drive nothing. */
+static bool term_layout(unsigned char c)
+{
+	return c == '\n' || c == '\t' || c == '\r' || c == '\b';
+}
+
+/* Whether at[0..avail) is the start of a UTF-8 character whose rest has not come yet. */
+static bool term_incomplete(const uint8_t *at, size_t avail)
+{
+	size_t want = at[0] >= 0xf0 && at[0] <= 0xf4 ? 4 : at[0] >= 0xe0 && at[0] <= 0xef ? 3 : at[0] >= 0xc2 && at[0] <= 0xdf ? 2 : 0;
+
+	if (avail >= want)
+		return false;
+	for (size_t i = 1; i < avail; i++)
+		if ((at[i] & 0xc0) != 0x80)
+			return false;
+	return true;
+}
+
+void bkctl_term_init(bkctl_term *t, int fd, bool raw)
+{
+	*t = (bkctl_term){ .fd = fd, .escape = !raw && isatty(fd) };
+}
+
+int bkctl_term_write(bkctl_term *t, const uint8_t *data, size_t len)
+{
+	if (!t->escape)
+		return bk_write_full(t->fd, data, len);
+
+	_cleanup_free_ uint8_t *in = malloc(t->nheld + len + 1), *out = malloc(4 * (t->nheld + len) + 1);
+	size_t total = t->nheld + len, o = 0, i = 0;
+
+	if (!in || !out)
+		return -ENOMEM;
+	memcpy(in, t->held, t->nheld);
+	/* An empty stream's bytes may be NULL (an Exec's stdout or stderr that nothing was written to). */
+	if (len)
+		memcpy(in + t->nheld, data, len);
+	t->nheld = 0;
+	while (i < total) {
+		size_t n = printable_at((const char *)in + i, total - i);
+		if (n) {
+			memcpy(out + o, in + i, n);
+			o += n;
+			i += n;
+		} else if (term_incomplete(in + i, total - i)) {
+			t->nheld = total - i;
+			memcpy(t->held, in + i, t->nheld);
+			break;
+		} else if (term_layout(in[i])) {
+			out[o++] = in[i++];
+		} else {
+			o += term_escape(out + o, in[i++]);
+		}
+	}
+	return bk_write_full(t->fd, out, o);
+}
+
+int bkctl_term_flush(bkctl_term *t)
+{
+	uint8_t out[16];
+	size_t o = 0;
+
+	for (size_t i = 0; i < t->nheld; i++)
+		o += term_escape(out + o, t->held[i]);
+	t->nheld = 0;
+	return o ? bk_write_full(t->fd, out, o) : 0;
 }

@@ -287,6 +287,45 @@ static int run_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	return BKCTL_EXIT_OK;
 }
 
+/* sync prefix: where the key's snapshots are in every store (docs/PROTOCOL.md, "Sync"), for an
+ * operator who hands a tenant its snapshots back (--restore-from STORE/PREFIX). Computed here
+ * from the key: nothing is asked of a server. */
+static int run_prefix(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = { { 0 } };
+	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
+	char prefix[BK_STORE_PREFIX_LEN + 1];
+	const bk_key *key;
+	int help = 0, c;
+
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1)
+		return BKCTL_EXIT_USAGE;
+	if (help) {
+		bkctl_usage(stdout, cmd);
+		return BKCTL_EXIT_OK;
+	}
+	if (optind != argc) {
+		bkctl_usage(stderr, cmd);
+		return BKCTL_EXIT_USAGE;
+	}
+	if ((c = bkctl_key(ctl, "a store prefix is the key's", &ring, &key)) != 0)
+		return c;
+	if (bk_key_store_prefix(key, prefix) < 0) {
+		fprintf(stderr, "%s: HMAC-SHA256 failed in libcrypto\n", ctl->prog);
+		return BKCTL_EXIT_STATUS;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "key_id", key->id);
+		bk_json_string(&j, "prefix", prefix);
+		bk_json_end_object(&j);
+	} else {
+		printf("%s\n", prefix);
+	}
+	return BKCTL_EXIT_OK;
+}
+
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	const char *sub = argc >= 2 ? argv[1] : "";
@@ -306,7 +345,9 @@ int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return run_sync(ctl, cmd, argc - 1, argv + 1, false);
 	if (strcmp(sub, "ls") == 0)
 		return run_ls(ctl, cmd, argc - 1, argv + 1);
-	fprintf(stderr, "bkctl sync: push, pull or ls, not '%s'\n", sub);
+	if (strcmp(sub, "prefix") == 0)
+		return run_prefix(ctl, cmd, argc - 1, argv + 1);
+	fprintf(stderr, "bkctl sync: push, pull, ls or prefix, not '%s'\n", sub);
 	bkctl_usage(stderr, cmd);
 	return BKCTL_EXIT_USAGE;
 }

@@ -159,7 +159,7 @@ int bk_client_open(bk_client **out, const char *url, const bk_client_options *op
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 30000;
 	pthread_mutex_init(&c->lock, NULL);
-	c->private_transport = strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0 || bk_tls_url(url);
+	c->private_transport = bk_url_private(url);
 	code = client_load_key(c, opts, st);
 	if (code != BK_OK) {
 		free(c);

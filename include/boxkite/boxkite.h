@@ -96,7 +96,7 @@ typedef struct bk_health_info {
 	bool sandbox_ready;
 	bool auth_configured; /* the server has at least one key */
 	bool authenticated;   /* this call was keyed and the answer's MAC verified */
-	uint64_t uptime_ms;
+	uint64_t uptime_ms;   /* since boxkited started or the last Reset ended */
 } bk_health_info;
 
 /* Ask whether the server is up and its sandbox ready. Answered without a key too (then

@@ -86,9 +86,6 @@ static int reply_check(const struct reply_row *row, const bk_reply *reply, size_
 /* --- the link -------------------------------------------------------------------------------- */
 
 #define PENDING_BUCKETS 256
-/* What the front may have queued for one peer: orders are at most BK_CHANNEL_MAX_MSG each and
- * there are at most as many at once as calls in flight. */
-#define QUEUE_LIMIT (64u << 20)
 #define RECV_BATCH 32
 
 /* A channel and the senders using it: freed when the last one is done. */
@@ -286,7 +283,7 @@ void bk_link_attach(bk_link *link, int fd)
 {
 	struct chan *c = calloc(1, sizeof(*c)), *old;
 
-	if (!c || bk_channel_init(&c->ch, fd, QUEUE_LIMIT) < 0) {
+	if (!c || bk_channel_init(&c->ch, fd, BK_LINK_QUEUE_LIMIT) < 0) {
 		if (!c)
 			bk_close(fd);
 		free(c);

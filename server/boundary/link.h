@@ -58,6 +58,9 @@ int bk_link_start(bk_link *link, bk_error **err);
 
 /* Past the queue's bound, for small orders that must go out whatever the load (a timeout's kill). */
 #define BK_LINK_URGENT 1
+/* What the front may have queued for one peer: orders are at most BK_CHANNEL_MAX_MSG each and
+ * there are at most as many at once as calls in flight; past it an order fails ENOBUFS. */
+#define BK_LINK_QUEUE_LIMIT (64u << 20)
 
 /* Send an order with nfds descriptors (the caller's still); order->id is assigned. cb runs
  * exactly once (see bk_reply_fn). */

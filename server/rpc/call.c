@@ -31,6 +31,9 @@ void bk_call_release(bk_call *call, nng_msg *answer)
 	bk_keyring_ref_put(call->keys);
 	call->keys = NULL;
 	call->key = NULL;
+	bk_keyring_ref_put(call->answer_keys);
+	call->answer_keys = NULL;
+	call->answer_key = NULL;
 	if (call->open) {
 		call->open = false;
 		atomic_fetch_sub(&call->srv->calls_open, 1);
@@ -38,8 +41,15 @@ void bk_call_release(bk_call *call, nng_msg *answer)
 	call->done(call, answer);
 }
 
-/* The answer's header: the request's nonce and method, our clock, the caller's key id once
- * its MAC verified. A BAD_VERSION refusal is written in the version of the request it refuses,
+/* The key an answer is MAC'd with: the caller's once its MAC verified, or the one its Reset
+ * installed; NULL: the answer is not MAC'd. */
+static const bk_key *answer_key(const bk_call *call)
+{
+	return call->answer_key ? call->answer_key : call->key;
+}
+
+/* The answer's header: the request's nonce and method, our clock, the id of the key that MACs
+ * it. A BAD_VERSION refusal is written in the version of the request it refuses,
  * using only fields every version has, so that a client of that version can read why; every
  * other answer is in ours. escaped (2048 bytes) holds the message when it must be escaped. */
 static void answer_header(const bk_call *call, int status, int detail, const char *message, bk_envelope *hdr,
@@ -50,7 +60,7 @@ static void answer_header(const bk_call *call, int status, int detail, const cha
 	boxkite__v1__envelope__init(hdr);
 	hdr->version = env && detail == BK_DETAIL_BAD_VERSION ? env->version : BK_ENVELOPE_VERSION;
 	hdr->kind = BOXKITE__V1__ENVELOPE_KIND__ENVELOPE_KIND_RESPONSE;
-	hdr->key_id = call->key ? (char *)call->key->id : "";
+	hdr->key_id = answer_key(call) ? (char *)answer_key(call)->id : "";
 	hdr->timestamp_ms = bk_clock_realtime_ms();
 	if (bk_call_nonce_ok(env))
 		hdr->nonce = env->nonce;
@@ -75,7 +85,8 @@ static void call_send(bk_call *call, const bk_envelope *hdr, nng_msg *answer, si
 				 keep_bytes ? nng_msg_body(answer) : NULL, len);
 	bk_call_account(call, &(bk_log_request){
 		.method = hdr->method,
-		.key_id = hdr->key_id,
+		.key_id = call->key ? call->key->id : "",
+		.key_installed = call->answer_key ? call->answer_key->id : NULL,
 		.status = hdr->status,
 		.detail = (int)hdr->detail,
 		.duration_us = bk_elapsed_us(&call->started),
@@ -97,15 +108,15 @@ void bk_call_end(bk_call *call, int status, int detail, const char *message, con
 	answer_header(call, status, detail, message, &hdr, escaped);
 	/* No room for the answer (a large one): its caller is told so, in a small answer, rather
 	 * than left waiting for one that never comes. */
-	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) != 0) {
+	if (body && nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, answer_key(call) != NULL)) != 0) {
 		answer = NULL;
 		body = NULL;
 		store_answer = false;
 		hdr.status = BK_RESOURCE_EXHAUSTED;
 		hdr.message = "boxkited is out of memory for this answer";
 	}
-	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, call->key != NULL)) == 0) {
-		len = bk_envelope_seal(&hdr, body, call->key, nng_msg_body(answer));
+	if (answer || nng_msg_alloc(&answer, bk_envelope_sealed_size(&hdr, body, 0, answer_key(call) != NULL)) == 0) {
+		len = bk_envelope_seal(&hdr, body, answer_key(call), nng_msg_body(answer));
 		if (len == 0) {
 			/* The MAC could not be computed: send nothing rather than an unsigned answer. */
 			nng_msg_free(answer);
@@ -139,11 +150,11 @@ bk_answer *bk_call_answer(bk_call *call, const ProtobufCMessage *response, size_
 	if (!a)
 		return NULL;
 	answer_header(call, BK_OK, BK_DETAIL_NONE, NULL, &a->hdr, unused);
-	if (nng_msg_alloc(&a->msg, bk_envelope_sealed_size(&a->hdr, response, data_len, call->key != NULL)) != 0) {
+	if (nng_msg_alloc(&a->msg, bk_envelope_sealed_size(&a->hdr, response, data_len, answer_key(call) != NULL)) != 0) {
 		free(a);
 		return NULL;
 	}
-	bk_envelope_layout(&a->hdr, response, data_len, call->key != NULL, nng_msg_body(a->msg), &a->layout);
+	bk_envelope_layout(&a->hdr, response, data_len, answer_key(call) != NULL, nng_msg_body(a->msg), &a->layout);
 	*data = (uint8_t *)nng_msg_body(a->msg) + a->layout.data_at;
 	return a;
 }
@@ -154,7 +165,7 @@ void bk_call_reply_data(bk_call *call, bk_answer *a, const bk_digest *data)
 	bk_envelope hdr = a->hdr;
 	size_t len = a->layout.len;
 
-	if (call->key && bk_envelope_sign(&a->hdr, call->key, data, nng_msg_body(answer), &a->layout) < 0) {
+	if (answer_key(call) && bk_envelope_sign(&a->hdr, answer_key(call), data, nng_msg_body(answer), &a->layout) < 0) {
 		nng_msg_free(answer);
 		answer = NULL;
 	}

@@ -8,15 +8,14 @@
 #include "auth/replaylog.h"
 #include "boundary/link.h"
 #include "log.h"
-#include "runs/exec.h"
-#include "runs/process.h"
+#include "runs/runs.h"
 
 int bk_server_init(bk_server *srv, const bk_config *cfg, bk_error **err)
 {
 	int ret;
 
 	srv->cfg = *cfg;
-	srv->started_ms = bk_clock_monotonic_ms();
+	atomic_init(&srv->served_since_ms, bk_clock_monotonic_ms());
 	srv->mode = "none";
 	ret = cfg->key_env ? bk_keystore_open_env(cfg->key_env, cfg->claim, &srv->keystore, err)
 			   : bk_keystore_open(cfg->key_file, cfg->claim, &srv->keystore, err);
@@ -56,10 +55,7 @@ static void on_state(bk_server *srv, const bk_reply *event, int *fds)
 static void on_exited(bk_server *srv, const bk_reply *event, int *fds)
 {
 	(void)fds;
-	if (event->exited->exec_id & BK_PROCESS_ID_BIT)
-		bk_processes_exited(srv, event->exited);
-	else if (srv->execs)
-		bk_execs_exited(srv, event->exited);
+	bk_runs_exited(srv, event->exited);
 }
 
 /* A file worker serves the sandbox now: file orders go to it (its channel is the link's). */

@@ -60,7 +60,12 @@ struct bk_call {
 	bk_digest data_digest;    /* its SHA-256, computed once for the MAC: the chunk's hash */
 	bool open;                /* counted in bk_server.calls_open (it reached its handler's gate) */
 	bk_keyring_ref *keys;     /* held while the call lives when keyed */
-	const bk_key *key;        /* set once the MAC verified: the answer is MAC'd with it */
+	const bk_key *key;        /* set once the MAC verified: the key that signed the request */
+	/* The key the answer is MAC'd with when not key's: one a Reset installed (server/session/reset.c),
+	 * and the keyring holding it. */
+	bk_keyring_ref *answer_keys;
+	const bk_key *answer_key;
+	bool private_channel;     /* it came over ipc:// or tls+tcp://: its body crossed no network in clear */
 	struct timespec started;
 	size_t bytes_in;
 	void (*done)(bk_call *call, nng_msg *answer); /* the transport's completion; NULL answer = drop */
@@ -78,7 +83,9 @@ struct bk_server {
 	struct bk_replay_log *replay_log; /* NULL without a state directory (in-process tests) */
 	bk_method *methods;  /* indexed like the service descriptor's methods */
 	size_t nmethods;
-	int64_t started_ms; /* CLOCK_MONOTONIC, for Health's uptime */
+	/* CLOCK_MONOTONIC: when boxkited started, or the last Reset ended (Health's uptime: how long
+	 * this tenant has had the sandbox, not how long the pod served others before it). */
+	_Atomic int64_t served_since_ms;
 	const char *mode;    /* "local", "pod", or "none" when no sandbox is configured */
 	char mode_buf[16];
 	atomic_bool sandbox_ready;
@@ -86,6 +93,7 @@ struct bk_server {
 	nng_tls_config *tls; /* tls+tcp:// listeners' certificate and key; NULL: none */
 	struct bk_link *executor; /* NULL in wire-only tests: rpcs that need it answer UNAVAILABLE */
 	struct bk_link *files_link; /* to the file worker (its channel from the executor's FilesReady) */
+	struct bk_runs *runs;    /* the run engine (server/runs/runs.h) */
 	struct bk_execs *execs;
 	struct bk_processes *processes;
 	struct bk_files *files;
@@ -147,6 +155,13 @@ void bk_front_serve(bk_server *srv);
  * free the contexts once no call holds one. false when the close did not return: nothing was
  * freed, and nng must not be finished (nng_fini would hang too) — the process should just exit. */
 #define BK_FRONT_CLOSE_MS 2000
+/* At the cap on connections (nng.c, pipe_event): connections closed to make room for new ones,
+ * until nng has freed them (their messages count, so they are few); and how long a connection
+ * must have been idle to make room for a new one from its own source. */
+#define BK_FRONT_CLOSING_MAX 4
+#define BK_FRONT_SAME_SOURCE_IDLE_MS 1000
+/* The longest boxkited takes to stop once it decided to (main.c): then it exits regardless. */
+#define BK_STOP_MAX_S 10
 bool bk_front_stop(bk_server *srv);
 
 #endif

@@ -1,202 +1,201 @@
 #include "runs/exec.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
 #include "boundary/command.h"
+#include "clock.h"
 #include "log.h"
+#include "runs/runs.h"
 
-#define OUTPUT_INITIAL (64 * 1024)
-#define DISCARD_SIZE (256 * 1024)
-/* How long an exec's pipes may stay open after its init exited before it is answered. */
-#define EXIT_GRACE_MS 200
-
-struct output {
-	int fd;
-	uint8_t *data;
-	size_t len, cap, limit;
-	uint64_t dropped;
-};
-
-enum watch_kind { WATCH_STDIN, WATCH_STDOUT, WATCH_STDERR, WATCH_TIMER };
-
-/* What an epoll event points at: one descriptor of one run. */
-struct watch {
-	struct exec_run *run;
-	enum watch_kind kind;
-};
-
-/* What a finished run is answered with. */
-enum run_outcome { RUN_RESULT, RUN_FAILED };
-
+/* One Exec: a run of the engine's whose two rings keep the head of each stream (its limits), its
+ * timeout a deadline, answered once with an ExecResponse. */
 struct exec_run {
-	struct exec_run *next;     /* in bk_execs.runs, .retired, or .dead */
-	struct watch watches[4];
+	bk_run run;                /* first: the engine's part */
+	bk_outbox_item answer;
+	struct exec_run *next;     /* in bk_execs.runs until answered */
+	bool posted;               /* its answer is made: only sending it is left */
 	bk_call *call;
-	uint64_t id;
-	const char *cwd;           /* as the request named it, for its error (in the request, which lives as long as the call) */
+	const char *cwd;           /* as the request named it, for its error (in the request, which
+				    * lives as long as the call) */
+	const uint8_t *stdin_data; /* in the request too */
+	size_t stdin_len;
 	uint32_t timeout_ms;
 	struct timespec started;
-	/* the exit: from the executor's Exited event, or 127/126 when execve failed */
-	int exit_code, signal;
-	bool oom_killed;
-	bool exited, timed_out, finished;
 	bool running;              /* counted in the metrics' running execs (it started) */
+	bool timed_out;
 	size_t reserved;           /* of bk_execs.output_reserved */
-	enum run_outcome outcome;
-	int fail_status;           /* RUN_FAILED: the call's status and message */
+	int fail_status;           /* the call fails: its status and message */
 	char fail_msg[512];
-	/* owned by the I/O thread */
-	int stdin_fd, timer_fd;
-	const uint8_t *stdin_data;
-	size_t stdin_len, stdin_off;
-	struct output out[2];
 };
 
-/* The runs are touched by two threads: the I/O thread (pipes, timers) and the executor link's
- * thread (the executor's answers and exit events, handled right there — no hand-over, which
- * would cost two more thread wake-ups per exec). One lock covers every run, and nothing is
- * sealed, copied or sent under it: a run that is finished is retired under the lock, and
- * answered by the same thread once it has let the lock go (answer_retired). */
+/* Under the engine's lock. */
 struct bk_execs {
 	bk_server *srv;
-	pthread_t thread;
-	bool thread_started;
-	int epfd, wake_fd;
-	pthread_mutex_t lock;      /* the runs, `retired`, `dead`, `stopping` */
+	bk_runs *rs;
+	struct exec_run *runs;     /* not answered yet */
 	bool stopping;
-	struct exec_run *runs;     /* started, not finished */
-	struct exec_run *retired;  /* finished, to be answered outside the lock */
-	struct exec_run *dead;     /* answered and released: freed by the I/O thread after a batch */
-	atomic_uint_fast64_t next_id;
-	/* Output buffers: what every run started may fill, its two streams' limits, taken from
+	/* Output buffers: what every exec admitted may fill, its two streams' limits, taken from
 	 * --exec-output-budget when it is admitted and given back once it is answered. Past the
 	 * budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's memory is bounded,
 	 * its OOM is never how the sidecar says "too much". */
 	size_t output_reserved;
-	uint8_t discard[DISCARD_SIZE];
 };
 
-static struct watch wake_watch; /* the eventfd's tag */
-
-static void wake(bk_execs *ex)
+static struct exec_run *exec_of(bk_run *run)
 {
-	uint64_t one = 1;
-
-	if (write(ex->wake_fd, &one, sizeof(one)) < 0)
-		bk_log(BK_LOG_ERROR, "exec: cannot wake the I/O thread: %s", strerror(errno));
+	return (struct exec_run *)((char *)run - offsetof(struct exec_run, run));
 }
+
+static void post_fail(struct exec_run *e, int status, const char *fmt, ...) BK_PRINTF(3, 4);
+static void post_fail(struct exec_run *e, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->fail_msg, sizeof(e->fail_msg), fmt, ap);
+	va_end(ap);
+	e->fail_status = status;
+	e->posted = true;
+	bk_runs_post(e->run.rs, &e->answer);
+}
+
+/* The answer, once the lock is let go: the run has ended (nothing touches its rings any more) or
+ * failed. The record, its place in the list and its budget are given back first, under the lock,
+ * keeping the rings and what the answer says: once the call is answered nothing of the engine's
+ * or of Exec's is touched, so the stop (after the front's, which waits for every call) can free
+ * them. */
+static void exec_send(bk_outbox_item *item)
+{
+	struct exec_run *e = (struct exec_run *)((char *)item - offsetof(struct exec_run, answer));
+	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
+	bk_call *call = e->call;
+	bk_server *srv = call->srv;
+	bk_execs *ex = srv->execs;
+	_cleanup_(bk_ring_freep) bk_ring *out = TAKE_PTR(e->run.out[0].ring);
+	_cleanup_(bk_ring_freep) bk_ring *err = TAKE_PTR(e->run.out[1].ring);
+	bool running = e->running;
+	int fail_status = e->fail_status;
+	char fail_msg[sizeof(e->fail_msg)];
+	size_t out_len = 0, err_len = 0;
+	const uint8_t *out_data = out ? bk_ring_peek(out, 0, &out_len) : NULL;
+	const uint8_t *err_data = err ? bk_ring_peek(err, 0, &err_len) : NULL;
+
+	memcpy(fail_msg, e->fail_msg, sizeof(fail_msg));
+	resp.exit_code = e->run.exit_code;
+	resp.signal = e->run.signal;
+	resp.timed_out = e->timed_out;
+	resp.oom_killed = e->run.oom_killed;
+	resp.duration_us = bk_elapsed_us(&e->started);
+	bk_runs_lock(ex->rs);
+	for (struct exec_run **pp = &ex->runs; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	ex->output_reserved -= e->reserved;
+	bk_run_free(&e->run);
+	bk_runs_unlock(ex->rs);
+
+	if (fail_status) {
+		/* One that started and could not be watched still leaves the running count. */
+		if (running)
+			bk_metrics_exec_finished(&srv->metrics, resp.duration_us, false, false, true);
+		bk_call_failf(call, fail_status, 0, "%s", fail_msg);
+		return;
+	}
+	resp.stdout = (ProtobufCBinaryData){ .len = out_len, .data = (uint8_t *)out_data };
+	resp.stderr = (ProtobufCBinaryData){ .len = err_len, .data = (uint8_t *)err_data };
+	resp.stdout_dropped = bk_ring_lost(out);
+	resp.stderr_dropped = bk_ring_lost(err);
+	resp.stdout_truncated = resp.stdout_dropped > 0;
+	resp.stderr_truncated = resp.stderr_dropped > 0;
+	resp.isolation_profile = srv->profile;
+	bk_metrics_exec_finished(&srv->metrics, resp.duration_us, resp.timed_out, resp.oom_killed, running);
+	bk_call_reply(call, &resp.base);
+}
+
+/* --- the engine's operations ----------------------------------------------------------------- */
+
+static void exec_spawned(bk_run *run, int err, const bk_reply *reply)
+{
+	struct exec_run *e = exec_of(run);
+	bk_server *srv = e->call->srv;
+
+	if (run->started) {
+		bk_metrics_exec_started(&srv->metrics);
+		e->running = true;
+	}
+	if (err == ECANCELED) {
+		post_fail(e, BK_UNAVAILABLE, "boxkited is shutting down");
+	} else if (err && run->started) {
+		post_fail(e, BK_INTERNAL, "boxkited could not watch the command: epoll_ctl: %s", strerror(err));
+	} else if (err) {
+		/* A command that cannot be executed is not a failed step: the exec's init reports it
+		 * as a shell would, exit 127 or 126 (bk_command_spawn_failed says how it is told). */
+		e->fail_status = bk_command_spawn_failed(srv, e->cwd, err, reply, e->fail_msg, sizeof(e->fail_msg));
+		e->posted = true;
+		bk_runs_post(run->rs, &e->answer);
+	} else {
+		/* The timeout runs on the server's clock, from the start. */
+		bk_run_due(run, bk_clock_monotonic_ms() + e->timeout_ms);
+		if (e->stdin_len)
+			bk_run_stdin_write(run, e->stdin_data, e->stdin_len, true);
+	}
+}
+
+static void exec_ended(bk_run *run)
+{
+	struct exec_run *e = exec_of(run);
+
+	e->posted = true;
+	bk_runs_post(run->rs, &e->answer);
+}
+
+/* The timeout: the whole tree killed (its PID namespace dies with its init), partial output
+ * kept; the answer comes once its exit has. */
+static void exec_due(bk_run *run, int64_t now)
+{
+	(void)now;
+	run->due = 0;
+	exec_of(run)->timed_out = true;
+	bk_run_signal(run, SIGKILL, NULL, NULL);
+}
+
+static void exec_free(bk_run *run)
+{
+	free(exec_of(run));
+}
+
+static const bk_run_ops exec_ops = {
+	.spawned = exec_spawned,
+	.ended = exec_ended,
+	.due = exec_due,
+	.free = exec_free,
+};
 
 /* --- the handler (an nng callback thread) ---------------------------------------------------- */
-
-/* The run's output buffers and their share of the budget, given back. Called with the lock held
- * (or alone, once the I/O thread has stopped). */
-static void run_release(bk_execs *ex, struct exec_run *run)
-{
-	ex->output_reserved -= run->reserved;
-	run->reserved = 0;
-	for (int i = 0; i < 2; i++) {
-		free(run->out[i].data);
-		run->out[i].data = NULL;
-	}
-}
-
-/* Called with the lock held (or alone, once the I/O thread has stopped). */
-static void run_free(bk_execs *ex, struct exec_run *run)
-{
-	run_release(ex, run);
-	for (int i = 0; i < 2; i++)
-		bk_close(run->out[i].fd);
-	bk_close(run->stdin_fd);
-	bk_close(run->timer_fd);
-	free(run);
-}
-
-static void run_started(bk_execs *ex, struct exec_run *run, const int *fds);
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply);
-static void maybe_finish(bk_execs *ex, struct exec_run *run);
-static struct exec_run *run_find(bk_execs *ex, uint64_t id);
-static void unwatch_close(bk_execs *ex, int *fd);
-static void answer_retired(bk_execs *ex);
-static void run_finish(bk_execs *ex, struct exec_run *run);
-static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind);
-
-/* The executor's answer to SPAWN (link thread): the command's pipes, or why not. */
-static void spawn_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
-{
-	struct exec_run *run = arg;
-	bk_execs *ex = run->call->srv->execs;
-
-	(void)nfds;
-	pthread_mutex_lock(&ex->lock);
-	if (!err)
-		run_started(ex, run, fds);
-	else
-		run_spawn_failed(ex, run, err, reply);
-	pthread_mutex_unlock(&ex->lock);
-	answer_retired(ex);
-	bk_reply_free(reply);
-}
-
-/* The exec's init is gone but its pipes are still open: answer in EXIT_GRACE_MS with what was
- * read by then. The timeout's timer becomes the grace's (it may be gone already: it fired). */
-static void arm_grace(bk_execs *ex, struct exec_run *run)
-{
-	struct itimerspec its = { .it_value = { .tv_nsec = EXIT_GRACE_MS * 1000000L } };
-
-	if (run->timer_fd < 0) {
-		run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		if (run->timer_fd >= 0 && watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
-			run->timer_fd = bk_close(run->timer_fd);
-	}
-	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0)
-		run_finish(ex, run); /* no grace without a timer: answered now */
-}
-
-void bk_execs_exited(bk_server *srv, const Boxkite__Executor__Exited *exited)
-{
-	bk_execs *ex = srv->execs;
-	struct exec_run *run;
-
-	pthread_mutex_lock(&ex->lock);
-	run = run_find(ex, exited->exec_id);
-	if (run) {
-		run->exit_code = exited->exit_code;
-		run->signal = exited->signal;
-		run->oom_killed = exited->oom_killed;
-		run->exited = true;
-		/* Usually its pipes are at EOF already: answered here, at once. */
-		maybe_finish(ex, run);
-		/* If not, a process outside the exec's tree holds them (its stdout handed to another
-		 * exec over a unix socket): what it writes is not this exec's output. The timer, now
-		 * the grace's, answers with what was read. */
-		if (!run->finished)
-			arm_grace(ex, run);
-	}
-	pthread_mutex_unlock(&ex->lock);
-	answer_retired(ex);
-}
 
 void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__ExecRequest *rq = (const Boxkite__V1__ExecRequest *)request;
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
-	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	bk_execs *ex = srv->execs;
 	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell,	    rq->cwd,
 					 rq->n_env,  rq->env,  rq->n_allow_net, rq->allow_net };
 	_cleanup_(bk_command_fini) bk_command cmd = { 0 };
-	struct exec_run *run;
+	size_t limit[2], reserved, budget_used;
+	struct exec_run *e;
+	bool fits;
 
-	if (!srv->executor || !srv->execs) {
+	if (!srv->executor || !ex) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not run commands");
 		return;
 	}
@@ -214,379 +213,68 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	}
 	if (bk_command_prepare(call, &crq, &cmd) < 0)
 		return;
-	run = calloc(1, sizeof(*run));
-	if (!run) {
+	limit[0] = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output;
+	limit[1] = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output;
+	reserved = limit[0] + limit[1];
+	e = calloc(1, sizeof(*e));
+	if (!e) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &run->started);
-	run->call = call;
-	run->id = atomic_fetch_add(&srv->execs->next_id, 1);
-	run->cwd = cmd.cwd_asked;
-	run->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
-	run->stdin_fd = run->timer_fd = -1;
-	run->stdin_data = rq->stdin.data;
-	run->stdin_len = rq->stdin.len;
-	run->out[0] = (struct output){ .fd = -1, .limit = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output };
-	run->out[1] = (struct output){ .fd = -1, .limit = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output };
-	run->reserved = run->out[0].limit + run->out[1].limit;
-	pthread_mutex_lock(&srv->execs->lock);
-	size_t reserved = srv->execs->output_reserved;
-	bool fits = reserved + run->reserved <= cfg->exec_output_budget;
-	if (fits)
-		srv->execs->output_reserved += run->reserved;
-	pthread_mutex_unlock(&srv->execs->lock);
+	clock_gettime(CLOCK_MONOTONIC, &e->started);
+	e->run.ops = &exec_ops;
+	e->run.keep_stdin = rq->stdin.len > 0;
+	e->answer.send = exec_send;
+	e->call = call;
+	e->cwd = cmd.cwd_asked;
+	e->timeout_ms = rq->timeout_ms ? rq->timeout_ms : (uint32_t)cfg->exec_timeout_ms;
+	e->stdin_data = rq->stdin.data;
+	e->stdin_len = rq->stdin.len;
+	bk_runs_lock(ex->rs);
+	budget_used = ex->output_reserved;
+	fits = !ex->stopping && budget_used + reserved <= cfg->exec_output_budget;
+	if (fits) {
+		ex->output_reserved += reserved;
+		e->reserved = reserved;
+		e->next = ex->runs;
+		ex->runs = e;
+	}
+	bk_runs_unlock(ex->rs);
 	if (!fits) {
-		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
-			      "the output of the execs running may fill %zu of the %zu bytes boxkited buffers "
-			      "(--exec-output-budget), and this one's %zu do not fit: retry, or ask for less output",
-			      reserved, cfg->exec_output_budget, run->reserved);
-		free(run);
+		if (ex->stopping)
+			bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		else
+			bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
+				      "the output of the execs running may fill %zu of the %zu bytes boxkited buffers "
+				      "(--exec-output-budget), and this one's %zu do not fit: retry, or ask for less output",
+				      budget_used, cfg->exec_output_budget, reserved);
+		free(e);
 		return;
 	}
-
-	cmd.spawn.exec_id = run->id;
-	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_SPAWN;
-	order.spawn = &cmd.spawn;
-	bk_link_send(srv->executor, &order, NULL, 0, 0, spawn_replied, run);
-}
-
-/* --- the I/O thread -------------------------------------------------------------------------- */
-
-static int watch(bk_execs *ex, int fd, uint32_t events, struct exec_run *run, enum watch_kind kind)
-{
-	run->watches[kind] = (struct watch){ .run = run, .kind = kind };
-	return epoll_ctl(ex->epfd, EPOLL_CTL_ADD, fd,
-			 &(struct epoll_event){ .events = events, .data.ptr = &run->watches[kind] });
-}
-
-static void unwatch_close(bk_execs *ex, int *fd)
-{
-	if (*fd >= 0) {
-		epoll_ctl(ex->epfd, EPOLL_CTL_DEL, *fd, NULL);
-		*fd = bk_close(*fd);
-	}
-}
-
-/* A finished run: out of the live list, its descriptors closed, onto the list of runs to answer
- * (answer_retired, once the lock is let go). Called with the lock held. */
-static void run_retire(bk_execs *ex, struct exec_run *run, enum run_outcome outcome)
-{
-	for (struct exec_run **pp = &ex->runs; *pp; pp = &(*pp)->next) {
-		if (*pp == run) {
-			*pp = run->next;
-			break;
-		}
-	}
-	for (int i = 0; i < 2; i++)
-		unwatch_close(ex, &run->out[i].fd);
-	unwatch_close(ex, &run->stdin_fd);
-	unwatch_close(ex, &run->timer_fd);
-	run->finished = true;
-	run->outcome = outcome;
-	run->next = ex->retired;
-	ex->retired = run;
-}
-
-static void run_answer(bk_execs *ex, struct exec_run *run)
-{
-	Boxkite__V1__ExecResponse resp = BOXKITE__V1__EXEC_RESPONSE__INIT;
-
-	if (run->outcome == RUN_FAILED) {
-		/* One that started and could not be watched still leaves the running count. */
-		if (run->running)
-			bk_metrics_exec_finished(&ex->srv->metrics, bk_elapsed_us(&run->started), false, false, true);
-		bk_call_failf(run->call, run->fail_status, 0, "%s", run->fail_msg);
+	/* Buffers grow as output comes (ring.h): nothing of the limits is allocated yet. */
+	if (bk_run_init(&e->run, ex->rs, BK_RING_KEEP_HEAD, limit[0], limit[1]) < 0) {
+		bk_runs_lock(ex->rs);
+		post_fail(e, BK_RESOURCE_EXHAUSTED, "out of memory");
+		bk_runs_unlock(ex->rs);
 		return;
 	}
-	resp.exit_code = run->exit_code;
-	resp.signal = run->signal;
-	resp.timed_out = run->timed_out;
-	resp.oom_killed = run->oom_killed;
-	resp.stdout = (ProtobufCBinaryData){ .len = run->out[0].len, .data = run->out[0].data };
-	resp.stderr = (ProtobufCBinaryData){ .len = run->out[1].len, .data = run->out[1].data };
-	resp.stdout_truncated = run->out[0].dropped > 0;
-	resp.stderr_truncated = run->out[1].dropped > 0;
-	resp.stdout_dropped = run->out[0].dropped;
-	resp.stderr_dropped = run->out[1].dropped;
-	resp.duration_us = bk_elapsed_us(&run->started);
-	resp.isolation_profile = ex->srv->profile;
-	bk_metrics_exec_finished(&ex->srv->metrics, resp.duration_us, resp.timed_out, resp.oom_killed, run->running);
-	bk_call_reply(run->call, &resp.base);
+	/* The command runs for as long as it takes, and its call waits without holding one of the
+	 * front's receiving contexts (it keeps its own when BK_PARKED_MAX calls wait already). */
+	bk_call_park(call);
+	bk_run_spawn(&e->run, &cmd.spawn);
 }
 
-/* Answer the runs retired meanwhile — sealing and sending outside the lock —, give back their
- * buffers and budget at once, and leave what remains of each to the I/O thread, which frees it
- * after its current batch (an event of that batch may still name one; a finished run's events
- * are ignored); nothing waits for that, so it is not woken for it. */
-static void answer_retired(bk_execs *ex)
-{
-	struct exec_run *todo;
-
-	pthread_mutex_lock(&ex->lock);
-	todo = ex->retired;
-	ex->retired = NULL;
-	pthread_mutex_unlock(&ex->lock);
-	if (!todo)
-		return;
-	for (struct exec_run *run = todo; run; run = run->next)
-		run_answer(ex, run);
-	pthread_mutex_lock(&ex->lock);
-	while (todo) {
-		struct exec_run *next = todo->next;
-		run_release(ex, todo);
-		todo->next = ex->dead;
-		ex->dead = todo;
-		todo = next;
-	}
-	pthread_mutex_unlock(&ex->lock);
-}
-
-/* The spawn failed (bk_command_spawn_failed: how it is told). A command that cannot be executed
- * is not a failed step: the exec's init reports it as a shell would, exit 127 or 126. Called with
- * the lock held. */
-static void run_spawn_failed(bk_execs *ex, struct exec_run *run, int err, const bk_reply *reply)
-{
-	run->fail_status = bk_command_spawn_failed(ex->srv, run->cwd, err, reply, run->fail_msg, sizeof(run->fail_msg));
-	run_retire(ex, run, RUN_FAILED);
-}
-
-/* The run is over (its exit came, and its output ended or the grace after the exit did): retired
- * for its answer. Called with the lock held. */
-static void run_finish(bk_execs *ex, struct exec_run *run)
-{
-	run_retire(ex, run, run->fail_status ? RUN_FAILED : RUN_RESULT);
-}
-
-static void maybe_finish(bk_execs *ex, struct exec_run *run)
-{
-	if (run->exited && run->out[0].fd < 0 && run->out[1].fd < 0)
-		run_finish(ex, run);
-}
-
-/* A kill that found its exec gone (ESRCH) is fine: its Exited event is on its way. */
-static void kill_replied(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
-{
-	(void)fds;
-	(void)nfds;
-	if (err && err != ESRCH)
-		bk_log(BK_LOG_ERROR, "exec: kill: %s", bk_link_why(arg, err, reply));
-	bk_reply_free(reply);
-}
-
-/* Kill the exec's whole tree: its PID namespace dies with its init. */
-static void run_kill(bk_execs *ex, struct exec_run *run)
-{
-	Boxkite__Executor__Kill kill = BOXKITE__EXECUTOR__KILL__INIT;
-	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
-
-	kill.exec_id = run->id;
-	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_KILL;
-	order.kill = &kill;
-	/* Urgent: a timeout fires whatever the load. */
-	bk_link_send(ex->srv->executor, &order, NULL, 0, BK_LINK_URGENT, kill_replied, ex->srv->executor);
-}
-
-/* A run that cannot be watched or timed would never be answered: it is killed at once, and
- * answered this failure once its exit has come. Called with the lock held. */
-static void run_break(bk_execs *ex, struct exec_run *run, const char *what)
-{
-	bk_log(BK_LOG_ERROR, "exec %llu: %s (%s): killing it", (unsigned long long)run->id, what, strerror(errno));
-	snprintf(run->fail_msg, sizeof(run->fail_msg), "boxkited could not watch the command: %s: %s", what,
-		 strerror(errno));
-	run->fail_status = BK_INTERNAL;
-	/* Its output is not read any more: as if at EOF. */
-	unwatch_close(ex, &run->stdin_fd);
-	unwatch_close(ex, &run->out[0].fd);
-	unwatch_close(ex, &run->out[1].fd);
-	unwatch_close(ex, &run->timer_fd);
-	run_kill(ex, run);
-}
-
-/* fds: the command's stdin write end, stdout and stderr read ends, now the run's. */
-static void run_started(bk_execs *ex, struct exec_run *run, const int *fds)
-{
-	struct itimerspec its = { .it_value = { .tv_sec = run->timeout_ms / 1000,
-						.tv_nsec = (long)(run->timeout_ms % 1000) * 1000000 } };
-
-	for (int i = 0; i < 3; i++)
-		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-	bk_metrics_exec_started(&ex->srv->metrics);
-	run->running = true;
-	run->stdin_fd = fds[0];
-	run->out[0].fd = fds[1];
-	run->out[1].fd = fds[2];
-	run->next = ex->runs;
-	ex->runs = run;
-	if (!run->stdin_len)
-		run->stdin_fd = bk_close(run->stdin_fd);
-	if ((run->stdin_fd >= 0 && watch(ex, run->stdin_fd, EPOLLOUT, run, WATCH_STDIN) < 0) ||
-	    watch(ex, run->out[0].fd, EPOLLIN, run, WATCH_STDOUT) < 0 ||
-	    watch(ex, run->out[1].fd, EPOLLIN, run, WATCH_STDERR) < 0) {
-		run_break(ex, run, "epoll_ctl");
-		return;
-	}
-	/* The timeout runs on the server's clock; a timer that cannot be made is not skipped. */
-	run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (run->timer_fd < 0 || timerfd_settime(run->timer_fd, 0, &its, NULL) < 0 ||
-	    watch(ex, run->timer_fd, EPOLLIN, run, WATCH_TIMER) < 0)
-		run_break(ex, run, "the timeout's timer");
-}
-
-/* Read what is there. Past the limit the bytes are read and counted, never kept: the command is
- * neither blocked on a full pipe nor killed for talking too much. last: the grace after the exit
- * is over, the stream ends with what is there now. */
-static void output_read(bk_execs *ex, struct exec_run *run, struct output *o, bool last)
-{
-	for (;;) {
-		ssize_t n;
-
-		if (o->len < o->limit) {
-			if (o->len == o->cap) {
-				size_t cap = o->cap ? o->cap * 2 : OUTPUT_INITIAL;
-				uint8_t *data;
-				if (cap > o->limit)
-					cap = o->limit;
-				data = realloc(o->data, cap);
-				if (!data)
-					goto discard;
-				o->data = data;
-				o->cap = cap;
-			}
-			n = read(o->fd, o->data + o->len, o->cap - o->len);
-			if (n > 0) {
-				o->len += (size_t)n;
-				continue;
-			}
-		} else {
-		discard:
-			n = read(o->fd, ex->discard, sizeof(ex->discard));
-			if (n > 0) {
-				o->dropped += (uint64_t)n;
-				continue;
-			}
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN && !last)
-			return;
-		/* EOF (or an error, which ends the stream the same way) */
-		unwatch_close(ex, &o->fd);
-		if (!last)
-			maybe_finish(ex, run);
-		return;
-	}
-}
-
-static void stdin_write(bk_execs *ex, struct exec_run *run)
-{
-	while (run->stdin_off < run->stdin_len) {
-		ssize_t n = write(run->stdin_fd, run->stdin_data + run->stdin_off, run->stdin_len - run->stdin_off);
-		if (n > 0) {
-			run->stdin_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EAGAIN)
-			return;
-		break; /* EPIPE: the command stopped reading; the rest is not for it */
-	}
-	unwatch_close(ex, &run->stdin_fd);
-}
-
-static struct exec_run *run_find(bk_execs *ex, uint64_t id)
-{
-	for (struct exec_run *r = ex->runs; r; r = r->next)
-		if (r->id == id)
-			return r;
-	return NULL;
-}
-
-static void on_event(bk_execs *ex, struct watch *w)
-{
-	struct exec_run *run = w->run;
-	uint64_t expirations;
-
-	if (run->finished)
-		return;
-	switch (w->kind) {
-	case WATCH_STDIN:
-		stdin_write(ex, run);
-		break;
-	case WATCH_STDOUT:
-	case WATCH_STDERR:
-		output_read(ex, run, &run->out[w->kind == WATCH_STDOUT ? 0 : 1], false);
-		break;
-	case WATCH_TIMER:
-		if (read(run->timer_fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
-			break;
-		unwatch_close(ex, &run->timer_fd);
-		if (run->exited) {
-			/* The grace after the exit is over: what the pipes hold now, then the answer. */
-			for (int i = 0; i < 2; i++)
-				if (run->out[i].fd >= 0)
-					output_read(ex, run, &run->out[i], true);
-			run_finish(ex, run);
-			break;
-		}
-		run->timed_out = true;
-		run_kill(ex, run);
-		break;
-	}
-}
-
-static void *io_main(void *arg)
-{
-	bk_execs *ex = arg;
-
-	for (;;) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(ex->epfd, evs, 64, -1);
-		bool stop;
-
-		pthread_mutex_lock(&ex->lock);
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.ptr == &wake_watch) {
-				uint64_t count;
-				if (read(ex->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-					bk_log(BK_LOG_ERROR, "exec: wake-up read: %s", strerror(errno));
-			} else {
-				on_event(ex, evs[i].data.ptr);
-			}
-		}
-		while (ex->dead) {
-			struct exec_run *next = ex->dead->next;
-			run_free(ex, ex->dead);
-			ex->dead = next;
-		}
-		stop = ex->stopping;
-		pthread_mutex_unlock(&ex->lock);
-		answer_retired(ex);
-		if (stop)
-			return NULL;
-	}
-}
+/* --- lifecycle ------------------------------------------------------------------------------- */
 
 int bk_execs_start(bk_server *srv, bk_error **err)
 {
 	bk_execs *ex = calloc(1, sizeof(*ex));
-	int rv;
 
 	if (!ex)
 		return bk_error_errno(err, ENOMEM, "exec");
-	srv->execs = ex;
 	ex->srv = srv;
-	pthread_mutex_init(&ex->lock, NULL);
-	atomic_init(&ex->next_id, 1);
-	ex->epfd = epoll_create1(EPOLL_CLOEXEC);
-	ex->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ex->epfd < 0 || ex->wake_fd < 0 ||
-	    epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->wake_fd,
-		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &wake_watch }) < 0)
-		return bk_error_errno(err, errno, "exec I/O set-up");
-	rv = pthread_create(&ex->thread, NULL, io_main, ex);
-	if (rv)
-		return bk_error_errno(err, rv, "exec I/O thread");
-	ex->thread_started = true;
+	ex->rs = srv->runs;
+	srv->execs = ex;
 	return 0;
 }
 
@@ -596,29 +284,22 @@ void bk_execs_stop(bk_server *srv)
 
 	if (!ex)
 		return;
-	if (ex->thread_started) {
-		pthread_mutex_lock(&ex->lock);
-		ex->stopping = true;
-		wake(ex);
-		pthread_mutex_unlock(&ex->lock);
-		pthread_join(ex->thread, NULL);
+	/* Calls still open are answered: the server is going away, their commands with it. One whose
+	 * Spawn is still out is answered when its answer comes (exec_spawned, ECANCELED). */
+	bk_runs_lock(ex->rs);
+	ex->stopping = true;
+	for (struct exec_run *e = ex->runs; e; e = e->next) {
+		if (e->posted)
+			continue;
+		bk_run_drop(&e->run);
+		if (!e->run.spawning)
+			post_fail(e, BK_UNAVAILABLE, "boxkited is shutting down");
 	}
-	answer_retired(ex);
-	/* Calls still open are answered: the server is going away, their commands with it. */
-	while (ex->runs) {
-		struct exec_run *run = ex->runs;
-		ex->runs = run->next;
-		bk_call_failf(run->call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
-		run_free(ex, run);
-	}
-	while (ex->dead) {
-		struct exec_run *next = ex->dead->next;
-		run_free(ex, ex->dead);
-		ex->dead = next;
-	}
-	bk_close(ex->epfd);
-	bk_close(ex->wake_fd);
-	pthread_mutex_destroy(&ex->lock);
-	free(ex);
+	bk_runs_unlock(ex->rs);
+}
+
+void bk_execs_free(bk_server *srv)
+{
+	free(srv->execs);
 	srv->execs = NULL;
 }

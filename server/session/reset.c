@@ -1,9 +1,12 @@
 /* Reset, in the order a reviewer checks it against docs/PROTOCOL.md ("Reset"):
  *
  *   gate shut (every new call but Health refused) → kill every exec tree (KillAll, held: no
- *   Spawn until the end) → cancel a sync → wait until no other call is in flight, and no sync runs → with
- *   --sync-on-reset, push the workspace → forget uploads and the file index → wipe and verify (the file worker, as the sandbox user) → forget kept answers →
- *   install the new key (persisted first) → release the hold → answer (MAC'd with the new key)
+ *   Spawn until the end; the sandbox's network namespace made anew) → forget the processes,
+ *   cut the preview connections, cancel a sync → wait until no other call is in flight, and no
+ *   sync runs → with --sync-on-reset, push the workspace under the departing tenant's prefix →
+ *   forget the syncs, uploads and the file index → wipe and verify (the file worker, as the
+ *   sandbox user) → forget kept answers → install the new key (persisted first) → release the
+ *   hold → answer (MAC'd with the new key), the uptime counted from now
  *
  * It runs on a thread of its own: it waits on the executor and the file worker (bk_link_call),
  * which a handler on an nng callback must not. Any failure once it started leaves the gate shut
@@ -29,6 +32,7 @@
 #include "rpc/handlers.h"
 #include "runs/process.h"
 #include "sync/sync.h"
+#include "transport/proxy.h"
 
 /* The key a Reset installed, in the state directory. */
 #define TENANT_KEY "tenant-key"
@@ -109,9 +113,9 @@ static int rotate_key(bk_server *srv, bk_call *call, const Boxkite__V1__ResetReq
 	OPENSSL_cleanse(text, sizeof(text));
 	if (ret < 0 || (ret = bk_keystore_pin(srv->keystore, ring, err)) < 0)
 		return ret;
-	bk_keyring_ref_put(call->keys);
-	call->keys = bk_keystore_get(srv->keystore);
-	call->key = bk_keyring_find(bk_keyring_ref_ring(call->keys), rq->new_key_id);
+	/* The answer is MAC'd with the key installed; the audit line still names the signer's. */
+	call->answer_keys = bk_keystore_get(srv->keystore);
+	call->answer_key = bk_keyring_find(bk_keyring_ref_ring(call->answer_keys), rq->new_key_id);
 	return 0;
 }
 
@@ -184,6 +188,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
 	 * every call to end. */
 	bk_processes_reset(srv);
+	/* No preview connection of the last tenant stays open (new ones are refused while the gate
+	 * is shut). */
+	bk_proxy_cut_all(srv);
 	/* A sync of the last tenant's is cancelled, not waited out: its store may never answer. */
 	bk_sync_cancel(srv);
 	if ((ret = quiesce(srv, err)) < 0)
@@ -192,8 +199,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * tenant's workspace is pushed — while the file index still knows its files — before it
 	 * goes. A push that fails fails the reset: nothing is wiped that was to be kept. */
 	bk_sync_idle(srv);
-	if ((ret = bk_sync_final_push(srv, snapshot, snapshot_size, err)) < 0)
+	if ((ret = bk_sync_final_push(srv, call->key, snapshot, snapshot_size, err)) < 0)
 		return ret;
+	bk_sync_reset(srv);
 	bk_files_reset(srv);
 	if ((ret = wipe(srv, &resp->entries_removed, err)) < 0)
 		return ret;
@@ -225,6 +233,7 @@ static void *reset_main(void *arg)
 	bk_log(BK_LOG_INFO, "reset: %llu commands killed, %llu entries removed%s%s%s",
 	       (unsigned long long)resp.processes_killed, (unsigned long long)resp.entries_removed,
 	       snapshot[0] ? ", pushed first as " : "", snapshot, rq->new_key_id[0] ? ", the new key installed" : "");
+	atomic_store(&srv->served_since_ms, bk_clock_monotonic_ms());
 	atomic_store(&srv->gate, BK_GATE_OPEN);
 	bk_call_reply(call, &resp.base);
 	return NULL;
@@ -270,6 +279,14 @@ void bk_handle_reset(bk_call *call, const ProtobufCMessage *request)
 	if (rq->new_key_id[0] && (!bk_key_id_valid(rq->new_key_id) || rq->new_key_secret.len != 32)) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
 			      "the new key is an id of 1..%d of [A-Za-z0-9._-] and a secret of 32 bytes", BK_KEY_ID_MAX);
+		return;
+	}
+	/* The new secret is in the body, which the MAC authenticates but does not hide: one that came
+	 * over plain tcp:// has been on the network in clear, whichever client sent it. */
+	if (rq->new_key_id[0] && !call->private_channel) {
+		bk_call_failf(call, BK_FAILED_PRECONDITION, 0,
+			      "a new key is not taken over plain tcp://: it crossed the network in clear (use tls+tcp:// "
+			      "or ipc://, and another key)");
 		return;
 	}
 	if (rq->new_key_id[0] && r->key_fd < 0) {

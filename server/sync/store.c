@@ -1,6 +1,7 @@
 #include "sync/store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,18 +77,55 @@ static int prefix_ok(const char *rest)
 	}
 }
 
-int bk_store_url_allowed(const char *url, char *const *configured, size_t n, bk_error **err)
+/* The configured store url is in (the most specific one, when stores nest) and the length of
+ * its URL without trailing '/': its index, or -1 (with *err) when url may not be named. */
+static int store_of(const char *url, char *const *configured, size_t n, size_t *store_len, bk_error **err)
 {
-	if (strlen(url) > 1024 || strchr(url, '%') || strchr(url, '?') || strchr(url, '#'))
-		return bk_error_set(err, BK_INVALID_ARGUMENT, 0, "store URL '%.200s': too long, or with %%, ? or #", url);
+	int best = -1;
+
+	if (strlen(url) > 1024 || strchr(url, '%') || strchr(url, '?') || strchr(url, '#')) {
+		bk_error_set(err, BK_INVALID_ARGUMENT, 0, "store URL '%.200s': too long, or with %%, ? or #", url);
+		return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		size_t len = strlen(configured[i]);
 		while (len > 0 && configured[i][len - 1] == '/')
 			len--;
-		if (strncmp(url, configured[i], len) == 0 && prefix_ok(url + len))
-			return 0;
+		if (strncmp(url, configured[i], len) == 0 && prefix_ok(url + len) && (best < 0 || len > *store_len)) {
+			best = (int)i;
+			*store_len = len;
+		}
 	}
+	if (best >= 0)
+		return best;
 	if (!n)
-		return bk_error_set(err, BK_FAILED_PRECONDITION, 0, "no --sync-store is configured: sync is off");
-	return bk_error_set(err, BK_PERMISSION_DENIED, 0, "store URL '%.200s' is not a --sync-store nor under one", url);
+		bk_error_set(err, BK_FAILED_PRECONDITION, 0, "no --sync-store is configured: sync is off");
+	else
+		bk_error_set(err, BK_PERMISSION_DENIED, 0, "store URL '%.200s' is not a --sync-store nor under one", url);
+	return -1;
+}
+
+int bk_store_url_allowed(const char *url, char *const *configured, size_t n, bk_error **err)
+{
+	size_t len;
+
+	return store_of(url, configured, n, &len, err) < 0 ? -EINVAL : 0;
+}
+
+int bk_store_url_scope(const char *url, char *const *configured, size_t n, const char *prefix, char *out, size_t size,
+		       bk_error **err)
+{
+	size_t len = 0;
+	int i = store_of(url, configured, n, &len, err);
+
+	if (i < 0)
+		return -EINVAL;
+	if (!prefix) {
+		if (snprintf(out, size, "%s", url) >= (int)size)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "store URL '%.200s': too long", url);
+		return 0;
+	}
+	if (snprintf(out, size, "%.*s/%s%s", (int)len, configured[i], prefix, url + len) >= (int)size)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "store URL '%.200s': too long", url);
+	return 0;
 }

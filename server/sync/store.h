@@ -15,6 +15,16 @@
 
 typedef struct bk_store bk_store;
 
+/* What one store call may take (s3://; a file:// store is a local directory): all its tries in
+ * BK_STORE_CALL_MS, a connection in BK_STORE_CONNECT_S, a transfer that moves nothing for
+ * BK_STORE_STALL_S given up; a listing at most BK_STORE_LIST_NAMES_MAX names in
+ * BK_STORE_LIST_PAGES_MAX pages. */
+#define BK_STORE_CALL_MS (120 * 1000)
+#define BK_STORE_CONNECT_S 10
+#define BK_STORE_STALL_S 30
+#define BK_STORE_LIST_NAMES_MAX 100000
+#define BK_STORE_LIST_PAGES_MAX 1000
+
 struct bk_store_ops {
 	/* 1 when key is there, 0 when not. */
 	int (*has)(bk_store *s, const char *key, bk_error **err);
@@ -50,6 +60,14 @@ int bk_store_prepare(const char *url, uid_t owner, bk_error **err);
 /* Whether url may be used given the configured stores: one of them, or a prefix under one
  * ("/"-separated, no "." or ".." component). */
 int bk_store_url_allowed(const char *url, char *const *configured, size_t n, bk_error **err);
+
+/* Where a tenant's url is (docs/PROTOCOL.md, "Sync: whose snapshots"): url checked as
+ * bk_store_url_allowed does, then the same place under prefix (a key's store prefix, keys.h) in
+ * the store it is in — STORE/rest is STORE/prefix/rest, in the most specific configured store
+ * that holds url — into out. A tenant names nothing outside its prefix: every URL it can write
+ * is under it. prefix NULL (the operator's own --restore-from): url as it is. */
+int bk_store_url_scope(const char *url, char *const *configured, size_t n, const char *prefix, char *out, size_t size,
+		       bk_error **err);
 
 static inline void bk_store_freep(bk_store **s)
 {

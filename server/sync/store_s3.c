@@ -13,10 +13,10 @@
  * and jitter; 403 and 404 are answered at once, by name.
  *
  * Nothing here waits on S3 without an end (the store is someone else's server): each call —
- * its tries and their backoff together — ends by CALL_MS; a connection must be made within
- * CONNECT_S and a transfer that moves nothing for STALL_S is given up; an answer larger than
+ * its tries and their backoff together — ends by BK_STORE_CALL_MS; a connection must be made within
+ * BK_STORE_CONNECT_S and a transfer that moves nothing for BK_STORE_STALL_S is given up; an answer larger than
  * the caller's bound is stopped as it arrives (Content-Length, or the bytes themselves); a
- * listing ends by LIST_NAMES_MAX names, LIST_PAGES_MAX pages, or a continuation token repeated;
+ * listing ends by BK_STORE_LIST_NAMES_MAX names, BK_STORE_LIST_PAGES_MAX pages, or a continuation token repeated;
  * and the store's cancel flag ends a call in progress within a second (libcurl's progress
  * callback) — a Reset or a SIGTERM never waits for S3. */
 #include "sync/store.h"
@@ -43,12 +43,7 @@
 
 #define TRIES 5
 #define BACKOFF_MS 100
-#define CALL_MS (120 * 1000)  /* one call, every try included */
-#define CONNECT_S 10
-#define STALL_S 30            /* a transfer slower than 1 byte/s this long is given up */
 #define LIST_MAX (4u << 20)   /* one page of a listing */
-#define LIST_NAMES_MAX 100000 /* names one listing returns */
-#define LIST_PAGES_MAX 1000
 
 static struct {
 	bool ready;
@@ -304,7 +299,7 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 		headers = curl_slist_append(headers, s3.token_header);
 	/* An empty Expect: no 100-continue round trip before each blob. */
 	headers = curl_slist_append(headers, "Expect:");
-	int64_t deadline = bk_clock_monotonic_ms() + CALL_MS, left = CALL_MS;
+	int64_t deadline = bk_clock_monotonic_ms() + BK_STORE_CALL_MS, left = BK_STORE_CALL_MS;
 	*http = 0;
 	int tries = 0;
 	for (int attempt = 0; attempt < TRIES; attempt++) {
@@ -326,9 +321,9 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 		curl_easy_setopt(c, CURLOPT_USERPWD, s3.userpwd);
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)left);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_S);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)BK_STORE_CONNECT_S);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)STALL_S);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)BK_STORE_STALL_S);
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, st);
@@ -365,7 +360,7 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 	if (left <= 0 || rc == CURLE_OPERATION_TIMEDOUT)
 		return bk_error_set(err, BK_DEADLINE_EXCEEDED, ETIMEDOUT,
 				    "%s: no answer within %d s (%d tries; a transfer that stalls %d s is given up)",
-				    st->base.url, CALL_MS / 1000, tries, STALL_S);
+				    st->base.url, BK_STORE_CALL_MS / 1000, tries, BK_STORE_STALL_S);
 	if (body && (body->over || rc == CURLE_FILESIZE_EXCEEDED ||
 		     (*http >= 200 && *http < 300 && body->len > body->max)))
 		return bk_error_set(err, BK_DATA_LOSS, EFBIG, "%s: %s is larger than %zu bytes", st->base.url, key ? key : "",
@@ -487,9 +482,9 @@ static int s3_list(bk_store *s, const char *dir, char ***names, size_t *n, bk_er
 		at = b.data ? (const char *)b.data : "";
 		while (xml_next(&at, "Key", key, sizeof(key))) {
 			char **grown;
-			if (count == LIST_NAMES_MAX) {
+			if (count == BK_STORE_LIST_NAMES_MAX) {
 				ret = bk_error_set(err, BK_RESOURCE_EXHAUSTED, EFBIG, "%s: more than %d names under %s/",
-						   s->url, LIST_NAMES_MAX, dir);
+						   s->url, BK_STORE_LIST_NAMES_MAX, dir);
 				break;
 			}
 			if (strncmp(key, prefix, strlen(prefix)) || strchr(key + strlen(prefix), '/') ||
@@ -510,7 +505,7 @@ static int s3_list(bk_store *s, const char *dir, char ***names, size_t *n, bk_er
 			break;
 		/* A listing goes forward or ends: the same token again, or pages without end, is a
 		 * store that would keep us here. */
-		if (more && (strcmp(token, last) == 0 || ++pages == LIST_PAGES_MAX)) {
+		if (more && (strcmp(token, last) == 0 || ++pages == BK_STORE_LIST_PAGES_MAX)) {
 			ret = bk_error_set(err, BK_DATA_LOSS, EPROTO,
 					   "%s: the listing of %s/ does not end (%s)", s->url, dir,
 					   strcmp(token, last) == 0 ? "a continuation token repeated" : "too many pages");

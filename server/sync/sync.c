@@ -33,11 +33,14 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-/* A job for url (checked against the configured stores) on the tree at path. NULL with *err. */
-static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char *url, const char *path,
-			   const char *snapshot, char *const *exclude, size_t nexclude, bk_error **err)
+/* A job for url (checked against the configured stores; for a tenant, under its key's prefix) on
+ * the tree at path. tenant: the key whose snapshots these are; NULL for the operator's own
+ * --restore-from, which names a store's real URL. NULL with *err. */
+static struct job *job_new(bk_server *srv, bk_call *call, const bk_key *tenant, enum op op, const char *url,
+			   const char *path, const char *snapshot, char *const *exclude, size_t nexclude, bk_error **err)
 {
 	struct job *j = calloc(1, sizeof(*j));
+	char prefix[BK_STORE_PREFIX_LEN + 1], real[sizeof(j->url) + BK_STORE_PREFIX_LEN + 1];
 	const bk_root *root;
 
 	if (!j) {
@@ -53,7 +56,12 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 	boxkite__v1__sync_pull_response__init(&j->pull);
 	if (!url[0] && srv->cfg.nsync_store)
 		url = srv->cfg.sync_store[0];
-	if (bk_store_url_allowed(url, srv->cfg.sync_store, srv->cfg.nsync_store, err) < 0)
+	if (tenant && bk_key_store_prefix(tenant, prefix) < 0) {
+		bk_error_set(err, BK_INTERNAL, EIO, "HMAC-SHA256 failed in libcrypto");
+		goto fail;
+	}
+	if (bk_store_url_scope(url, srv->cfg.sync_store, srv->cfg.nsync_store, tenant ? prefix : NULL, real,
+			       sizeof(real), err) < 0)
 		goto fail;
 	snprintf(j->url, sizeof(j->url), "%s", url);
 	if (bk_sandbox_path(&srv->cfg.roots, path[0] ? path : BK_WORKSPACE, j->root, sizeof(j->root), &root, err) < 0) {
@@ -88,7 +96,7 @@ static struct job *job_new(bk_server *srv, bk_call *call, enum op op, const char
 		bk_error_errno(err, ENOMEM, "sync");
 		goto fail;
 	}
-	if (bk_store_open(j->url, &sync_of(srv)->cancel, &j->store, err) < 0)
+	if (bk_store_open(real, &sync_of(srv)->cancel, &j->store, err) < 0)
 		goto fail;
 	return j;
 fail:
@@ -102,12 +110,12 @@ static int job_seen(struct bk_sync *s, struct job *j)
 	struct seen *e;
 
 	for (e = s->seen; e; e = e->next)
-		if (strcmp(e->url, j->url) == 0)
+		if (strcmp(e->url, j->store->url) == 0)
 			break;
 	if (!e) {
-		if (!(e = calloc(1, sizeof(*e) + strlen(j->url) + 1)))
+		if (!(e = calloc(1, sizeof(*e) + strlen(j->store->url) + 1)))
 			return -ENOMEM;
-		strcpy(e->url, j->url);
+		strcpy(e->url, j->store->url);
 		e->next = s->seen;
 		s->seen = e;
 	}
@@ -148,9 +156,9 @@ static int job_run(struct job *j)
 	pthread_cond_broadcast(&s->idle);
 	pthread_mutex_unlock(&s->lock);
 	if (j->err)
-		bk_log(BK_LOG_WARN, "sync %s %s: %s", j->op == PUSH ? "push" : "pull", j->url, bk_error_msg(j->err));
+		bk_log(BK_LOG_WARN, "sync %s %s: %s", j->op == PUSH ? "push" : "pull", j->store->url, bk_error_msg(j->err));
 	else
-		bk_log(BK_LOG_INFO, "sync %s %s: snapshot %s", j->op == PUSH ? "push" : "pull", j->url, j->snapshot);
+		bk_log(BK_LOG_INFO, "sync %s %s: snapshot %s", j->op == PUSH ? "push" : "pull", j->store->url, j->snapshot);
 	return ret;
 }
 
@@ -218,7 +226,7 @@ void bk_handle_sync_push(bk_call *call, const ProtobufCMessage *request)
 
 	if (!sync_ok(call))
 		return;
-	j = job_new(call->srv, call, PUSH, rq->url, rq->path, rq->snapshot, rq->exclude, rq->n_exclude, &err);
+	j = job_new(call->srv, call, call->key, PUSH, rq->url, rq->path, rq->snapshot, rq->exclude, rq->n_exclude, &err);
 	if (!j)
 		return bk_call_fail(call, err);
 	j->defaults = rq->default_excludes;
@@ -233,7 +241,7 @@ void bk_handle_sync_pull(bk_call *call, const ProtobufCMessage *request)
 
 	if (!sync_ok(call))
 		return;
-	j = job_new(call->srv, call, PULL, rq->url, rq->path, rq->snapshot, rq->exclude, rq->n_exclude, &err);
+	j = job_new(call->srv, call, call->key, PULL, rq->url, rq->path, rq->snapshot, rq->exclude, rq->n_exclude, &err);
 	if (!j)
 		return bk_call_fail(call, err);
 	j->mirror = rq->mirror;
@@ -309,7 +317,7 @@ void bk_handle_sync_list(bk_call *call, const ProtobufCMessage *request)
 
 	if (!sync_ok(call))
 		return;
-	j = job_new(call->srv, call, PULL, rq->url, "", "", NULL, 0, &err);
+	j = job_new(call->srv, call, call->key, PULL, rq->url, "", "", NULL, 0, &err);
 	if (!j)
 		return bk_call_fail(call, err);
 	if (bk_workers_submit(sync_of(call->srv)->uploaders, list_work, j) < 0) {
@@ -367,7 +375,7 @@ int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error *
 
 	for (;;) {
 		bk_error *e = NULL;
-		if (!(j = job_new(srv, NULL, PULL, url, "", "", NULL, 0, err)))
+		if (!(j = job_new(srv, NULL, NULL, PULL, url, "", "", NULL, 0, err)))
 			return -EINVAL;
 		ret = job_run_here(j, &e);
 		if (ret == 0) {
@@ -394,7 +402,7 @@ int bk_sync_restore(bk_server *srv, const char *url, int64_t wait_ms, bk_error *
 	}
 }
 
-int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **err)
+int bk_sync_final_push(bk_server *srv, const bk_key *tenant, char *snapshot, size_t size, bk_error **err)
 {
 	struct job *j;
 	int ret;
@@ -403,13 +411,36 @@ int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **e
 		snapshot[0] = '\0';
 	if (!srv->cfg.sync_on_reset)
 		return 0;
-	if (!(j = job_new(srv, NULL, PUSH, srv->cfg.sync_on_reset, "", "", NULL, 0, err)))
+	if (!(j = job_new(srv, NULL, tenant, PUSH, srv->cfg.sync_on_reset, "", "", NULL, 0, err)))
 		return -EINVAL;
 	ret = job_run_here(j, err);
 	if (ret == 0 && size)
 		snprintf(snapshot, size, "%s", j->snapshot);
 	job_free(j);
 	return ret;
+}
+
+/* What one tenant's syncs left: the progress SyncStatus shows, and which blobs each store holds. */
+static void seen_drop(struct bk_sync *s)
+{
+	while (s->seen) {
+		struct seen *next = s->seen->next;
+		bk_hashset_fini(&s->seen->blobs);
+		free(s->seen);
+		s->seen = next;
+	}
+}
+
+void bk_sync_reset(bk_server *srv)
+{
+	struct bk_sync *s = srv->sync;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->p = (struct progress){ 0 };
+	seen_drop(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void bk_sync_cancel(bk_server *srv)
@@ -462,12 +493,7 @@ void bk_sync_stop(bk_server *srv)
 	if (s->thread_live)
 		pthread_join(s->thread, NULL);
 	bk_workers_stop(s->uploaders);
-	while (s->seen) {
-		struct seen *next = s->seen->next;
-		bk_hashset_fini(&s->seen->blobs);
-		free(s->seen);
-		s->seen = next;
-	}
+	seen_drop(s);
 	pthread_cond_destroy(&s->idle);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

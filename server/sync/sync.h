@@ -15,7 +15,11 @@
  * with that file as it was. Directories and contained symlinks are made; with mirror, what the
  * manifest lacks is removed.
  *
- * One sync runs at a time, on a thread of its own; SyncStatus reads its progress. */
+ * One sync runs at a time, on a thread of its own; SyncStatus reads its progress.
+ *
+ * Snapshots belong to a tenant: what a request names is under its key's store prefix
+ * (store.h, bk_store_url_scope), and only the operator's --restore-from names a store's real
+ * URL. */
 #ifndef BK_SYNC_H
 #define BK_SYNC_H
 
@@ -53,9 +57,14 @@ void bk_sync_cancel(bk_server *srv);
  * still reading it). The gate keeps new ones out. */
 void bk_sync_idle(bk_server *srv);
 
-/* For the Reset rpc: with --sync-on-reset, push /workspace there and wait for it to end (after
- * any sync running); *snapshot gets its id. 0 and "" when not configured. */
-int bk_sync_final_push(bk_server *srv, char *snapshot, size_t size, bk_error **err);
+/* For the Reset rpc: with --sync-on-reset, push /workspace there — under the departing
+ * tenant's prefix (the key that signed the Reset), which the next tenant cannot name — and wait
+ * for it to end (after any sync running); *snapshot gets its id. 0 and "" when not configured. */
+int bk_sync_final_push(bk_server *srv, const bk_key *tenant, char *snapshot, size_t size, bk_error **err);
+
+/* For the Reset rpc, once no sync runs: forget the last tenant's syncs — SyncStatus answers as
+ * before the first, and which blobs each store holds is asked again. */
+void bk_sync_reset(bk_server *srv);
 
 void bk_handle_sync_push(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_sync_pull(bk_call *call, const ProtobufCMessage *request);

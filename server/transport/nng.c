@@ -47,21 +47,18 @@ struct conn {
 	bool keyed;             /* a fresh request with a valid MAC came on it */
 };
 
-/* Connections at the cap being closed to make room (their messages not freed yet): at most this
- * many, so that what unauthenticated peers hold stays bounded while connections churn. */
-#define CLOSING_MAX 4
-/* A connection from the source that holds the most makes room only by one of that source's own
- * idle this long: a flood cannot churn through its own connections faster than the cap per this. */
-#define SAME_SOURCE_IDLE_MS 1000
 
 struct front {
 	nng_socket sock;
+	/* Each listener's id and whether its transport keeps bytes off the network in clear. */
+	struct { int id; bool private; } listeners[BK_LISTEN_MAX];
+	size_t nlisteners;
 	pthread_mutex_t conns_lock; /* conns, nconns, seq */
 	struct conn *conns;     /* max_pipes of them */
 	unsigned *order;        /* max_pipes: conn_victim's scratch */
 	unsigned nconns, max_pipes;
 	uint64_t seq;
-	int closing[CLOSING_MAX]; /* pipes closed for a new one, until nng removes them */
+	int closing[BK_FRONT_CLOSING_MAX]; /* pipes closed for a new one, until nng removes them */
 	unsigned nclosing;
 	unsigned long cap_events[2]; /* refused, replaced: since the last report */
 	int64_t cap_logged_ms;
@@ -125,6 +122,18 @@ static void slot_call_done(bk_call *call, nng_msg *answer)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* Whether msg came through a listener whose transport hides it from the network (ipc://,
+ * tls+tcp://): a secret in its body did not cross a network in clear. */
+static bool came_privately(const struct front *f, nng_msg *msg)
+{
+	int id = nng_listener_id(nng_pipe_listener(nng_msg_get_pipe(msg)));
+
+	for (size_t i = 0; id > 0 && i < f->nlisteners; i++)
+		if (f->listeners[i].id == id)
+			return f->listeners[i].private;
+	return false;
+}
+
 static void call_begins(struct front *f)
 {
 	pthread_mutex_lock(&f->lock);
@@ -153,6 +162,7 @@ static void slot_cb(void *arg)
 		s->call.park = slot_park;
 		s->call.keyed = slot_keyed;
 		s->call.transport = s;
+		s->call.private_channel = came_privately(s->srv->front, nng_aio_get_msg(s->aio));
 		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
 		return;
 	case SLOT_SEND:
@@ -221,10 +231,10 @@ static bool slot_park(bk_call *call)
  * source address holding the most such connections (an IPv6 source by its /64): a client with a
  * key keeps its connection, and a client from elsewhere than a flood — Health too — is served
  * while the flood goes on. A new connection from the source that holds the most only replaces
- * one of its own idle for SAME_SOURCE_IDLE_MS, else it is refused (so a flood neither churns
+ * one of its own idle for BK_FRONT_SAME_SOURCE_IDLE_MS, else it is refused (so a flood neither churns
  * through its own connections at its own pace nor pushes anyone out); and none is replaced
- * while CLOSING_MAX closed for others are still being freed, so the bytes held stay within
- * (max-connections + CLOSING_MAX) x max-message. Before, with the cap reached, Health and every
+ * while BK_FRONT_CLOSING_MAX closed for others are still being freed, so the bytes held stay within
+ * (max-connections + BK_FRONT_CLOSING_MAX) x max-message. Before, with the cap reached, Health and every
  * keyed client were refused until the flood ended. */
 static void conn_source(nng_pipe p, uint8_t out[17])
 {
@@ -251,13 +261,13 @@ static int conn_order(const void *a, const void *b, void *arg)
 
 /* The connection to close for a new one from `source`, among those that may go (neither busy
  * nor keyed): the oldest of the source with the most of them, when that is another source;
- * when it is the new one's own, its oldest if idle SAME_SOURCE_IDLE_MS. f->max_pipes when none
+ * when it is the new one's own, its oldest if idle BK_FRONT_SAME_SOURCE_IDLE_MS. f->max_pipes when none
  * may go. Lock held. */
 static unsigned conn_victim(struct front *f, const uint8_t *source)
 {
 	unsigned n = 0, best = f->max_pipes, best_count = 0, own_count = 0, own_oldest = f->max_pipes;
 
-	if (f->nclosing == CLOSING_MAX)
+	if (f->nclosing == BK_FRONT_CLOSING_MAX)
 		return f->max_pipes;
 	for (unsigned i = 0; i < f->nconns; i++)
 		if (!f->conns[i].keyed && !f->conns[i].busy)
@@ -278,8 +288,8 @@ static unsigned conn_victim(struct front *f, const uint8_t *source)
 	if (best_count > own_count)
 		return best;
 	/* Half the closings are kept for other sources: a flood's own churn never uses them up. */
-	if (own_oldest < f->max_pipes && f->nclosing < CLOSING_MAX / 2 &&
-	    bk_clock_monotonic_ms() - f->conns[own_oldest].since >= SAME_SOURCE_IDLE_MS)
+	if (own_oldest < f->max_pipes && f->nclosing < BK_FRONT_CLOSING_MAX / 2 &&
+	    bk_clock_monotonic_ms() - f->conns[own_oldest].since >= BK_FRONT_SAME_SOURCE_IDLE_MS)
 		return own_oldest;
 	return f->max_pipes;
 }
@@ -432,10 +442,13 @@ int bk_front_listen(bk_server *srv, bk_error **err)
 		if ((rv = slot_open(srv, f, &f->slots[i])))
 			return bk_error_set(err, BK_INTERNAL, EIO, "nng context: %s", nng_strerror(rv));
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
-		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls);
+		nng_listener l;
+		rv = bk_tls_listen(f->sock, srv->cfg.listen[i], srv->tls, &l);
 		if (rv)
 			return bk_error_set(err, BK_UNAVAILABLE, rv == NNG_EADDRINUSE ? EADDRINUSE : EIO,
 					    "cannot listen on %s: %s", srv->cfg.listen[i], nng_strerror(rv));
+		f->listeners[f->nlisteners].id = nng_listener_id(l);
+		f->listeners[f->nlisteners++].private = bk_url_private(srv->cfg.listen[i]);
 	}
 	return 0;
 }

@@ -19,87 +19,46 @@
 #include "preview.h"
 #include "runs/process.h"
 #include "transport/door.h"
+#include "transport/httpreq.h"
 
-#define IDLE_MS (10 * 60 * 1000) /* a relay that moves nothing either way this long ends */
-#define SEND_TIMEOUT_S 30        /* a peer that takes nothing this long ends its relay */
-#define CONNECT_WAIT_MS 5000     /* for the exposed port to take the connection */
 #define RELAY_BUF (64 * 1024)
+
+struct relay;
 
 struct bk_proxy {
 	bk_server *srv;
 	bk_door *door;
 	int stop_fd;             /* readable once the relays are to end */
 	pthread_mutex_t lock;
-	pthread_cond_t idle;
+	pthread_cond_t idle;     /* a relay ended */
 	unsigned active;         /* relays running */
+	struct relay *relays;    /* the same, listed: a Reset cuts them all */
 };
 
-struct target {
-	const char *method, *version;
-	size_t method_len, version_len;
-	unsigned port;
-	char token[BK_PREVIEW_TOKEN_MAX];
-	const char *rest;        /* what follows the token: "/..." or "?...", or "" */
-	size_t rest_len;
-};
-
-/* A preview whose token checked: the connection, and the request as it came, for its thread. */
+/* A preview whose token checked: the connection, and its one request (httpreq.h), for its
+ * thread. */
 struct relay {
+	struct relay *next;      /* in bk_proxy.relays (lock) */
 	struct bk_proxy *px;
-	int client, upstream;
-	struct target t;
+	int client, upstream;    /* upstream set under the lock */
+	bool cut;                /* a Reset shut its sockets down (lock) */
+	bk_httpreq rq;
+	int64_t expires_s;       /* its token's expiry */
 	char peer[64];
-	size_t line_end;         /* where the request line ends in head */
-	size_t len;              /* head and what came after it */
-	char head[BK_DOOR_HEAD_MAX];
+	char head[BK_DOOR_HEAD_MAX + 64]; /* the head to send: rewritten for the sandbox */
+	size_t head_len;
+	char rest[BK_DOOR_HEAD_MAX]; /* what came after the head: its body's start (an upgrade's tunnel's) */
+	size_t rest_len;
+	size_t held;             /* bytes at the end of rest held for an upgrade's tunnel */
 	struct timespec started;
 };
 
-/* METHOD SP /preview/PORT/TOKEN[/REST] SP HTTP/1.x CRLF */
-static bool parse_target(const char *line, size_t len, struct target *t)
-{
-	const char *sp1 = memchr(line, ' ', len), *sp2, *at, *tok, *tok_end;
-	const char *end = line + len;
-	char *digits_end;
-	unsigned long port;
-
-	if (!sp1 || sp1 == line)
-		return false;
-	sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
-	if (!sp2 || end - sp2 - 1 < 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0)
-		return false;
-	t->method = line;
-	t->method_len = (size_t)(sp1 - line);
-	t->version = sp2 + 1;
-	t->version_len = (size_t)(end - sp2 - 1);
-	at = sp1 + 1;
-	if (sp2 - at < 10 || memcmp(at, "/preview/", 9) != 0)
-		return false;
-	at += 9;
-	if (*at < '1' || *at > '9')
-		return false;
-	port = strtoul(at, &digits_end, 10);
-	if (port > 65535 || digits_end >= sp2 || *digits_end != '/')
-		return false;
-	t->port = (unsigned)port;
-	tok = digits_end + 1;
-	for (tok_end = tok; tok_end < sp2 && *tok_end != '/' && *tok_end != '?'; tok_end++)
-		;
-	if (tok_end == tok || (size_t)(tok_end - tok) >= sizeof(t->token))
-		return false;
-	memcpy(t->token, tok, (size_t)(tok_end - tok));
-	t->token[tok_end - tok] = '\0';
-	t->rest = tok_end;
-	t->rest_len = (size_t)(sp2 - tok_end);
-	return true;
-}
-
-/* Wait for a connection begun on the non-blocking fd to be made, up to CONNECT_WAIT_MS (or the
+/* Wait for a connection begun on the non-blocking fd to be made, up to BK_PROXY_CONNECT_WAIT_MS (or the
  * stop): 0 with fd blocking again, or -errno (-ETIMEDOUT: a listener that does not accept). */
 static int connect_wait(struct bk_proxy *px, int fd)
 {
 	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT }, { .fd = px->stop_fd, .events = POLLIN } };
-	int64_t deadline = bk_clock_monotonic_ms() + CONNECT_WAIT_MS;
+	int64_t deadline = bk_clock_monotonic_ms() + BK_PROXY_CONNECT_WAIT_MS;
 	int64_t left;
 	int n, err = 0;
 	socklen_t len = sizeof(err);
@@ -151,65 +110,163 @@ static int connect_upstream(struct bk_proxy *px, unsigned port)
 	return fd;
 }
 
-/* Bytes both ways until both sides have closed theirs, or nothing moves for IDLE_MS. */
-static void relay_bytes(struct relay *r, uint64_t moved[2])
+/* Write n bytes of buf to fd; false when it cannot take them. */
+static bool forward(int fd, const char *buf, size_t n)
 {
-	int fds[2] = { r->client, r->upstream };
-	bool open[2] = { true, true };
-	char buf[RELAY_BUF];
-
-	while (open[0] || open[1]) {
-		struct pollfd p[3] = { { .fd = open[0] ? fds[0] : -1, .events = POLLIN },
-				       { .fd = open[1] ? fds[1] : -1, .events = POLLIN },
-				       { .fd = r->px->stop_fd, .events = POLLIN } };
-		int n = poll(p, 3, IDLE_MS);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || (p[2].revents & POLLIN))
-			return;
-		for (int i = 0; i < 2; i++) {
-			if (!open[i] || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t got = recv(fds[i], buf, sizeof(buf), 0);
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got <= 0) {
-				/* This side is done: the other hears its end, and may still answer. */
-				open[i] = false;
-				shutdown(fds[1 - i], SHUT_WR);
-				continue;
-			}
-			if (bk_write_full(fds[1 - i], (const uint8_t *)buf, (size_t)got) < 0)
-				return;
-			moved[i] += (uint64_t)got;
-		}
-	}
+	return n == 0 || bk_write_full(fd, (const uint8_t *)buf, n) == 0;
 }
 
-/* A relay slot given back (the stop waits for all of them). */
-static void relay_done(struct bk_proxy *px)
+/* After the request's head went to the sandbox: its body (and nothing after it), then the answer
+ * back until the sandbox closes — an upgrade answered 101 becomes a tunnel both ways until both
+ * sides have closed theirs. Anything more the client sends on the connection is not forwarded: its
+ * next request comes on a connection of its own, with its token checked. The relay ends at the
+ * token's expiry (expires_ms, CLOCK_MONOTONIC), after BK_PROXY_IDLE_MS without a byte forwarded, at the
+ * stop, or when a Reset shuts its sockets. Returns how it ended. */
+static const char *relay_bytes(struct relay *r, bk_httpreq *rq, int64_t expires_ms, uint64_t moved[2])
+{
+	int fds[2] = { r->client, r->upstream };
+	bool open[2] = { true, true }, body_done = false, tunnel = false, decided = !rq->upgrade;
+	char buf[RELAY_BUF], first[13];
+	size_t nfirst = 0;
+	int64_t active_ms = bk_clock_monotonic_ms();
+	ssize_t n;
+
+	/* What came with the head: the body's start, and after it (an upgrade's) the tunnel's. */
+	n = bk_httpreq_body(rq, r->rest, r->rest_len, &body_done);
+	if (n < 0 || !forward(r->upstream, r->rest, (size_t)n))
+		return n < 0 ? "failed: a malformed chunked body" : "failed: the request did not go through";
+	moved[0] += (uint64_t)n;
+	if (body_done && rq->upgrade)
+		r->held = r->rest_len - (size_t)n;
+	while (open[1] || (tunnel && open[0])) {
+		int64_t now = bk_clock_monotonic_ms();
+		int64_t deadline = active_ms + BK_PROXY_IDLE_MS < expires_ms ? active_ms + BK_PROXY_IDLE_MS : expires_ms;
+		/* The client is read for the body, in a tunnel, and once the answer is coming (to notice
+		 * it going away; its bytes dropped); not while an upgrade waits for its answer. */
+		bool read_client = open[0] && (!body_done || tunnel || decided);
+		struct pollfd p[3] = { { .fd = open[0] ? fds[0] : -1, .events = read_client ? POLLIN : 0 },
+				       { .fd = open[1] ? fds[1] : -1, .events = POLLIN },
+				       { .fd = r->px->stop_fd, .events = POLLIN } };
+		if (deadline <= now)
+			return deadline == expires_ms ? "ended: its token expired" : "ended: idle";
+		int ready = poll(p, 3, (int)(deadline - now));
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready < 0 || (p[2].revents & POLLIN))
+			return "ended: boxkited stops";
+		if (ready == 0)
+			continue;
+		if (open[1] && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = recv(fds[1], buf, sizeof(buf), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				open[1] = false;
+				if (!tunnel)
+					return "relayed";
+				shutdown(fds[0], SHUT_WR);
+				continue;
+			}
+			if (!decided) {
+				size_t take = (size_t)n < sizeof(first) - nfirst ? (size_t)n : sizeof(first) - nfirst;
+				memcpy(first + nfirst, buf, take);
+				nfirst += take;
+			}
+			if (!forward(fds[0], buf, (size_t)n))
+				return "ended: the client takes nothing";
+			moved[1] += (uint64_t)n;
+			active_ms = bk_clock_monotonic_ms();
+			if (!decided && bk_httpreq_switched(first, nfirst) >= 0) {
+				decided = true;
+				tunnel = bk_httpreq_switched(first, nfirst) == 1;
+				/* What the client sent past the upgrade's head opens the tunnel. */
+				if (tunnel && !forward(fds[1], r->rest + r->rest_len - r->held, r->held))
+					return "failed: the tunnel did not open";
+			}
+		}
+		if (open[0] && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (!read_client) {
+				/* Gone before the upgrade was answered. */
+				if (p[0].revents & (POLLHUP | POLLERR))
+					return "ended: the client went away";
+				continue;
+			}
+			n = recv(fds[0], buf, sizeof(buf), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				open[0] = false;
+				if (!body_done)
+					return "ended: the client went away in its request";
+				if (tunnel)
+					shutdown(fds[1], SHUT_WR);
+				continue;
+			}
+			size_t take = (size_t)n;
+			if (!body_done) {
+				ssize_t b = bk_httpreq_body(rq, buf, (size_t)n, &body_done);
+				if (b < 0)
+					return "failed: a malformed chunked body";
+				take = (size_t)b;
+			} else if (!tunnel) {
+				continue; /* not this request's: dropped */
+			}
+			if (!forward(fds[1], buf, take))
+				return "ended: the sandbox takes nothing";
+			moved[0] += take;
+			active_ms = bk_clock_monotonic_ms();
+		}
+	}
+	return "relayed";
+}
+
+/* A relay slot given back (the stop and a Reset wait for them), r off the list. */
+static void relay_done(struct bk_proxy *px, struct relay *r)
 {
 	pthread_mutex_lock(&px->lock);
-	if (--px->active == 0)
-		pthread_cond_broadcast(&px->idle);
+	for (struct relay **pp = &px->relays; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	px->active--;
+	pthread_cond_broadcast(&px->idle);
 	pthread_mutex_unlock(&px->lock);
+}
+
+/* The upstream connection, kept unless a Reset cut the relay meanwhile. */
+static bool relay_attach(struct relay *r, int upstream)
+{
+	bool cut;
+
+	pthread_mutex_lock(&r->px->lock);
+	cut = r->cut;
+	if (!cut)
+		r->upstream = upstream;
+	pthread_mutex_unlock(&r->px->lock);
+	if (cut)
+		close(upstream);
+	return !cut;
 }
 
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
-	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = BK_PROXY_SEND_TIMEOUT_S };
 	uint64_t moved[2] = { 0, 0 };
 	const char *outcome = "relayed";
 	char *answer = NULL;
 	size_t answer_len = 0;
 
+	int upstream;
+
 	setsockopt(r->client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	r->upstream = connect_upstream(r->px, r->t.port);
-	if (r->upstream < 0) {
+	upstream = connect_upstream(r->px, r->rq.port);
+	if (upstream < 0) {
 		char text[160];
-		int n = snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", r->t.port,
-				 strerror(-r->upstream));
+		int n = snprintf(text, sizeof(text), "the process exposing port %u does not answer: %s\n", r->rq.port,
+				 strerror(-upstream));
 		if (bk_door_response(502, "Bad Gateway", "text/plain; charset=utf-8", text, (size_t)n, &answer,
 				     &answer_len) == 0)
 			(void)bk_write_full(r->client, (const uint8_t *)answer, answer_len);
@@ -217,26 +274,31 @@ static void *relay_main(void *arg)
 		outcome = "refused: the port does not answer";
 		goto out;
 	}
+	if (!relay_attach(r, upstream)) {
+		outcome = "ended: a reset";
+		goto out;
+	}
 	setsockopt(r->upstream, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	/* The request line without the preview's part of the path, then the rest as it came. */
-	char line[BK_DOOR_HEAD_MAX + 64];
-	int n = snprintf(line, sizeof(line), "%.*s %s%.*s %.*s", (int)r->t.method_len, r->t.method,
-			 r->t.rest_len && r->t.rest[0] == '/' ? "" : "/", (int)r->t.rest_len, r->t.rest,
-			 (int)r->t.version_len, r->t.version);
-	if (n < 0 || (size_t)n >= sizeof(line) || bk_write_full(r->upstream, (const uint8_t *)line, (size_t)n) < 0 ||
-	    bk_write_full(r->upstream, (const uint8_t *)r->head + r->line_end, r->len - r->line_end) < 0) {
+	/* The head rewritten (the preview's part of the path gone, Connection: close), then its body
+	 * and the answer; the token's expiry on the clock the relay keeps its deadlines by. */
+	if (!forward(r->upstream, r->head, r->head_len)) {
 		outcome = "failed: the request did not go through";
 		goto out;
 	}
-	relay_bytes(r, moved);
+	outcome = relay_bytes(r, &r->rq, bk_clock_monotonic_ms() + (r->expires_s * 1000 - bk_clock_realtime_ms()),
+			      moved);
 out:
-	bk_log(BK_LOG_INFO, "preview from %s: port %u, %s; %llu bytes in, %llu out, %llu us", r->peer, r->t.port,
+	pthread_mutex_lock(&r->px->lock);
+	if (r->cut)
+		outcome = "ended: a reset";
+	pthread_mutex_unlock(&r->px->lock);
+	bk_log(BK_LOG_INFO, "preview from %s: port %u, %s; %llu bytes in, %llu out, %llu us", r->peer, r->rq.port,
 	       outcome, (unsigned long long)moved[0], (unsigned long long)moved[1],
 	       (unsigned long long)bk_elapsed_us(&r->started));
 	close(r->client);
 	if (r->upstream >= 0)
 		close(r->upstream);
-	relay_done(r->px);
+	relay_done(r->px, r);
 	free(r);
 	return NULL;
 }
@@ -249,61 +311,74 @@ static int refuse(const bk_door_request *req, int code, const char *reason, cons
 	return 0;
 }
 
-/* On the door's thread, a whole head: refused at once unless it is a preview request with a
- * token that checks, for a port a process exposes; such a request — and only such — takes a
- * relay slot (of BK_PROXY_MAX) and a thread of its own. */
+/* On the door's thread, a whole head: refused at once unless it is a preview request (one request,
+ * framed so that nothing after it is forwarded: httpreq.h) with a token that checks, for a port
+ * a process exposes, while no Reset runs; such a request — and only such — takes a relay slot
+ * (of BK_PROXY_MAX) and a thread of its own. */
 static int serve(void *arg, const bk_door_request *req, char **answer, size_t *len)
 {
 	struct bk_proxy *px = arg;
 	bk_server *srv = px->srv;
-	const char *line_end = memmem(req->head, req->head_len, "\r\n", 2);
-	struct target t = { 0 };
-	struct relay *r;
+	struct relay *r = calloc(1, sizeof(*r));
 	pthread_t thread;
 	pthread_attr_t attr;
 	bool room;
+	int code;
 
-	if (!parse_target(req->head, (size_t)(line_end - req->head), &t))
-		return refuse(req, 400, "Bad Request", "a preview is /preview/PORT/TOKEN/PATH (bkctl preview PORT prints one)\n",
+	if (!r)
+		return refuse(req, 503, "Service Unavailable", "boxkited is out of memory: retry\n", "refused: no memory",
+			      answer, len);
+	code = bk_httpreq_parse(req->head, req->head_len, &r->rq, r->head, sizeof(r->head), &r->head_len);
+	if (code) {
+		free(r);
+		return refuse(req, code, code == 501 ? "Not Implemented" : "Bad Request",
+			      "a preview is /preview/PORT/TOKEN/PATH (bkctl preview PORT prints one)\n",
 			      "refused: not a preview request", answer, len);
+	}
 	bk_keyring_ref *keys = bk_keystore_get(srv->keystore);
-	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, t.token,
-						      (uint16_t)t.port, bk_clock_realtime_ms() / 1000,
-						      srv->cfg.preview_ttl_max_ms / 1000);
+	bk_preview_verdict v = bk_preview_token_check(keys ? bk_keyring_ref_ring(keys) : NULL, r->rq.token,
+						      (uint16_t)r->rq.port, bk_clock_realtime_ms() / 1000,
+						      srv->cfg.preview_ttl_max_ms / 1000, &r->expires_s);
 	bk_keyring_ref_put(keys);
 	if (v != BK_PREVIEW_OK) {
 		char text[128];
+		free(r);
 		snprintf(text, sizeof(text), "preview token refused: %s\n", bk_preview_verdict_name(v));
 		return refuse(req, 403, "Forbidden", text, bk_preview_verdict_name(v), answer, len);
 	}
-	if (!bk_processes_exposing(srv, t.port))
+	/* A Reset running (or failed) serves nothing of the sandbox: what exposes the port may be the
+	 * last tenant's. */
+	if (atomic_load(&srv->gate) != BK_GATE_OPEN) {
+		free(r);
+		return refuse(req, 503, "Service Unavailable", "the sandbox is being reset: retry\n", "refused: a reset",
+			      answer, len);
+	}
+	if (!bk_processes_exposing(srv, r->rq.port)) {
+		free(r);
 		return refuse(req, 404, "Not Found", "no process exposes this port (bkctl start --expose PORT)\n",
 			      "refused: no process exposes the port", answer, len);
-	pthread_mutex_lock(&px->lock);
-	room = px->active < BK_PROXY_MAX;
-	if (room)
-		px->active++;
-	pthread_mutex_unlock(&px->lock);
-	r = room ? calloc(1, sizeof(*r)) : NULL;
-	if (!r) {
-		if (room)
-			relay_done(px);
-		return refuse(req, 503, "Service Unavailable", "too many previews at once: retry\n",
-			      "refused: every relay is in use", answer, len);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &r->started);
 	r->px = px;
 	r->client = req->fd;
 	r->upstream = -1;
 	snprintf(r->peer, sizeof(r->peer), "%s", req->peer);
-	r->len = req->head_len + req->rest_len;
-	memcpy(r->head, req->head, r->len);
-	r->line_end = (size_t)(line_end - req->head);
-	/* The target's pointers into the head, moved to the relay's copy. */
-	r->t = t;
-	r->t.method = r->head + (t.method - req->head);
-	r->t.version = r->head + (t.version - req->head);
-	r->t.rest = r->head + (t.rest - req->head);
+	memcpy(r->rest, req->rest, req->rest_len);
+	r->rest_len = req->rest_len;
+	/* Listed from the start: a Reset cuts it wherever it is. */
+	pthread_mutex_lock(&px->lock);
+	room = px->active < BK_PROXY_MAX;
+	if (room) {
+		px->active++;
+		r->next = px->relays;
+		px->relays = r;
+	}
+	pthread_mutex_unlock(&px->lock);
+	if (!room) {
+		free(r);
+		return refuse(req, 503, "Service Unavailable", "too many previews at once: retry\n",
+			      "refused: every relay is in use", answer, len);
+	}
 	/* Blocking from here on, like the upstream side (each with its send timeout). */
 	fcntl(r->client, F_SETFL, fcntl(r->client, F_GETFL) & ~O_NONBLOCK);
 	pthread_attr_init(&attr);
@@ -311,8 +386,8 @@ static int serve(void *arg, const bk_door_request *req, char **answer, size_t *l
 	int rv = pthread_create(&thread, &attr, relay_main, r);
 	pthread_attr_destroy(&attr);
 	if (rv != 0) {
+		relay_done(px, r);
 		free(r);
-		relay_done(px);
 		return refuse(req, 503, "Service Unavailable", "boxkited cannot take a preview now: retry\n",
 			      "refused: no thread", answer, len);
 	}
@@ -363,4 +438,29 @@ void bk_proxy_stop(bk_server *srv)
 	pthread_cond_destroy(&px->idle);
 	free(px);
 	srv->proxy = NULL;
+}
+
+void bk_proxy_cut_all(bk_server *srv)
+{
+	struct bk_proxy *px = srv->proxy;
+	bool cut;
+
+	if (!px)
+		return;
+	pthread_mutex_lock(&px->lock);
+	for (struct relay *r = px->relays; r; r = r->next) {
+		r->cut = true;
+		/* Both ends see the connection end at once; the relay's thread wakes and goes. */
+		shutdown(r->client, SHUT_RDWR);
+		if (r->upstream >= 0)
+			shutdown(r->upstream, SHUT_RDWR);
+	}
+	do {
+		cut = false;
+		for (struct relay *r = px->relays; r; r = r->next)
+			cut = cut || r->cut;
+		if (cut)
+			pthread_cond_wait(&px->idle, &px->lock);
+	} while (cut);
+	pthread_mutex_unlock(&px->lock);
 }

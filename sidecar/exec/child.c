@@ -45,6 +45,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS] = "new cgroup namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_SESSION] = "setsid",
 	[BOXKITE__EXECUTOR__STEP__STEP_TERMINAL] = "terminal",
+	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
 	[BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA] = "egress CA bundle at " BK_EGRESS_CA_DIR,
 };
 

@@ -22,6 +22,14 @@
  * boxkited's, so that a CPU-bound sandbox leaves Health probes and requests their CPU. */
 #define BK_SANDBOX_NICE 10
 
+/* Every exec's own devpts (spawn.c, step 2): terminals only its own processes can reach, and at
+ * most BK_EXEC_PTYS of them. Each instance's max= bounds what one exec takes of the node's
+ * kernel.pty.max, which every container's devpts shares. */
+#define BK_EXEC_PTYS 8
+#define BK_DEVPTS_MAX_(n) "newinstance,ptmxmode=0666,mode=0620,max=" #n
+#define BK_DEVPTS_MAX(n) BK_DEVPTS_MAX_(n)
+#define BK_DEVPTS_OPTIONS BK_DEVPTS_MAX(BK_EXEC_PTYS)
+
 /* The named steps are order.proto's enum Step (STEP_PIDNS, ...): the executor's Reply carries
  * the one that failed, typed, to the front. */
 typedef Boxkite__Executor__Step bk_step;

@@ -133,6 +133,7 @@ static const struct syscall_group files_allowed[] = {
 	  NAMES("openat", "openat2", "close", "fstat", "newfstatat", "statx", "lseek", "getdents64", "readlinkat",
 		"mkdirat", "symlinkat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod",
 		"fchmodat", "fcntl") },
+	{ "the roots' own attributes, given back as new at a Reset", NAMES("flistxattr", "fremovexattr") },
 	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
 	{ "memory, time and the rest of the C library",
 	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include "channel.h"
 #include "cleanup.h"
 #include "exec/child.h"
+#include "log.h"
 
 /* One credit in, one namespace out, until the executor goes away. */
 __attribute__((noreturn)) static void maker_main(int sock, uint64_t bounding)
@@ -79,6 +82,28 @@ int bk_netns_pool_take(bk_netns_pool *pool)
 	/* One taken, one more to make. */
 	if (write(pool->sock, "c", 1) != 1)
 		pool->sock = bk_close(pool->sock);
+	return fd;
+}
+
+int bk_netns_fresh(bk_netns_pool *pool, int self_net)
+{
+	int fd = bk_netns_pool_take(pool), errnum;
+
+	if (fd >= 0)
+		return fd;
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	errnum = fd < 0 ? errno : bk_child_loopback_up() < 0 ? errno : 0;
+	if (setns(self_net, CLONE_NEWNET) < 0) {
+		/* Everything made next would be in that namespace. */
+		bk_log(BK_LOG_ERROR, "executor: cannot return to its own network namespace: %s", strerror(errno));
+		abort();
+	}
+	if (errnum) {
+		bk_close(fd);
+		return -errnum;
+	}
 	return fd;
 }
 

@@ -19,6 +19,9 @@ typedef struct bk_netns_pool {
 int bk_netns_pool_start(bk_netns_pool *pool, unsigned depth, bk_error **err);
 /* A fresh namespace's descriptor, or -1 when none is ready (the caller makes its own). */
 int bk_netns_pool_take(bk_netns_pool *pool);
+/* A fresh namespace's descriptor, from the pool or, when none is ready, made here (the caller
+ * enters it and comes back to self_net: only a single-threaded caller may). -errno on failure. */
+int bk_netns_fresh(bk_netns_pool *pool, int self_net);
 void bk_netns_pool_stop(bk_netns_pool *pool);
 
 #endif

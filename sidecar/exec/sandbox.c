@@ -58,8 +58,8 @@ static void close_ns(bk_sandbox *sb)
 /* Cache the namespaces of pid. */
 static int open_ns(bk_sandbox *sb, pid_t pid, bk_error **err)
 {
-	static const char *const names[] = { "mnt", "pid", "ipc", "uts", "net" };
-	int *fds[] = { &sb->ns.mnt, &sb->ns.pid, &sb->ns.ipc, &sb->ns.uts, &sb->ns.net };
+	static const char *const names[] = { "mnt", "pid", "ipc", "uts" };
+	int *fds[] = { &sb->ns.mnt, &sb->ns.pid, &sb->ns.ipc, &sb->ns.uts };
 	char path[64];
 
 	for (size_t i = 0; i < BK_ARRAY_SIZE(names); i++) {
@@ -124,7 +124,7 @@ static int build_dev(size_t shm_size)
 			return -1;
 	}
 	if (mkdir("dev/pts", 0755) < 0 ||
-	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, BK_DEVPTS_OPTIONS) < 0)
 		return -1;
 	if (mkdir("dev/shm", 01777) < 0 ||
 	    mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts) < 0)
@@ -261,11 +261,8 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_PIVOT_ROOT);
 	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
 		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_HOSTNAME);
-	/* A network namespace of the sandbox's own, with only lo, never the host's: where a process
-	 * that exposes a port runs (as a pod's processes share the pod's), so that the executor can
-	 * reach it on 127.0.0.1 and nothing else can. */
-	if (bk_child_loopback_up() < 0)
-		bk_child_fail(report, BOXKITE__EXECUTOR__STEP__STEP_LOOPBACK);
+	/* Its network namespace (CLONE_NEWNET) is empty and its own, never the host's. Where a
+	 * process that exposes a port runs is another, the executor's (bk_sandbox_set_net). */
 	/* No controlling terminal and no descriptor of boxkited's own stdio (the operator's
 	 * terminal, when it was started from one): a session of its own, stdio on /dev/null. */
 	if (setsid() < 0)
@@ -292,8 +289,9 @@ __attribute__((noreturn)) static void local_child(const bk_sandbox *sb, const bk
 }
 
 /* A host directory the sandbox shows (the workspace, the home), created if missing, owned by
- * the sandbox user, cloned as a detached mount without set-id and device files. Cloned here, in
- * the mount namespace the path lives in (the host's); the child attaches the copy in its own. */
+ * the sandbox user with mode 0755 — what a Reset gives it back (sidecar/files/fsops.c, ROOT_MODE)
+ * —, cloned as a detached mount without set-id and device files. Cloned here, in the mount
+ * namespace the path lives in (the host's); the child attaches the copy in its own. */
 static int user_tree(const bk_sandbox_config *cfg, const char *what, const char *dir, bk_error **err)
 {
 	_cleanup_close_ int fd = -1;
@@ -307,9 +305,10 @@ static int user_tree(const bk_sandbox_config *cfg, const char *what, const char 
 	if (fd < 0)
 		return bk_error_errno(err, errno, "cannot open the %s %s", what, dir);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	/* A umask may have narrowed a directory we made. Before the chown, while it is still
-	 * ours: the executor holds no CAP_FOWNER. */
-	if (created && chmod(path, 0755) < 0)
+	/* A umask may have narrowed a directory we made, and a last tenant may have changed one
+	 * that was there. Before the chown, while it is still ours: the executor holds no
+	 * CAP_FOWNER. */
+	if (chown(path, 0, 0) < 0 || chmod(path, 0755) < 0)
 		return bk_error_errno(err, errno, "chmod %s", dir);
 	if (chown(path, cfg->uid, cfg->gid) < 0)
 		return bk_error_errno(err, errno, "cannot give the %s %s to uid %u", what, dir, (unsigned)cfg->uid);
@@ -556,6 +555,12 @@ int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err)
 	sb->ready = true;
 	sb->why[0] = '\0';
 	return 0;
+}
+
+void bk_sandbox_set_net(bk_sandbox *sb, int net)
+{
+	bk_close(sb->ns.net);
+	sb->ns.net = net;
 }
 
 void bk_sandbox_lost(bk_sandbox *sb)

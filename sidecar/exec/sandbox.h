@@ -10,7 +10,9 @@
  *     container runtime starts such a process), pinned with a pidfd, watched, and found again
  *     after a container restart.
  * Either way the executor caches the namespace descriptors, and the exec path (spawn.c) and the
- * file worker (fileworker.c, which enters the mount namespace) never look at /proc/<pid> again. */
+ * file worker (fileworker.c, which enters the mount namespace) never look at /proc/<pid> again.
+ * The sandbox's network namespace is not the init's: the executor gives it one of its own
+ * (bk_sandbox_set_net), in both modes. */
 #ifndef BK_SANDBOX_H
 #define BK_SANDBOX_H
 
@@ -47,6 +49,11 @@ void bk_sandbox_init(bk_sandbox *sb, const bk_sandbox_config *cfg);
 /* Make (local) or find (pod) the sandbox. Returns 0 when ready; in pod mode -EAGAIN while the
  * init is not (yet) there, with sb->why saying what was seen. */
 int bk_sandbox_acquire(bk_sandbox *sb, const bk_spawner *sp, bk_error **err);
+
+/* Make net (taken) the sandbox's network namespace: where a process that exposes a port runs
+ * and the preview relay connects. One the executor made, never the pod's nor its init's, and a
+ * fresh one at each Reset, so that nothing of one tenant's connections is the next one's to see. */
+void bk_sandbox_set_net(bk_sandbox *sb, int net);
 
 /* The init exited (its pidfd became readable): reap it if it is ours, drop the cached
  * namespaces. The caller acquires again. */

@@ -67,7 +67,7 @@ static int apply_rlimits(const bk_spawn_limits *l)
 	return l->data ? set_rlimit(RLIMIT_DATA, l->data) : 0;
 }
 
-/* Step 7 with a terminal: a new one from the sandbox's own devpts (the exec's /dev/ptmx), opened
+/* Step 7 with a terminal: a new one from the exec's own devpts (its /dev/ptmx), opened
  * as the sandbox user so that its slave is the user's as on any machine; its master goes to the
  * executor over the console socket (as runc's --console-socket does), its slave becomes stdin,
  * stdout, stderr and the controlling terminal of the session step 0 made. */
@@ -167,6 +167,13 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
+	/*    ...and a devpts instance of its own on /dev/pts (the sandbox's /dev/ptmx leads to it):
+	 *    the terminals it makes can be opened by its own processes only, none of another
+	 *    exec's is there to open — before, a process without a terminal read and wrote another
+	 *    process's through the one devpts of the sandbox —, and it makes BK_EXEC_PTYS at most. */
+	/*    (A container without /dev/pts has no terminal anywhere to reach: nothing to mount on.) */
+	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, BK_DEVPTS_OPTIONS) < 0 && errno != ENOENT)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS);
 	/*    ...with, for a brokered grant, what it is to trust... */
 	if (rq->ca_bundle && mount_ca(c) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA);

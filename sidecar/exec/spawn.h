@@ -18,7 +18,7 @@
 /* The sandbox's namespaces, opened once and cached (sandbox.c). */
 typedef struct bk_sandbox_ns {
 	int mnt, pid, ipc, uts;
-	int net;          /* the sandbox's network namespace (the pod's; local: its own, lo only) */
+	int net;          /* the sandbox's network namespace: the executor's, lo only (bk_sandbox_set_net) */
 	bool pid_is_ours; /* pod mode: the sandbox's PID namespace is the executor's own */
 } bk_sandbox_ns;
 

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <linux/limits.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "boxkite/v1/boxkite.pb-c.h"
@@ -1059,6 +1061,59 @@ static size_t wipe_left(int dirfd, const char *shown, char *left, size_t size)
 	return n;
 }
 
+/* The mode of a root the sandbox user owns in a fresh sandbox: what boxkited makes (the local
+ * sandbox's workspace and home, sidecar/exec/sandbox.c). */
+#define ROOT_MODE 0755
+
+/* An extended attribute the sandbox user may have set on a root: a user.* one (on anything it may
+ * write), or an ACL (on what it owns) — a default ACL would decide the mode of every file the
+ * next tenant makes there. */
+static bool tenant_xattr(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0 || strcmp(name, "system.posix_acl_access") == 0 ||
+	       strcmp(name, "system.posix_acl_default") == 0;
+}
+
+/* Give the root on fd (O_PATH) what a fresh sandbox's has: ROOT_MODE when the sandbox user owns it
+ * (it may have changed that), and none of the extended attributes it may have set — removed as
+ * the same user, so what it is refused (EPERM, EACCES) it could not have set either. Then
+ * checked: what differs is appended to left, and counted. names: XATTR_LIST_MAX bytes. */
+static size_t root_renew(bk_fs *fs, int fd, const char *shown, char *names, char *left, size_t size)
+{
+	char fdname[16];
+	struct stat st;
+	size_t bad = 0;
+	int chmod_errno = 0;
+	ssize_t n;
+
+	snprintf(fdname, sizeof(fdname), "%d", fd);
+	if (fstat(fd, &st) == 0 && st.st_uid == fs->uid && (st.st_mode & 07777) != ROOT_MODE &&
+	    fchmodat(fs->proc_fd, fdname, ROOT_MODE, 0) < 0)
+		chmod_errno = errno;
+	/* flistxattr and fremovexattr take no O_PATH descriptor: the root opened again, for reading. */
+	_cleanup_close_ int dfd = openat(fs->proc_fd, fdname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &st) < 0 || (n = flistxattr(dfd, names, XATTR_LIST_MAX)) < 0) {
+		size_t used = strlen(left);
+		snprintf(left + used, size - used, "%s%s (cannot be read: %s)", used ? ", " : "", shown, strerror(errno));
+		return 1;
+	}
+	for (char *name = names; name < names + n; name += strlen(name) + 1) {
+		if (!tenant_xattr(name) || fremovexattr(dfd, name) == 0 || errno == EPERM || errno == EACCES ||
+		    errno == ENODATA)
+			continue;
+		size_t used = strlen(left);
+		if (bad++ < 16)
+			snprintf(left + used, size - used, "%s%s %s (%s)", used ? ", " : "", shown, name, strerror(errno));
+	}
+	if (st.st_uid == fs->uid && (st.st_mode & 07777) != ROOT_MODE) {
+		size_t used = strlen(left);
+		if (bad++ < 16)
+			snprintf(left + used, size - used, "%s%s mode %04o (%s)", used ? ", " : "", shown,
+				 (unsigned)(st.st_mode & 07777), strerror(chmod_errno));
+	}
+	return bad;
+}
+
 int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e)
 {
 	struct wipe w = { .fs = fs, .start = "." };
@@ -1096,6 +1151,17 @@ int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e)
 		e->errnum = EIO;
 		snprintf(e->path, sizeof(e->path), "%zu entr%s left: %s%s", nleft, nleft == 1 ? "y" : "ies", left,
 			 nleft > 16 ? ", ..." : "");
+		return -EIO;
+	}
+	/* The roots themselves, as new: their mode, their extended attributes and ACLs. */
+	_cleanup_free_ char *xattrs = malloc(XATTR_LIST_MAX);
+	if (!xattrs)
+		return fail(e, ENOMEM, "the roots' attributes");
+	for (size_t i = 0; i < n; i++)
+		nleft += root_renew(fs, fds[i], names[i], xattrs, left, sizeof(left));
+	if (nleft) {
+		e->errnum = EIO;
+		snprintf(e->path, sizeof(e->path), "the roots are not as new: %s%s", left, nleft > 16 ? ", ..." : "");
 		return -EIO;
 	}
 	return 0;

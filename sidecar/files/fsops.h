@@ -79,7 +79,9 @@ int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk
 int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e);
 /* Reset: empty every writable root and bk_fs_wipe_extra's directories, however deep, as the
  * sandbox user — a directory of ours that it may not enter or change (mode 000, 0555) is given
- * u+rwx first —, then read each again to verify it is empty. *count: entries removed. -EIO when
+ * u+rwx first —, then read each again to verify it is empty; then give each root itself back
+ * what a fresh sandbox's has (mode 0755 when the sandbox user owns it, none of the user.*
+ * attributes and ACLs it may have set) and verify that. *count: entries removed. -EIO when
  * anything is left, e->path naming what (as many as fit); the listing snapshots are dropped. */
 int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e);
 

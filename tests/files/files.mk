@@ -7,13 +7,10 @@
 # It needs root, util-linux's mount, /usr/bin/python3 with python3-protobuf, libzstd.so.1 and
 # the gen/python code; a test that cannot run here says SKIP and why (tests/integration/run.py
 # runs it: see tests/tests.mk). It removes everything it starts or mounts, also when a test fails.
-#   FILES_ARGS="-k NAME"  runs only the matching tests
 #   FILES_BIG_MIB=64      makes the 1 GiB round trip a 64 MiB one (a quicker run while working)
 
-FILES_ARGS ?=
-
 test-files: all
-	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier files --dir . $(FILES_ARGS)
+	cd tests/files && BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier files --dir .
 
 # Under SAN=1 (make test-san): this build's bkctl, and so libboxkite's threaded transfers, against
 # the plain build's daemon (the sandbox's privilege split is not run under ASan).

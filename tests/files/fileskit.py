@@ -207,8 +207,8 @@ class Daemon(boxkited_process.Boxkited if boxkited_process else object):
     directory (default <temp dir>/workspace). <temp dir>/outside is a host directory next to
     the workspace, for symlinks that would climb out of it."""
 
-    def __init__(self, args=(), workspace=None):
-        super().__init__(args, workspace)
+    def __init__(self, args=(), workspace=None, key_file=None):
+        super().__init__(args, workspace, key_file)
         self._undo = undo_at_exit(self.stop)
         self.outside = os.path.join(self.dir, "outside")
         os.mkdir(self.outside, 0o755)

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 from fileskit import HERE, MiB, Daemon, Files, FilesTestCase, bk, boxkited_process, pb, undo_at_exit, undone, zstd
 
@@ -64,6 +65,7 @@ class FileStore:
         self.dir = tempfile.mkdtemp(prefix="boxkite-store-")
         self._undo = undo_at_exit(shutil.rmtree, self.dir, True)
         self.url = "file://" + self.dir
+        self.tenant = ""  # the store prefix of the suite's key, where its requests' URLs are
 
     @contextlib.contextmanager
     def environment(self):
@@ -81,16 +83,17 @@ class FileStore:
             p = os.path.join(self.dir, name)
             shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
 
-    def blobs(self, prefix=""):
-        """Names of the blobs under the store (or a prefix of it)."""
-        top = os.path.join(self.dir, prefix, "blobs")
+    def blobs(self, prefix="", tenant=None):
+        """Names of the blobs under the tenant's place in the store (or a prefix of it); tenant:
+        another key's store prefix than the suite's."""
+        top = os.path.join(self.dir, self.tenant if tenant is None else tenant, prefix, "blobs")
         names = []
         for dirpath, _, filenames in os.walk(top):
             names.extend(n for n in filenames if not n.startswith("."))
         return sorted(names)
 
     def blob_path(self, hexname, prefix=""):
-        return os.path.join(self.dir, prefix, "blobs", hexname[:2], hexname)
+        return os.path.join(self.dir, self.tenant, prefix, "blobs", hexname[:2], hexname)
 
     def read_blob(self, hexname):
         with open(self.blob_path(hexname), "rb") as f:
@@ -103,12 +106,12 @@ class FileStore:
     def remove_blob(self, hexname):
         os.unlink(self.blob_path(hexname))
 
-    def snapshots(self, prefix=""):
-        d = os.path.join(self.dir, prefix, "snapshots")
+    def snapshots(self, prefix="", tenant=None):
+        d = os.path.join(self.dir, self.tenant if tenant is None else tenant, prefix, "snapshots")
         return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
 
     def manifest(self, snapshot_id):
-        with open(os.path.join(self.dir, "snapshots", snapshot_id), "rb") as f:
+        with open(os.path.join(self.dir, self.tenant, "snapshots", snapshot_id), "rb") as f:
             m = spb.Manifest()
             m.ParseFromString(zstd().decompress(f.read(), limit=512 * MiB))
             return m
@@ -117,7 +120,7 @@ class FileStore:
         self.write_manifest_bytes(m.id, zstd().compress(m.SerializeToString()))
 
     def write_manifest_bytes(self, snapshot_id, stored):
-        d = os.path.join(self.dir, "snapshots")
+        d = os.path.join(self.dir, self.tenant, "snapshots")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, snapshot_id), "wb") as f:
             f.write(stored)
@@ -152,10 +155,14 @@ class SyncSuite:
             cls.store.close()
             raise
         cls.addClassCleanup(cls.store.close)
+        # A request's URLs are the tenant's: under its key's prefix in the store.
+        cls.store.tenant = bk.store_prefix(cls.key_id, cls.secret)
 
-    def new_daemon(self, extra=(), workspace=None):
-        """Another boxkited on the same store (started; stopped at the test's end)."""
-        d = Daemon(list(self.store.args()) + list(extra), workspace=workspace)
+    def new_daemon(self, extra=(), workspace=None, same_tenant=False):
+        """Another boxkited on the same store (started; stopped at the test's end): with a key of
+        its own, or (same_tenant) the suite's."""
+        d = Daemon(list(self.store.args()) + list(extra), workspace=workspace,
+                   key_file=self.daemon.key_file if same_tenant else None)
         with self.store.environment():
             d.__enter__()
         self.addCleanup(d.stop)
@@ -243,7 +250,12 @@ class SyncSuite:
         self.sample_tree()
         before = tree_of(self.ws)
         r = self.push()
-        other = self.new_daemon()
+        # Another tenant's sidecar on the same store sees none of it...
+        stranger = self.daemon_files(self.new_daemon())
+        self.assertEqual(list(stranger.call("SyncList").snapshots), [])
+        self.assertStatus("NOT_FOUND", stranger.call, "SyncPull", snapshot=r.snapshot)
+        # ...the same tenant's (its key) sees all of it.
+        other = self.new_daemon(same_tenant=True)
         if True:
             f = self.daemon_files(other)
             p = f.call("SyncPull", snapshot=r.snapshot)
@@ -421,7 +433,7 @@ class SyncSuite:
     def test_a_pull_counts_against_the_workspace_quota(self):
         # One block of zeros, its blob a few hundred bytes, named 24 times by a manifest: 96 MiB
         # from one blob. Before, the pull wrote all of it past a 16 MiB quota.
-        d = self.new_daemon(["--workspace-quota", "16M"])
+        d = self.new_daemon(["--workspace-quota", "16M"], same_tenant=True)
         f = self.daemon_files(d)
         zeros = os.path.join(d.workspace, "zeros")
         with open(zeros, "wb") as fh:
@@ -482,8 +494,8 @@ class SyncSuite:
         for i in range(40):
             self.put("big/%02d.bin" % i, rnd.randbytes(BLOCK))
         before = tree_of(self.ws)
-        # A boxkited of its own on this workspace, to be killed.
-        victim = self.new_daemon(workspace=self.ws)
+        # A boxkited of its own on this workspace (the same tenant: the suite's key), to be killed.
+        victim = self.new_daemon(workspace=self.ws, same_tenant=True)
         result = {}
 
         def push():
@@ -618,7 +630,8 @@ class SyncSuite:
         ws = tempfile.mkdtemp(prefix="boxkite-restore-ws-")
         self.addCleanup(shutil.rmtree, ws, True)
         os.chown(ws, UID, UID)
-        d = self.new_daemon(["--restore-from", self.store.url + "/moving"], workspace=ws)
+        # The operator's flag names the store's real place: under the tenant's prefix.
+        d = self.new_daemon(["--restore-from", "%s/%s/moving" % (self.store.url, self.store.tenant)], workspace=ws)
         # Ready means served: the workspace was whole before the first request.
         self.assertEqual(tree_of(ws), before)
         d.stop()
@@ -641,12 +654,14 @@ class SyncSuite:
         self.addCleanup(fs.close)
         r = fs.call("Reset")
         self.assertTrue(r.snapshot, "the snapshot's id is in the answer")
-        self.assertEqual(self.store.snapshots("recycled"), [r.snapshot])
+        # Under the departing tenant's prefix: the key that signed the Reset.
+        departing = bk.store_prefix(key_id, secret)
+        self.assertEqual(self.store.snapshots("recycled", tenant=departing), [r.snapshot])
         self.assertEqual(os.listdir(self.ws), [], "then the workspace was wiped")
         ws = tempfile.mkdtemp(prefix="boxkite-reset-ws-")
         self.addCleanup(shutil.rmtree, ws, True)
         os.chown(ws, UID, UID)
-        self.new_daemon(["--restore-from", self.store.url + "/recycled"], workspace=ws)
+        self.new_daemon(["--restore-from", "%s/%s/recycled" % (self.store.url, departing)], workspace=ws)
         self.assertEqual(tree_of(ws), before)
 
     # --- bkctl sync ----------------------------------------------------------------------------
@@ -797,14 +812,14 @@ class S3Store(FileStore):
             names.extend(n[:-len(self.SUFFIX)] for n in filenames if n.endswith(self.SUFFIX))
         return sorted(names)
 
-    def blobs(self, prefix=""):
-        return self._objects(os.path.join(prefix, "blobs"))
+    def blobs(self, prefix="", tenant=None):
+        return self._objects(os.path.join(self.tenant if tenant is None else tenant, prefix, "blobs"))
 
-    def snapshots(self, prefix=""):
-        return [n for n in self._objects(os.path.join(prefix, "snapshots"))]
+    def snapshots(self, prefix="", tenant=None):
+        return [n for n in self._objects(os.path.join(self.tenant if tenant is None else tenant, prefix, "snapshots"))]
 
     def _key_url(self, key):
-        return "%s/%s/t/%s" % (self.direct, S3_BUCKET, key)
+        return "%s/%s/t/%s/%s" % (self.direct, S3_BUCKET, self.tenant, key)
 
     def _curl(self, *args, data=None):
         payload = hashlib.sha256(data or b"").hexdigest()
@@ -866,7 +881,10 @@ class HostileS3:
                     stub.release.wait(300)
                     return
                 if "list-type=2" in self.path:
-                    key = "t/snapshots/s%d" % stub.requests if stub.mode == "loop" else "t/snapshots/big"
+                    # Under the prefix asked (the tenant's, t/<store prefix>/snapshots/).
+                    query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                    listed = query.get("prefix", ["t/snapshots/"])[0]
+                    key = listed + ("s%d" % stub.requests if stub.mode == "loop" else "big")
                     more = "true" if stub.mode == "loop" else "false"
                     body = ("<ListBucketResult><Contents><Key>%s</Key></Contents><IsTruncated>%s</IsTruncated>"
                             "<NextContinuationToken>same</NextContinuationToken></ListBucketResult>" % (key, more))

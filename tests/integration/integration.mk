@@ -1,7 +1,7 @@
 # integration tier: see tests/tests.mk. The real boxkited of $(B), as root: the privilege split,
 # the escape probes (build/bk-probe run as the sandboxed command), exec behaviour, pod mode on an
 # emulated pod, health. tests/integration/run.py runs every tests/integration/test_*.py; a test
-# that cannot run here says SKIP and why. INTEGRATION_ARGS="-k NAME" runs only matching tests.
+# that cannot run here says SKIP and why. T=NAME runs only the tests whose names hold NAME.
 #
 # It needs root (namespaces, cgroups beneath its own, network namespaces of its own), util-linux
 # (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3. It never touches the machine's own
@@ -10,19 +10,17 @@
 
 include tests/escape/escape.mk
 
-INTEGRATION_ARGS ?=
-
-# A fixture: nng_close() that hangs for ever, preloaded into boxkited and bkctl (test_11_hostile).
+# A fixture: nng_close() that hangs for ever, preloaded into boxkited and bkctl (test_hostile).
 $(B)/nng-close-hang.so: tests/integration/nng_close_hang.c
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CPPFLAGS) $(CFLAGS)) $(WARN) -Wno-missing-prototypes \
 		-fPIC -shared -o $@ $<
 
 test-integration: all $(B)/bk-probe $(B)/nng-close-hang.so test-escape-selftest
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py $(INTEGRATION_ARGS)
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN)
 
 # Once more against the SAN=1 build (make test-san): boxkited, boxkite-executor and its file
 # worker under ASan+UBSan, a sanitizer's report in any daemon's log failing the tier
 # (bkit.sanitizer_check). The probes are the same static programs: their self-test is not rerun.
 test-integration-san: all $(B)/bk-probe $(B)/nng-close-hang.so
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(PYTHON) tests/integration/run.py --tier integration-san $(INTEGRATION_ARGS)
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier integration-san

@@ -6,7 +6,8 @@
 # capabilities and no_new_privs (runAsUser 1001, drop ALL, allowPrivilegeEscalation false).
 #
 # The root is like an image's: a tmpfs holding a marker file and the init, the host's /usr and
-# /etc bound read-only, the merged-/usr links, a fresh /proc, a tmpfs /tmp, a minimal /dev and
+# /etc bound read-only, the merged-/usr links, a fresh /proc, a tmpfs /tmp, a minimal /dev (with a
+# devpts of its own, as runc makes) and
 # the workspace bound read-write; then the whole root is made read-only
 # (readOnlyRootFilesystem). Unlike boxkited's local sandbox, nothing here is nosuid except /tmp,
 # /proc and /dev: setuid binaries on the root and in /workspace are honoured by the kernel, so
@@ -41,6 +42,10 @@ for n in null zero full random urandom tty; do
 	touch "$root/dev/$n"
 	mount --bind "/dev/$n" "$root/dev/$n"
 done
+# A container's own devpts, as runc makes it: /dev/pts and /dev/ptmx leading into it.
+mkdir "$root/dev/pts"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,nosuid,noexec devpts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
 mount --bind "$workspace" "$root/workspace"
 cp "$init" "$root/bk/boxkite-init"
 chmod 0755 "$root/bk/boxkite-init"

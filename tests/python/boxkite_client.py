@@ -212,6 +212,22 @@ def content_hash(data=None, blocks=None):
     return hashlib.sha256(b"".join(block_hashes(data) if blocks is None else blocks)).digest()
 
 
+def store_prefix(key_id, secret):
+    """A key's store prefix (docs/PROTOCOL.md, "Sync: whose snapshots"): where its snapshots are
+    under every store, "t-" and the first 16 bytes of HMAC-SHA256(secret, "boxkite-store-prefix-v1"
+    NUL key id) in lowercase hex."""
+    return "t-" + hmac.new(secret, b"boxkite-store-prefix-v1\0" + key_id.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def preview_token(key_id, secret, port, expires):
+    """A preview token (docs/PROTOCOL.md, "Preview tokens"; common/preview.h): base64url of 0x01 |
+    port u16 | expiry i64 | len(key id) | key id | MAC, no padding."""
+    import base64
+    signed = struct.pack(">BHqB", 1, port, expires, len(key_id)) + key_id.encode()
+    mac = hmac.new(secret, b"boxkite-preview-v1\0" + signed, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(signed + mac).rstrip(b"=").decode()
+
+
 # --- transport ------------------------------------------------------------------------------
 
 def _recv_exact(sock, n):
@@ -225,12 +241,25 @@ def _recv_exact(sock, n):
 
 
 class SPRequester:
-    """One TCP connection speaking SP REQ (nng's req0) to a REP peer; one request at a time."""
+    """One connection speaking SP REQ (nng's req0) to a REP peer; one request at a time. Over
+    TCP (port given), or over a Unix socket (port None, host its path: nng's ipc://, whose
+    messages carry one more byte before their length, the message type 1)."""
 
     def __init__(self, host, port, timeout):
-        self._sock = socket.create_connection((host, port), timeout=timeout)
-        try:
+        if port is None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.settimeout(timeout)
+            self._kind = b"\x01"
+            try:
+                self._sock.connect(host)
+            except BaseException:
+                self._sock.close()
+                raise
+        else:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._kind = b""
+        try:
             self._sock.sendall(b"\x00SP\x00" + struct.pack(">HH", SP_PROTO_REQ, 0))
             head = _recv_exact(self._sock, 8)
             if head[:4] != b"\x00SP\x00" or head[6:] != b"\x00\x00":
@@ -254,9 +283,12 @@ class SPRequester:
         them."""
         req_id = SP_REQUEST_ID_BIT | self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        self._sock.sendall(struct.pack(">QI", 4 + len(payload), req_id) + payload)
+        self._sock.sendall(self._kind + struct.pack(">QI", 4 + len(payload), req_id) + payload)
         while True:
-            length = struct.unpack(">Q", _recv_exact(self._sock, 8))[0]
+            head = _recv_exact(self._sock, len(self._kind) + 8)
+            if head[:len(self._kind)] != self._kind:
+                raise ProtocolError("ipc message of type %d, not 1" % head[0])
+            length = struct.unpack(">Q", head[len(self._kind):])[0]
             if length < 4 or length > RECV_MAX:
                 raise ProtocolError("answer of %d bytes: not a REP message" % length)
             message = _recv_exact(self._sock, length)
@@ -267,8 +299,9 @@ class SPRequester:
 # --- the client -----------------------------------------------------------------------------
 
 class Client:
-    """A boxkited client over tcp://host:port. With key_id and secret every request is MAC'd
-    and only MAC'd success answers are accepted; without, only Health can be called."""
+    """A boxkited client over tcp://host:port, or ipc://host (port None). With key_id and secret
+    every request is MAC'd and only MAC'd success answers are accepted; without, only Health can
+    be called."""
 
     def __init__(self, host, port, key_id=None, secret=None, timeout=30.0):
         if (key_id is None) != (secret is None):

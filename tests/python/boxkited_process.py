@@ -76,14 +76,16 @@ class Boxkited:
     """with Boxkited() as d: d.port, d.key_file, d.log() ...
 
     args: extra flags (e.g. ["--root", "/usr:ro"]); workspace: a host directory to serve as
-    /workspace (default <temp dir>/workspace). The daemon gets SIGTERM when the thread that
+    /workspace (default <temp dir>/workspace); key_file: a key file to copy (the same tenant as
+    another daemon's), instead of a fresh key. The daemon gets SIGTERM when the thread that
     started it exits (PR_SET_PDEATHSIG). A subclass waits for more in _after_ready()."""
 
     START_TIMEOUT_S = 10.0
 
-    def __init__(self, args=(), workspace=None):
+    def __init__(self, args=(), workspace=None, key_file=None):
         self.dir = tempfile.mkdtemp(prefix="boxkite-pytest-")
         self.key_file = os.path.join(self.dir, "key")
+        self.key_from = key_file  # another daemon's key (the same tenant), or None: a fresh one
         self.log_path = os.path.join(self.dir, "boxkited.log")
         self.args = [str(a) for a in args]
         self.workspace = workspace or os.path.join(self.dir, "workspace")
@@ -94,7 +96,11 @@ class Boxkited:
 
     def __enter__(self):
         try:
-            subprocess.run([BKCTL, "keygen", self.key_file], check=True, capture_output=True)
+            if self.key_from:
+                shutil.copyfile(self.key_from, self.key_file)
+                os.chmod(self.key_file, 0o600)
+            else:
+                subprocess.run([BKCTL, "keygen", self.key_file], check=True, capture_output=True)
             self._start()
         except BaseException:
             self.stop()

@@ -3,14 +3,10 @@
 expiring, per-port token — and refuses everything else before it reaches the sandbox. Tokens are
 minted here from common/preview.h's format alone, as a client in another language would."""
 
-import base64
-import hashlib
-import hmac
 import http.client
 import json
 import os
 import socket
-import struct
 import subprocess
 import time
 import unittest
@@ -37,10 +33,7 @@ GUARD_S = 30
 
 
 def token(key_id, secret, port, expires):
-    """common/preview.h: base64url(0x01 | port u16 | expiry i64 | len(key id) | key id | MAC)."""
-    signed = struct.pack(">BHqB", 1, port, expires, len(key_id)) + key_id.encode()
-    mac = hmac.new(secret, b"boxkite-preview-v1\0" + signed, hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(signed + mac).rstrip(b"=").decode()
+    return bk.preview_token(key_id, secret, port, expires)
 
 
 ECHO = r"""

@@ -464,6 +464,33 @@ class TerminalTest(Base):
         self.write(pid, b"exit 5\n")
         self.assertEqual(self.wait(pid).exit_code, 5)
 
+    def test_a_terminal_is_reachable_by_its_own_process_tree_only(self):
+        # One devpts for the whole sandbox, its terminals mode 620 and the sandbox user's: a
+        # process without a terminal opened another's, read what the operator typed into it,
+        # wrote into its output and resized it. Each exec has a devpts of its own now.
+        victim = self.start(shell="tty; echo ready; exec cat", tty=True, stdin_open=True)
+        off, got = self.read_until(victim, 0, b"ready")
+        tty = got.split(b"\n")[0].strip().decode()
+        self.assertTrue(tty.startswith("/dev/pts/"), got)
+        r = self.call("Exec", pb.ExecRequest(shell=ATTACK % tty), pb.ExecResponse)
+        self.assertEqual(r.exit_code, 0, r.stderr)
+        self.assertIn(b"open %s: ENOENT" % tty.encode(), r.stdout)
+        self.assertIn(b"pts: ptmx\n", r.stdout, "another exec's terminal is listed")
+        # Its own process tree still has it: what is typed reaches the command.
+        self.write(victim, b"typed by the operator\n")
+        self.read_until(victim, off, b"typed by the operator")
+        self.signal(victim, signal.SIGKILL)
+        self.wait(victim)
+
+    def test_an_exec_makes_a_bounded_number_of_terminals(self):
+        # The devpts of an exec had no max=: one exec opened 400 ptys, and every container's
+        # devpts on the node shares the kernel's pty.max.
+        r = self.call("Exec", pb.ExecRequest(shell=MANY_PTYS), pb.ExecResponse)
+        self.assertEqual(r.exit_code, 0, r.stderr)
+        opened, why = r.stdout.decode().split()
+        self.assertLessEqual(int(opened), 8)
+        self.assertEqual(why, "ENOSPC")
+
     def test_resize_of_pipes_is_refused(self):
         pid = self.start(argv=["sleep", "300"])
         self.expect_error(9, "ProcessResize", pb.ProcessResizeRequest(process_id=pid, size=pb.TerminalSize(
@@ -472,12 +499,35 @@ class TerminalTest(Base):
         self.wait(pid)
 
 
-def sandbox_init_pid(daemon_pid):
-    """The local sandbox's init: boxkite-init without arguments, among boxkited's descendants."""
+ATTACK = r"""python3 -c '
+import errno, os, sys
+print("pts:", " ".join(sorted(os.listdir("/dev/pts"))))
+try:
+    os.close(os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY))
+    print("open %%s: OPENED" %% sys.argv[1])
+except OSError as e:
+    print("open %%s: %%s" %% (sys.argv[1], errno.errorcode[e.errno]))
+' %s"""
+
+MANY_PTYS = r"""python3 -c '
+import errno, os
+held = []
+try:
+    while len(held) < 400:
+        held.append(os.openpty())
+    print(len(held), "none")
+except OSError as e:
+    print(len(held), errno.errorcode[e.errno])
+'"""
+
+
+def descendant_running(daemon_pid, argv):
+    """The host pid of the process among boxkited's descendants whose argv starts with argv
+    (a list of bytes), or None."""
     for pid in boxkited_process.descendants(daemon_pid):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if f.read().split(b"\0")[:2] == [b"boxkite-init", b""]:
+                if f.read().split(b"\0")[:len(argv)] == argv:
                     return pid
         except OSError:
             continue
@@ -503,11 +553,18 @@ class ExposedPortTest(Base):
         port = 8000
         pid = self.start(argv=["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
                          expose_port=port, tag="dev server")
-        init = sandbox_init_pid(self.daemon.proc.pid)
+        init = descendant_running(self.daemon.proc.pid, [b"boxkite-init", b""])
         self.assertIsNotNone(init, "the local sandbox's init")
-        # The sidecar's side: the sandbox's network namespace (in a pod: the pod's, which the
-        # sidecar container shares), entered from the host.
-        probe = ["nsenter", "--net=/proc/%d/ns/net" % init, "/usr/bin/python3", "-c", PROBE % port]
+        deadline, server = time.monotonic() + GUARD_S, None
+        while server is None and time.monotonic() < deadline:
+            server = descendant_running(self.daemon.proc.pid, [b"python3", b"-m", b"http.server"])
+            time.sleep(0.05)
+        self.assertIsNotNone(server, "the exposed-port process")
+        # The sidecar's side: the sandbox's network namespace — the executor's, neither the
+        # host's nor the sandbox init's — entered from the host where the server runs.
+        net = os.readlink("/proc/%d/ns/net" % server)
+        self.assertNotIn(net, (os.readlink("/proc/self/ns/net"), os.readlink("/proc/%d/ns/net" % init)))
+        probe = ["nsenter", "--net=/proc/%d/ns/net" % server, "/usr/bin/python3", "-c", PROBE % port]
         deadline, out = time.monotonic() + GUARD_S, ""
         while time.monotonic() < deadline:
             out = subprocess.run(probe, capture_output=True, text=True).stdout

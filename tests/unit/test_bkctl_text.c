@@ -163,6 +163,69 @@ static void json_tells_bytes_from_characters(void **state)
 	free(a);
 }
 
+/* What bkctl_term_write hands a terminal, for writes in the given pieces. */
+static char *on_terminal(const char *const *pieces, const size_t *lens, size_t n)
+{
+	int p[2];
+	bkctl_term t;
+	static char got[4096];
+	ssize_t len;
+
+	assert_int_equal(pipe(p), 0);
+	bkctl_term_init(&t, p[1], false);
+	t.escape = true; /* as on a terminal: a pipe stands for one here */
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(bkctl_term_write(&t, (const uint8_t *)pieces[i], lens[i]), 0);
+	assert_int_equal(bkctl_term_flush(&t), 0);
+	close(p[1]);
+	len = read(p[0], got, sizeof(got) - 1);
+	close(p[0]);
+	assert_true(len >= 0);
+	got[len] = '\0';
+	return got;
+}
+
+/* Output on a terminal (bkctl logs, exec without -t): no control sequence reaches it — OSC 52's
+ * clipboard write, a title change, a report request (CSI 6n, DECRQSS) whose answer the terminal
+ * would type back, 8-bit C1 controls raw or UTF-8 encoded — while text, line breaks, tabs,
+ * carriage returns and backspaces pass as they are, and a character split between two writes
+ * arrives whole. */
+static void output_on_a_terminal_has_no_control_sequence(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{ "\x1b]52;c;cHduZWQ=\x07", "\\x1b]52;c;cHduZWQ=\\x07" },
+		{ "\x1b]0;title\x1b\\", "\\x1b]0;title\\x1b\\" },
+		{ "\x1b[6n", "\\x1b[6n" },
+		{ "\x1bP$q\"p\x1b\\", "\\x1bP$q\"p\\x1b\\" },
+		{ "\x9b" "6n", "\\x9b6n" },
+		{ "\xc2\x9b" "6n", "\\xc2\\x9b6n" },
+		{ "a\tb\r\nc\bd\x7f\x01", "a\tb\r\nc\bd\\x7f\\x01" },
+		{ "caf\xc3\xa9 \xe2\x9c\x93 \xff", "caf\xc3\xa9 \xe2\x9c\x93 \\xff" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_string_equal(on_terminal(&cases[i].in, (size_t[]){ strlen(cases[i].in) }, 1), cases[i].want);
+	/* A character split between writes, and a lone start of one at the end. */
+	const char *split[] = { "x\xe2", "\x9c", "\x93y\xe2\x9c" };
+	const size_t split_len[] = { 2, 1, 4 };
+	assert_string_equal(on_terminal(split, split_len, 3), "x\xe2\x9c\x93y\\xe2\\x9c");
+	/* Off a terminal, the bytes as they are. */
+	int p[2];
+	bkctl_term t;
+	char got[16];
+	assert_int_equal(pipe(p), 0);
+	bkctl_term_init(&t, p[1], false);
+	assert_false(t.escape);
+	assert_int_equal(bkctl_term_write(&t, (const uint8_t *)"\x1b[6n", 4), 0);
+	close(p[1]);
+	assert_int_equal(read(p[0], got, sizeof(got)), 4);
+	assert_memory_equal(got, "\x1b[6n", 4);
+	close(p[0]);
+}
+
 static void seconds_round_up_to_a_millisecond(void **state)
 {
 	uint32_t ms = 99;
@@ -245,6 +308,7 @@ int main(void)
 		cmocka_unit_test(names_quoted_known_forms),
 		cmocka_unit_test(put_name_raw_off_a_terminal),
 		cmocka_unit_test(text_escapes_unprintable_bytes),
+		cmocka_unit_test(output_on_a_terminal_has_no_control_sequence),
 		cmocka_unit_test(json_tells_bytes_from_characters),
 		cmocka_unit_test(seconds_round_up_to_a_millisecond),
 		cmocka_unit_test(sizes_with_binary_suffixes),

@@ -401,6 +401,28 @@ static void keyfile_create_rejects_an_invalid_id(void **state)
 	bk_error_free(err);
 }
 
+/* The store prefix: pinned by a vector computed independently (Python's hmac: key bytes 1..32,
+ * id k1); another id or secret, another prefix. */
+static void store_prefix_vector(void **state)
+{
+	char prefix[BK_STORE_PREFIX_LEN + 1], other[BK_STORE_PREFIX_LEN + 1];
+	bk_key key, key2;
+
+	(void)state;
+	unit_key(&key, "k1", 1, 32);
+	assert_int_equal(bk_key_store_prefix(&key, prefix), 0);
+	assert_string_equal(prefix, "t-b01b77dda2ae434a39823b1200b2fe6a");
+	unit_key(&key2, "k2", 1, 32);
+	assert_int_equal(bk_key_store_prefix(&key2, other), 0);
+	assert_string_not_equal(prefix, other);
+	bk_key_clear(&key2);
+	unit_key(&key2, "k1", 2, 32);
+	assert_int_equal(bk_key_store_prefix(&key2, other), 0);
+	assert_string_not_equal(prefix, other);
+	bk_key_clear(&key2);
+	bk_key_clear(&key);
+}
+
 #define KEYS_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -419,6 +441,7 @@ int main(void)
 		KEYS_TEST(keyfile_create_is_private_and_loads_back),
 		KEYS_TEST(keyfile_create_never_replaces_a_file),
 		KEYS_TEST(keyfile_create_rejects_an_invalid_id),
+		cmocka_unit_test(store_prefix_vector),
 	};
 
 	return cmocka_run_group_tests_name("keys", tests, NULL, NULL);

@@ -43,7 +43,11 @@ static void test_vector(void **state)
 	(void)state;
 	assert_int_equal(bk_preview_token_make(&ring->keys[0], 3000, EXPIRY, token, sizeof(token)), 0);
 	assert_string_equal(token, VECTOR);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - HOUR, 24 * HOUR), BK_PREVIEW_OK);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - HOUR, 24 * HOUR, NULL), BK_PREVIEW_OK);
+	/* The relay ends a connection at the expiry the token carries. */
+	int64_t expires = 0;
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - HOUR, 24 * HOUR, &expires), BK_PREVIEW_OK);
+	assert_int_equal(expires, EXPIRY);
 	bk_keyring_free(ring);
 }
 
@@ -52,12 +56,12 @@ static void test_port_time_and_lifetime(void **state)
 	bk_keyring *ring = ring_of(1);
 
 	(void)state;
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3001, EXPIRY - HOUR, 24 * HOUR), BK_PREVIEW_WRONG_PORT);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY, 24 * HOUR), BK_PREVIEW_EXPIRED);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY + 1, 24 * HOUR), BK_PREVIEW_EXPIRED);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - 1, 24 * HOUR), BK_PREVIEW_OK);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - 2 * HOUR, HOUR), BK_PREVIEW_TOO_LONG);
-	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - HOUR, HOUR), BK_PREVIEW_OK);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3001, EXPIRY - HOUR, 24 * HOUR, NULL), BK_PREVIEW_WRONG_PORT);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY, 24 * HOUR, NULL), BK_PREVIEW_EXPIRED);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY + 1, 24 * HOUR, NULL), BK_PREVIEW_EXPIRED);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - 1, 24 * HOUR, NULL), BK_PREVIEW_OK);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - 2 * HOUR, HOUR, NULL), BK_PREVIEW_TOO_LONG);
+	assert_int_equal(bk_preview_token_check(ring, VECTOR, 3000, EXPIRY - HOUR, HOUR, NULL), BK_PREVIEW_OK);
 	bk_keyring_free(ring);
 }
 
@@ -67,10 +71,10 @@ static void test_other_keys(void **state)
 	char token[BK_PREVIEW_TOKEN_MAX];
 
 	(void)state;
-	assert_int_equal(bk_preview_token_check(other, VECTOR, 3000, EXPIRY - HOUR, 24 * HOUR), BK_PREVIEW_BAD_MAC);
+	assert_int_equal(bk_preview_token_check(other, VECTOR, 3000, EXPIRY - HOUR, 24 * HOUR, NULL), BK_PREVIEW_BAD_MAC);
 	assert_int_equal(bk_preview_token_make(&ring->keys[1], 3000, EXPIRY, token, sizeof(token)), 0);
-	assert_int_equal(bk_preview_token_check(other, token, 3000, EXPIRY - HOUR, 24 * HOUR), BK_PREVIEW_OK);
-	assert_int_equal(bk_preview_token_check(NULL, token, 3000, EXPIRY - HOUR, 24 * HOUR), BK_PREVIEW_UNKNOWN_KEY);
+	assert_int_equal(bk_preview_token_check(other, token, 3000, EXPIRY - HOUR, 24 * HOUR, NULL), BK_PREVIEW_OK);
+	assert_int_equal(bk_preview_token_check(NULL, token, 3000, EXPIRY - HOUR, 24 * HOUR, NULL), BK_PREVIEW_UNKNOWN_KEY);
 	bk_keyring_free(ring);
 	bk_keyring_free(other);
 }
@@ -89,7 +93,7 @@ static void test_every_character_matters(void **state)
 			if (t[i] == alphabet[a])
 				continue;
 			t[i] = alphabet[a];
-			if (bk_preview_token_check(ring, t, 3000, EXPIRY - HOUR, 24 * HOUR) == BK_PREVIEW_OK)
+			if (bk_preview_token_check(ring, t, 3000, EXPIRY - HOUR, 24 * HOUR, NULL) == BK_PREVIEW_OK)
 				fail_msg("token with character %zu changed to %c verified", i, alphabet[a]);
 		}
 	}
@@ -108,7 +112,7 @@ static void test_malformed(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		bk_preview_verdict v = bk_preview_token_check(ring, bad[i], 3000, EXPIRY - HOUR, 24 * HOUR);
+		bk_preview_verdict v = bk_preview_token_check(ring, bad[i], 3000, EXPIRY - HOUR, 24 * HOUR, NULL);
 		if (v != BK_PREVIEW_MALFORMED)
 			fail_msg("'%s': %s, not MALFORMED", bad[i], bk_preview_verdict_name(v));
 	}

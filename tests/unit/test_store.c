@@ -45,6 +45,41 @@ static void only_configured_stores_and_prefixes_under_them(void **state)
 	bk_error_free(err);
 }
 
+/* A tenant's URL is the same place under its prefix, in the most specific store that holds it;
+ * what it may not name it may not name under its prefix either. */
+static void a_tenant_names_only_places_under_its_prefix(void **state)
+{
+	char *stores[] = { "file:///srv/snap", "s3://bucket/pre/", "file:///srv/snap/nested" };
+	static const char *const cases[][2] = {
+		{ "file:///srv/snap", "file:///srv/snap/t-1" },
+		{ "file:///srv/snap/a/b", "file:///srv/snap/t-1/a/b" },
+		{ "file:///srv/snap/t-2", "file:///srv/snap/t-1/t-2" },
+		{ "s3://bucket/pre", "s3://bucket/pre/t-1" },
+		{ "s3://bucket/pre/x", "s3://bucket/pre/t-1/x" },
+		{ "file:///srv/snap/nested", "file:///srv/snap/nested/t-1" },
+		{ "file:///srv/snap/nested/x", "file:///srv/snap/nested/t-1/x" },
+	};
+	char out[256];
+	bk_error *err = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(bk_store_url_scope(cases[i][0], stores, 3, "t-1", out, sizeof(out), &err), 0);
+		assert_string_equal(out, cases[i][1]);
+		/* The operator's own URL (--restore-from) is the store's. */
+		assert_int_equal(bk_store_url_scope(cases[i][0], stores, 3, NULL, out, sizeof(out), &err), 0);
+		assert_string_equal(out, cases[i][0]);
+	}
+	assert_null(err);
+	for (const char *const *u = (const char *const[]){ "file:///srv/snap/../x", "file:///srv", "s3://bucket", NULL };
+	     *u; u++) {
+		assert_true(bk_store_url_scope(*u, stores, 3, "t-1", out, sizeof(out), &err) < 0);
+		assert_int_equal(err->status, BK_PERMISSION_DENIED);
+		bk_error_free(err);
+		err = NULL;
+	}
+}
+
 static void a_file_store_writes_whole_keys(void **state)
 {
 	char dir[] = "/tmp/bk-store-unit-XXXXXX", url[128], cmd[160];
@@ -121,6 +156,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(only_configured_stores_and_prefixes_under_them),
+		cmocka_unit_test(a_tenant_names_only_places_under_its_prefix),
 		cmocka_unit_test(a_file_store_writes_whole_keys),
 		cmocka_unit_test(store_urls_are_checked_when_opened),
 	};

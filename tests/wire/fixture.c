@@ -17,6 +17,7 @@
 #include "files/files.h"
 #include "rpc/methods.h"
 #include "runs/exec.h"
+#include "runs/runs.h"
 #include "session/reset.h"
 
 atomic_uint wire_exec_runs;
@@ -72,7 +73,8 @@ static int stubs_start(wire *w)
 	bk_link_attach(w->links[0], fd);
 	w->srv.executor = w->links[0];
 	w->srv.files_link = w->links[1];
-	if (bk_execs_start(&w->srv, &err) < 0 || bk_files_start(&w->srv, &err) < 0 ||
+	if (bk_runs_start(&w->srv, &err) < 0 || bk_execs_start(&w->srv, &err) < 0 ||
+	    bk_files_start(&w->srv, &err) < 0 ||
 	    bk_link_start(w->links[1], &err) < 0 || bk_link_start(w->links[0], &err) < 0) {
 		fprintf(stderr, "wire fixture: exec and files: %s\n", bk_error_msg(err));
 		bk_error_free(err);
@@ -176,8 +178,8 @@ void wire_stop(wire *w)
 		return;
 	if (w->req_open)
 		nng_close(w->req);
-	/* As main.c: the executor's link first (what is pending fails), then the exec thread, the
-	 * files machinery, the transport; the links freed last. */
+	/* As main.c: the executor's link first (what is pending fails), then Exec, the files
+	 * machinery, the transport, the run engine; the links freed last. */
 	atomic_store(&w->srv.stopping, true);
 	bk_link_close(w->links[0]);
 	bk_link_close(w->links[1]);
@@ -185,6 +187,8 @@ void wire_stop(wire *w)
 	bk_execs_stop(&w->srv);
 	bk_files_stop(&w->srv);
 	bk_front_stop(&w->srv);
+	bk_runs_stop(&w->srv);
+	bk_execs_free(&w->srv);
 	bk_link_free(w->links[0]);
 	bk_link_free(w->links[1]);
 	if (w->srv_up) {

@@ -15,16 +15,17 @@ $(B)/tests/wire/%.o: tests/wire/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Iserver -c $< -o $@
 
-$(WIRE_BIN): $(B)/tests/wire/%: $(B)/tests/wire/test_%.o $(WIRE_FIXTURE) $(WIRE_LIBS)
+$(WIRE_BIN): $(B)/tests/wire/%: $(B)/tests/wire/test_%.o $(WIRE_FIXTURE) $(B)/tests/cmocka_filter.o $(WIRE_LIBS)
 	$(CC) -pie -o $@ $^ $(LDLIBS_FRONT) -lcmocka $(LDFLAGS)
 
 # Every program runs even when one before it failed, so one bug does not hide another.
 test-wire: $(WIRE_BIN)
-	@failed=; for t in $(WIRE_BIN); do \
+	@tier_start=$$(date +%s.%N); failed=; for t in $(WIRE_BIN); do \
 	  echo "  WIRE  $$t"; \
 	  if ! $$t 2>$$t.log; then \
 	    grep -v '^{"ts":' $$t.log >&2; \
 	    echo "test-wire: $$t failed (server log: $$t.log)" >&2; failed="$$failed $$t"; \
 	  fi; \
 	done; \
+	$(call tier_seconds,wire$(TIER_SUFFIX)); \
 	if [ -n "$$failed" ]; then echo "test-wire: failed:$$failed" >&2; exit 1; fi

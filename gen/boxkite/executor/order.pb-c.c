@@ -3829,7 +3829,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[29] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[30] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3859,23 +3859,25 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_CGROUP_NS", "BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS", 25 },
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
-  { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 28 },
+  { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
+  { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 29 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 29}
+{0, 0},{0, 30}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[29] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[30] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
   { "STEP_CGROUP_NS", 25 },
   { "STEP_CHDIR", 8 },
   { "STEP_CLOSE_FDS", 18 },
-  { "STEP_EGRESS_CA", 28 },
+  { "STEP_EGRESS_CA", 29 },
   { "STEP_EXECVE", 21 },
   { "STEP_HOSTNAME", 24 },
   { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
+  { "STEP_MOUNT_DEVPTS", 28 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
   { "STEP_NONE", 0 },
@@ -3903,9 +3905,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  29,
+  30,
   boxkite__executor__step__enum_values_by_number,
-  29,
+  30,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -104,9 +104,13 @@ typedef enum _Boxkite__Executor__Step {
    */
   BOXKITE__EXECUTOR__STEP__STEP_TERMINAL = 27,
   /*
+   * a devpts instance of the exec's own on /dev/pts
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28,
+  /*
    * a grant reaching a brokered destination: the proxy's CA bundle
    */
-  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 28
+  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 29
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 
@@ -317,7 +321,7 @@ struct  Boxkite__Executor__Spawn
   uint32_t rows;
   uint32_t cols;
   /*
-   * The sandbox's network namespace (the pod's; in local mode the sandbox's own) instead of a
+   * The sandbox's network namespace (the executor's, lo only, made anew at each Reset) instead of a
    * fresh one: the one exception, for a process that exposes a port.
    */
   protobuf_c_boolean sandbox_net;
@@ -374,8 +378,9 @@ struct  Boxkite__Executor__Killed
 /*
  * Reset (server/session/reset.c): SIGKILL every exec's init and reply Done (count: how many) once every
  * one of them is reaped — its Exited event sent before the reply, its PID namespace gone. hold:
- * from then on Spawn is refused (EAGAIN) until a KillAll with hold false; a reset that failed
- * leaves the hold in place.
+ * from then on Spawn is refused (EAGAIN) until a KillAll with hold false, and the sandbox's network
+ * namespace is replaced by a fresh one before the reply (nothing of the killed commands'
+ * connections is the next tenant's to see); a reset that failed leaves the hold in place.
  */
 struct  Boxkite__Executor__KillAll
 {
@@ -388,11 +393,11 @@ struct  Boxkite__Executor__KillAll
 
 
 /*
- * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the pod's; in local mode
- * the sandbox's own), for the preview relay (server/transport/proxy.c): where a process that exposes a port
- * listens. Replies Opened with the socket, non-blocking, its connection begun and perhaps not
- * made yet: the front waits for it (with a deadline), never the executor — a server in the
- * sandbox that listens and never accepts must not hold the process every exec needs.
+ * A TCP connection to 127.0.0.1:port in the sandbox's network namespace (the executor's, where a
+ * process that exposes a port runs), for the preview relay (server/transport/proxy.c). Replies
+ * Opened with the socket, non-blocking, its connection begun and perhaps not made yet: the front
+ * waits for it (with a deadline), never the executor — a server in the sandbox that listens and
+ * never accepts must not hold the process every exec needs.
  */
 struct  Boxkite__Executor__Connect
 {

@@ -250,6 +250,9 @@ struct  Boxkite__V1__HealthResponse
    * at least one key is loaded
    */
   protobuf_c_boolean auth_configured;
+  /*
+   * since boxkited started or the last Reset ended (the tenant's time)
+   */
   uint64_t uptime_ms;
   /*
    * why sandbox_ready is false, when boxkited knows (a failed Reset)
@@ -762,11 +765,12 @@ struct  Boxkite__V1__ProcessStartRequest
   size_t n_env;
   Boxkite__V1__EnvVar **env;
   /*
-   * 1-65535: run in the sandbox's network namespace (the pod's), not a
+   * 1-65535: run in the sandbox's network namespace (its own, lo only,
    */
   uint32_t expose_port;
   /*
-   * fresh one, so that the sidecar can reach this port; 0: a fresh one
+   * new at each Reset), not a fresh one, so that the preview relay can
+   * reach this port; 0: a fresh one
    */
   /*
    * 0: the server's default; killed (SIGKILL, whole tree) past it
@@ -812,7 +816,7 @@ struct  Boxkite__V1__ProcessStartRequest
    * that went away does not stall it for ever
    */
   /*
-   * as ExecRequest's (not with expose_port: such a process already
+   * as ExecRequest's (not with expose_port: such a process shares
    */
   size_t n_allow_net;
   char **allow_net;

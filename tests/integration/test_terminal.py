@@ -1,4 +1,4 @@
-"""7. The operator's terminal. boxkited started from an interactive shell (as the README's
+"""The operator's terminal. boxkited started from an interactive shell (as the README's
 walkthrough and `KEEP=1 make run` do) has that terminal as its stdio and controlling terminal: a
 sandboxed command must not be able to type into it (TIOCSTI: the keystrokes would run as root
 in the operator's shell) nor write on it. Here boxkited runs on a real pty as its session's

@@ -1,4 +1,4 @@
-"""11. A warm pool's claim key (boxkited --claim-key-file / --claim-key-env, docs/DEPLOY.md): with
+"""A warm pool's claim key (boxkited --claim-key-file / --claim-key-env, docs/DEPLOY.md): with
 it boxkited serves Health and a Reset that installs the tenant's key, nothing else; after that
 Reset the claim key is refused for good -- after SIGHUP, after a restart -- and the tenant's key
 serves everything. The claim key is as secret as any key: gone from boxkited's environment and
@@ -34,7 +34,8 @@ def setUpModule():
 
 
 def client(d, key, timeout=GUARD):
-    return bc.Client(*d.tcp, *key, timeout=timeout)
+    """Over the daemon's ipc:// socket: a claim's new key is refused over plain tcp://."""
+    return bc.Client(str(d.sock), None, *key, timeout=timeout)
 
 
 def tenant_key():

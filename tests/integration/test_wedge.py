@@ -1,4 +1,4 @@
-"""6. The wedge of issue 8, reproduced: many large orders to the executor and many large answers
+"""The wedge of issue 8, reproduced: many large orders to the executor and many large answers
 from it at the same time -- a dozen FileList clients on a directory of long names (pages of about
 256 KiB) beside a dozen Exec clients sending orders of about 500 KiB (argv and environment, both
 within the limits). Before the channel was non-blocking, a sender held the link's lock across a

@@ -1,4 +1,4 @@
-"""9. The transport around the envelope: tls+tcp:// with a pinned certificate, the second (HTTP)
+"""The transport around the envelope: tls+tcp:// with a pinned certificate, the second (HTTP)
 listener's probes and Prometheus metrics, the per-request audit line, and a key given by
 environment variable (--key-env, as a Kubernetes secretKeyRef gives it). All on loopback."""
 import json

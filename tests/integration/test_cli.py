@@ -1,4 +1,4 @@
-"""6. The command line a new user meets, against a local-mode boxkited: docker's habits (-i, -w;
+"""The command line a new user meets, against a local-mode boxkited: docker's habits (-i, -w;
 -t refused without a terminal), timeouts that mean what they say, output limits, errors
 that say what to do (with their exit codes), names the sandbox made escaped on a terminal and
 exact in JSON, the help texts, and the runtime directory of an ipc:// socket.
@@ -62,7 +62,7 @@ def on_a_terminal(argv, env, timeout=30):
 
 class DockerHabits(unittest.TestCase):
     def test_t_without_a_terminal_is_refused_alone_and_in_it(self):
-        # As docker exec -t from a pipe; with a terminal, test_10_processes_cli runs it.
+        # As docker exec -t from a pipe; with a terminal, test_processes_cli runs it.
         for args in (["-t"], ["-it"], ["--tty"]):
             with self.subTest(args):
                 r = bkctl("exec", *args, "--", "cat", input="x")
@@ -216,6 +216,54 @@ class SandboxNames(unittest.TestCase):
                          sorted([b"caf\xc3\xa9", b"caf\xe9", b"we\033[2Jird\nname"]))
         self.assertIn("caf\udce9", names)
         self.assertIn("café", names)
+
+
+class OutputOnATerminal(unittest.TestCase):
+    """A command's output with terminal control sequences in it — an OSC 52 clipboard write, a
+    title change, report requests whose answers the terminal types back (CSI 6n, DECRQSS), an
+    8-bit CSI — reached the operator's terminal raw through bkctl logs (which has no -t) and
+    bkctl exec without -t. On a terminal they are shown escaped now, unless --raw; into a pipe
+    the bytes are as they were."""
+
+    SEQUENCES = ("printf 'clip\\033]52;c;cHduZWQ=\\007 title\\033]0;owned\\007 where\\033[6n "
+                 "rqss\\033P$q\"p\\033\\\\ c1\\233""6n caf\\303\\251\\n'")
+
+    def assertEscaped(self, out):
+        self.assertNotIn(b"\033", out)
+        self.assertNotIn(b"\x9b", out)
+        self.assertIn(b"clip\\x1b]52;c;cHduZWQ=\\x07", out)
+        self.assertIn(b"where\\x1b[6n", out)
+        self.assertIn(b"c1\\x9b6n", out)
+        self.assertIn("café".encode(), out)
+
+    def test_logs_escapes_on_a_terminal(self):
+        r = bkctl("start", "--shell", self.SEQUENCES)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = r.stdout.strip()
+        self.assertEqual(bkctl("wait", pid).returncode, 0)
+        env = bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key)
+        for args in (["logs", pid], ["logs", "-f", pid]):
+            with self.subTest(args):
+                rc, out = on_a_terminal([str(bkit.BKCTL), *args], env)
+                self.assertEqual(rc, 0, out)
+                self.assertEscaped(out)
+        rc, out = on_a_terminal([str(bkit.BKCTL), "logs", "--raw", pid], env)
+        self.assertEqual(rc, 0, out)
+        self.assertIn(b"clip\033]52;c;cHduZWQ=\007", out)
+        r = bkit.run([bkit.BKCTL, "--url", D.url, "--key-file", D.key, "logs", pid], text=False)
+        self.assertIn(b"clip\033]52;c;cHduZWQ=\007", r.stdout, "into a pipe, the bytes as they are")
+
+    def test_exec_without_t_escapes_on_a_terminal(self):
+        env = bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key)
+        for args in (["exec", "--shell", self.SEQUENCES], ["exec", "--shell", self.SEQUENCES + " >&2"],
+                     ["exec", "--output-limit", "1M", "--shell", self.SEQUENCES]):
+            with self.subTest(args):
+                rc, out = on_a_terminal([str(bkit.BKCTL), *args], env)
+                self.assertEqual(rc, 0, out)
+                self.assertEscaped(out)
+        rc, out = on_a_terminal([str(bkit.BKCTL), "exec", "--raw", "--shell", self.SEQUENCES], env)
+        self.assertEqual(rc, 0, out)
+        self.assertIn(b"where\033[6n", out)
 
 
 class HelpTexts(unittest.TestCase):

@@ -1,4 +1,4 @@
-"""8. The sidecar's capability list is proven, not guessed (DESIGN.md section 8).
+"""The sidecar's capability list is proven, not guessed (DESIGN.md section 8).
 
 The list is read from the manifest (deploy/sandbox/pod.yaml, the sidecar's
 securityContext.capabilities.add, with drop: [ALL]). The real boxkited --pod, with the manifest's

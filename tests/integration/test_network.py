@@ -1,4 +1,4 @@
-"""2. The escape suite, network part: boxkited runs in a "pod" network namespace from which a
+"""The escape suite, network part: boxkited runs in a "pod" network namespace from which a
 cloud metadata stand-in (an HTTP server on 169.254.169.254:80 in a "cloud" namespace, reached
 over a veth pair and a route) really answers; an exec must reach neither it nor anything else
 of the pod's network: only its own loopback.

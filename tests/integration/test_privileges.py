@@ -1,4 +1,4 @@
-"""1. The privilege split, read from /proc while boxkited serves.
+"""The privilege split, read from /proc while boxkited serves.
 
 The front (server/: parses network input) must hold no capability at all and have
 no_new_privs; the executor (sidecar/executor.c, the front's child) exactly the set its

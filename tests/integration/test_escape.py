@@ -1,4 +1,4 @@
-"""2. The escape suite, local mode: each attack made from inside the sandbox by build/bk-probe
+"""The escape suite, local mode: each attack made from inside the sandbox by build/bk-probe
 (copied into the workspace, run as the sandboxed command through `bkctl -o json exec`), each
 asserted as a named denial: the verdict DENIED and the reason token the layer that stops it
 gives (an errno, a signal, an observed fact).
@@ -9,7 +9,7 @@ its key file; with small per-exec limits (--exec-pids 64, --exec-memory 64M, --e
 that the bombs meet them quickly; and with a TCP listener on 127.0.0.1 beside its ipc:// one.
 
 The network tests with a pod network namespace and the cloud metadata stand-in are in
-test_2_network.py; the same probes in pod mode are in test_4_pod.py.
+test_network.py; the same probes in pod mode are in test_pod.py.
 """
 import os
 import re
@@ -259,7 +259,7 @@ class KernelSurfaces(bkit.ProbeAssertions, unittest.TestCase):
 class Terminal(bkit.ProbeAssertions, unittest.TestCase):
     """No terminal reachable: every exec is a session of its own without a controlling terminal,
     and TIOCSTI/TIOCSETD are refused even on a terminal the command made itself. (The attack on
-    the operator's own terminal, with boxkited started from one, is test_7_terminal.py.)"""
+    the operator's own terminal, with boxkited started from one, is test_terminal.py.)"""
 
     def test_no_controlling_terminal_and_no_input_injection(self):
         r = self.assertDenied(D, "tty", "BKMARK", reason=None)

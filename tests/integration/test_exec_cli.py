@@ -1,4 +1,4 @@
-"""3. Exec behaviour, through bkctl against a local-mode boxkited with default limits: timeouts
+"""Exec behaviour, through bkctl against a local-mode boxkited with default limits: timeouts
 that kill a whole tree, huge output, concurrency, stdin, and the refusals a client sees.
 """
 import concurrent.futures

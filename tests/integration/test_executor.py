@@ -1,4 +1,4 @@
-"""7. The executor and its file worker seen from a compromised front: boxkite-executor started
+"""The executor and its file worker seen from a compromised front: boxkite-executor started
 here on a channel this test holds, and sent what a front that an attacker controls could send;
 then the file worker it starts, on the channel it hands over (event FilesReady).
 

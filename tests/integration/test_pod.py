@@ -1,4 +1,4 @@
-"""4. Pod mode, on an emulated Kubernetes pod with shareProcessNamespace (bkit.Pod): a pause
+"""Pod mode, on an emulated Kubernetes pod with shareProcessNamespace (bkit.Pod): a pause
 process as PID 1 of the pod's PID namespace, the sandbox container (pod_container.sh: its own
 mount namespace and read-only root, boxkite-init as uid 1001 without capabilities and with
 no_new_privs, started into the PID namespace from outside it) and `boxkited --pod` started into
@@ -14,7 +14,7 @@ import time
 import unittest
 
 import bkit
-from test_1_privileges import check_executor, check_front
+from test_privileges import check_executor, check_front
 
 P = None  # the Pod
 D = None  # its boxkited --pod
@@ -147,6 +147,24 @@ class PodMode(bkit.ProbeAssertions, unittest.TestCase):
         r = self.assertDenied(D, "setuid-exec", SUID_PROBE, reason="euid=1001")
         self.assertIn("setuid bit ignored", r.detail)
         self.assertDenied(D, "caps", reason="caps-0-nnp-seccomp2")
+
+    def test_an_exposed_port_process_reaches_nothing_of_the_pods_network(self):
+        """The pod's network namespace (here the emulation's: the machine's own) holds the
+        sidecar's listeners and their clients' connections; a process that exposes a port runs in
+        a namespace of the executor's with only lo, and reaches none of it (nor its sockets'
+        table)."""
+        port = bkit.free_tcp_port()
+        bkit.tcp_listener("127.0.0.1", str(port))
+        self.assertEqual(bkit.run([bkit.PYTHON, "-c", bkit.TCP_CONNECT, "127.0.0.1", str(port)]).returncode, 0,
+                         "control: the listener answers in the pod's namespace")
+        r = D.bkctl("-o", "json", "start", "--expose", str(bkit.free_tcp_port()), "--", "python3", "-c",
+                    bkit.TCP_CONNECT, "127.0.0.1", str(port))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = json.loads(r.stdout)["process_id"]
+        r = D.bkctl("-o", "json", "wait", pid, timeout=60)
+        self.assertEqual(json.loads(r.stdout)["status"]["exit_code"], 1, r.stdout)
+        out = D.bkctl("logs", pid).stdout
+        self.assertTrue(out.startswith("refused"), out)
 
 
 class PodRestart(unittest.TestCase):

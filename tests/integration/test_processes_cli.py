@@ -1,4 +1,4 @@
-"""10. Background processes and streaming exec from the command line, against a local-mode
+"""Background processes and streaming exec from the command line, against a local-mode
 boxkited: bkctl start, ps, logs [-f] [--from] [--stderr], send, close-stdin, kill, wait, prune,
 reset [--new-key]; bkctl exec streaming as the command writes, its stdin streamed past the 8 MiB of
 one Exec request, ^C and SIGTERM reaching the command, a bkctl killed with SIGKILL leaving nothing
@@ -445,6 +445,7 @@ class StoppingExec(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         bkit.defer(bkit.stop_process, p)
         self.assertEqual(p.stdout.readline(), b"ready\n")
+        bkit.wait_for(lambda: sandbox_processes("sleep", "4404"), 30, what="sleep 4404 to run")
         p.send_signal(signal.SIGTERM)
         p.communicate(timeout=60)
         self.assertEqual(p.returncode, 128 + signal.SIGTERM)
@@ -455,6 +456,9 @@ class StoppingExec(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         bkit.defer(bkit.stop_process, p)
         self.assertEqual(p.stdout.readline(), b"ready\n")
+        # The shell prints before it starts sleep: gone() below must not pass for a sleep that
+        # has not started yet (it failed so under load, finding the process still running).
+        bkit.wait_for(lambda: sandbox_processes("sleep", "4405"), 30, what="sleep 4405 to run")
         p.kill()
         p.wait()
         # The lease (15 s) runs out after the read bkctl left long-polling (10 s) has answered.

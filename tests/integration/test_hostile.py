@@ -1,4 +1,4 @@
-"""11. Bounded under hostile load (issue 19), the findings that need the real daemon as root: the
+"""Bounded under hostile load (issue 19), the findings that need the real daemon as root: the
 executor never outlives the front, and the sandbox is bounded as a whole, not per command only.
 Each test reproduced its finding before the fix (and failed then)."""
 import json

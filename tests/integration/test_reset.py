@@ -1,4 +1,4 @@
-"""10. Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
+"""Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
 instance running.
 
 Reset is called with the Python client (tests/python/boxkite_client.py): bkctl reset is another
@@ -74,19 +74,21 @@ def key_of(d):
     return bc.load_key_file(str(d.key))
 
 
-def client(d, key=None, timeout=GUARD):
+def client(d, key=None, timeout=GUARD, ipc=False):
+    """A client of d over tcp://, or over its ipc:// socket."""
     key_id, secret = key or key_of(d)
-    return bc.Client(*d.tcp, key_id, secret, timeout=timeout)
+    return bc.Client(*((str(d.sock), None) if ipc else d.tcp), key_id, secret, timeout=timeout)
 
 
 def reset(d, new_key=None, key=None):
     """Reset as the tenant holding `key` (the daemon's key file by default); the answer is opened
-    with new_key when one is installed (it is MAC'd with it). Returns the Reply."""
+    with new_key when one is installed (it is MAC'd with it). A new key goes over ipc://: a
+    server takes none that crossed a network in clear. Returns the Reply."""
     rq = pb.ResetRequest()
     if new_key:
         rq.new_key_id, rq.new_key_secret = new_key
-    old = client(d, key, timeout=GUARD * 2)
-    reader = client(d, new_key) if new_key else old
+    old = client(d, key, timeout=GUARD * 2, ipc=bool(new_key))
+    reader = client(d, new_key, ipc=True) if new_key else old
     env = old.seal("Reset", rq)
     try:
         answer = old.exchange(env.SerializeToString())

@@ -1,4 +1,4 @@
-"""9. bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
+"""bkctl verify against a real sidecar: boxkited in a "pod" network namespace (bkit.NetPair)
 whose address the client dials, with a cloud-metadata stand-in reachable from that namespace
 that counts every connection it gets. verify must pass layers one and three from their vantage
 points, say that a local-mode sidecar has no layer two, name each layer -- and never dial the

@@ -1,5 +1,5 @@
-"""5. bkctl health against a running local-mode boxkited: mode local, sandbox ready (pod mode's
-is asserted in test_4_pod.py), over ipc:// and tcp://; and the local sandbox coming back after
+"""bkctl health against a running local-mode boxkited: mode local, sandbox ready (pod mode's
+is asserted in test_pod.py), over ipc:// and tcp://; and the local sandbox coming back after
 its init is killed.
 """
 import json

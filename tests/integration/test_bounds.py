@@ -1,4 +1,4 @@
-"""8. The front's bounds, tried from outside: connections before authentication, the largest
+"""The front's bounds, tried from outside: connections before authentication, the largest
 message read, the unauthenticated bytes held in total, and the output buffered for running
 execs. Before, 40 connections each sending a 16 MiB message less its last byte raised the front's
 memory by 0.4-0.5 GB without a key, and four execs at the output maximum took it to ~1 GB.

@@ -16,7 +16,7 @@
  * prefix asks for more or is refused, never answers something else; a normalized host has no
  * upper case, no trailing dot, and parses back to itself.
  *
- * Blind spots: the proxy's sockets, threads and TLS (tests/integration/test_11_egress.py). */
+ * Blind spots: the proxy's sockets, threads and TLS (tests/integration/test_egress_proxy.py). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

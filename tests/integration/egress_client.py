@@ -1,4 +1,4 @@
-"""Run inside a sandboxed exec by tests/integration/test_11_egress.py: attempts through (and
+"""Run inside a sandboxed exec by tests/integration/test_egress_proxy.py: attempts through (and
 around) the egress proxy, each described by a JSON object, each answered by one JSON line.
 
     python3 egress_client.py 'JSON-LIST-OF-ATTEMPTS'

@@ -1,4 +1,4 @@
-"""The egress tests' far side (tests/integration/test_11_egress.py, bench/egress_bench.py): run with
+"""The egress tests' far side (tests/integration/test_egress_proxy.py): run with
 /usr/bin/python3 inside a network namespace the test made, it serves what a granted command may
 reach and records everything that reaches it, so that a test can assert that a refused attempt
 reached nothing.
@@ -8,7 +8,7 @@ reached nothing.
 CONFIG names a log file (JSON lines, one per event, flushed at once) and:
   web     HTTP or HTTPS (cert, key) servers on ADDR:PORT: a pip "simple" index (/simple/...), its
           files (/files/...), git repositories over smart HTTP (/git/..., through
-          git-http-backend), /bytes/N (N bytes, for the benchmark), /echo/MARKER; every connection
+          git-http-backend), /bytes/N (N zero bytes), /echo/MARKER; every connection
           and every request logged ("accept", "request" with method, path, Host and the
           Authorization and X-Api-Key values it came with);
   record  plain TCP listeners that log each connection ("accept"), read what comes until the

@@ -1,4 +1,4 @@
-"""The egress tests' topology (tests/integration/test_11_egress.py, bench/egress_bench.py), made from
+"""The egress tests' topology (tests/integration/test_egress_proxy.py), made from
 nothing on the machine but two network namespaces joined by a veth pair, on documentation
 ranges:
 

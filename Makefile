@@ -153,7 +153,7 @@ $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsa
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
 # The bounds table names the front's and the executor's constants both.
-$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar
+$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar -Iegress
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
 $(B)/obj/egress/%.o $(B)/obj/tools/egress_filter_doc.o: CPPFLAGS += -Iegress
 # The client's two programs see their own folder only: the CLI cannot include the library's

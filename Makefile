@@ -45,7 +45,8 @@ GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_STORE  := gen/boxkite/store/snapshot.pb-c.c
 GEN_EGRESS := gen/boxkite/egress/egress.pb-c.c
-GEN_PY     := gen/python/boxkite/v1/boxkite_pb2.py
+# The Python package's messages (sdk/python): proto/'s public protos, generated into its source.
+PY_GEN     := sdk/python/src
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
@@ -65,7 +66,7 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
-              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c proxyctl.c) \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
@@ -106,24 +107,30 @@ help:
 
 # --- generated code ------------------------------------------------------------------------------
 
-# protoc-c's and protoc's output for proto/ into directory $(1).
+# protoc-c's output for proto/ into directory $(1); protoc's Python (messages and type stubs)
+# into $(2), the Python package's source: the public protos only, and the executor's order
+# (an integration test's, not the package's) into $(1)/python as a module of its own.
 define gen_into
-	rm -rf $(1)/boxkite $(1)/python
-	mkdir -p $(1)/python
+	rm -rf $(1)/boxkite $(1)/python $(2)/boxkite/v1 $(2)/boxkite/store
+	mkdir -p $(1)/python $(2)
 	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE) $(PROTO_EGRESS)
-	protoc --python_out=$(1)/python -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE) $(PROTO_EGRESS)
+	protoc --python_out=$(2) --pyi_out=$(2) -Iproto $(PROTO_V1) $(PROTO_STORE)
+	protoc --python_out=$(1)/python -Iproto/boxkite/executor $(PROTO_EXEC)
 endef
 
 gen:
-	$(call gen_into,gen)
+	$(call gen_into,gen,$(PY_GEN))
 
-# CI's check that the committed gen/ is what `make gen` makes now.
+# CI's check that the committed gen/ and the Python package's messages are what `make gen`
+# makes now.
 gen-check:
-	@rm -rf $(B)/gen-check && mkdir -p $(B)/gen-check
-	@$(call gen_into,$(B)/gen-check) >/dev/null
-	@if diff -r gen $(B)/gen-check >/dev/null; then echo "gen-check: gen/ is current"; \
-	else echo "gen-check: gen/ differs from what 'make gen' produces; run make gen and commit" >&2; \
-	     diff -r gen $(B)/gen-check | head -20 >&2; exit 1; fi
+	@rm -rf $(B)/gen-check && mkdir -p $(B)/gen-check/c $(B)/gen-check/py/boxkite
+	@$(call gen_into,$(B)/gen-check/c,$(B)/gen-check/py) >/dev/null
+	@for d in gen:c $(PY_GEN)/boxkite/v1:py/boxkite/v1 $(PY_GEN)/boxkite/store:py/boxkite/store; do \
+	  if ! diff -r $${d%%:*} $(B)/gen-check/$${d#*:} >/dev/null; then \
+	    echo "gen-check: $${d%%:*} differs from what 'make gen' produces; run make gen and commit" >&2; \
+	    diff -r $${d%%:*} $(B)/gen-check/$${d#*:} | head -20 >&2; exit 1; fi; \
+	done; echo "gen-check: gen/ and $(PY_GEN)'s messages are current"
 
 # --- objects -------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
 #   integration  the real boxkited as root: privileges, sandbox, escape probes
 #   workloads    the real boxkited as root: the ordinary tools agents run (pip, make, git, node...)
 #   files        the real boxkited as root: uploads, downloads and file operations, attacked
-#   python       a second-language client speaking the wire contract from docs/PROTOCOL.md
+#   python       the Python package (sdk/python), installed, against the real boxkited: a
+#                second-language client speaking the wire contract from docs/PROTOCOL.md
 #   install      make install and pkg-config as a library user meets them; README.md's
 #                walkthrough run as written in a scratch root
 #   k8s          deploy/ rendered and validated offline: schemas, invariants, the admission policy,

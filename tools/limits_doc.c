@@ -62,7 +62,7 @@ int main(void)
 	       "INVALID_ARGUMENT |\n",
 	       bytes(cfg.exec_output, a, sizeof(a)), bytes(cfg.exec_output_max, b, sizeof(b)));
 	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
-	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n\n",
+	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
 	printf("| memory and processes of every exec and process together (their common cgroup) | %s, %u | "
 	       "`--sandbox-memory`, `--sandbox-pids` | the OOM killer (`oom_killed`); fork fails |\n",

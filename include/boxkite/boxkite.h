@@ -353,9 +353,9 @@ typedef struct bk_process_request {
 	uint32_t rows, cols;     /* tty: the terminal's size; 0: 24x80 */
 	const char *tag;         /* may be NULL: a label shown by bk_process_list() (<= 256 bytes) */
 	uint32_t lease_ms;       /* 0: none; else the process is killed (whole tree) when no read,
-				    wait, write, signal, resize or close-stdin call for it arrives for
-				    this long (a long-poll counts for its whole wait): a client that
-				    went away leaves nothing running */
+				    wait, write, signal, resize, close-stdin or remove call for it
+				    arrives for this long (a long-poll counts for its whole wait): a
+				    client that went away leaves nothing running */
 	uint32_t expose_port;    /* 1-65535: the process stays in the sandbox's network namespace so
 				    that the sidecar reaches this port; 0: a fresh namespace */
 	uint32_t max_runtime_ms; /* 0: none, or the server's --process-runtime-max; killed past it */

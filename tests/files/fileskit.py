@@ -1,5 +1,6 @@
 """Shared machinery of the files tier (tests/files): a real boxkited per test class, driven
-through tests/python/boxkite_client.py, with the host side of its workspace checked as root.
+through the boxkite package's wire layer (installed: tests/python/python.mk), with the host side
+of its workspace checked as root.
 
 What is here, and nothing more:
   * Daemon       -- boxkited_process.Boxkited (extra flags such as --root or --upload-idle, a
@@ -30,13 +31,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 try:
-    import boxkite_client as bk  # noqa: E402
-    from boxkite_client import pb  # noqa: E402
+    import boxkite  # noqa: E402
+    from boxkite import wire  # noqa: E402
+    from boxkite.errors import detail_name, status_name  # noqa: E402
+    from boxkite.v1 import boxkite_pb2 as pb  # noqa: E402
     import boxkited_process  # noqa: E402
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    bk = pb = boxkited_process = None
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-files, which installs the package
+    boxkite = wire = pb = boxkited_process = detail_name = status_name = None
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-files installs it" % e
 
 MiB = 1 << 20
 CHUNK_MAX = 4 * MiB  # BK_FILE_CHUNK_MAX (server/files/files.h)
@@ -47,7 +50,7 @@ def sha256(data):
 
 
 def content_hash(data):
-    return bk.content_hash(data)
+    return wire.content_hash(data)
 
 
 
@@ -215,7 +218,7 @@ class Daemon(boxkited_process.Boxkited if boxkited_process else object):
 
     def _after_ready(self):
         deadline = time.monotonic() + 15
-        with bk.Client("127.0.0.1", self.port, timeout=5.0) as c:
+        with wire.Channel(self.url, timeout=5.0) as c:
             while time.monotonic() < deadline:
                 if c.call("Health", pb.HealthRequest(), pb.HealthResponse).message.sandbox_ready:
                     return
@@ -232,10 +235,10 @@ class Daemon(boxkited_process.Boxkited if boxkited_process else object):
 # --- the rpcs ---------------------------------------------------------------------------------
 
 class Files:
-    """The File* and Exec rpcs of one connection; errors raise bk.CallError."""
+    """The File* and Exec rpcs of one channel; errors raise boxkite.BoxkiteError."""
 
-    def __init__(self, port, key_id, secret, timeout=120.0):
-        self.client = bk.Client("127.0.0.1", port, key_id, secret, timeout=timeout)
+    def __init__(self, port, key, timeout=120.0):
+        self.client = wire.Channel("tcp://127.0.0.1:%d" % port, key=key, timeout=timeout)
 
     def close(self):
         self.client.close()
@@ -334,7 +337,7 @@ class Files:
         if offset != first.size:
             raise AssertionError("read %d bytes of a %d-byte file" % (offset, first.size))
         # Chunks of the block size (length 0) are blocks: their hashes add up to the content hash.
-        digest = bk.content_hash(blocks=[sha256(b) for b in blocks]) if length in (0, CHUNK_MAX) else None
+        digest = wire.content_hash(blocks=[sha256(b) for b in blocks]) if length in (0, CHUNK_MAX) else None
         if first.content_hash and digest is not None and digest != first.content_hash:
             raise AssertionError("the downloaded content's content hash is not the one the server sent")
         if plain_sha256 and h.digest() != first.sha256:
@@ -417,7 +420,7 @@ class FilesTestCase(unittest.TestCase):
         cls.daemon = Daemon(cls.DAEMON_ARGS, cls.workspace_dir())
         cls.addClassCleanup(cls._stop_daemon)
         cls.daemon.__enter__()
-        cls.key_id, cls.secret = bk.load_key_file(cls.daemon.key_file)
+        cls.key = wire.load_key_file(cls.daemon.key_file)
         cls.ws = cls.daemon.workspace
         cls.outside = cls.daemon.outside
         cls.etc_before = etc_snapshot()
@@ -448,7 +451,7 @@ class FilesTestCase(unittest.TestCase):
         self.addCleanup(self.clean_workspace)
 
     def files(self, timeout=120.0):
-        f = Files(self.daemon.port, self.key_id, self.secret, timeout)
+        f = Files(self.daemon.port, self.key, timeout)
         self.addCleanup(f.close)
         return f
 
@@ -467,10 +470,10 @@ class FilesTestCase(unittest.TestCase):
 
     def assertStatus(self, name, fn, *args, path=None, **kwargs):
         """fn(*args, **kwargs) fails with status name (and its message names path): the error."""
-        with self.assertRaises(bk.CallError, msg="%s: expected %s" % (getattr(fn, "__name__", fn), name)) as cm:
+        with self.assertRaises(boxkite.BoxkiteError, msg="%s: expected %s" % (getattr(fn, "__name__", fn), name)) as cm:
             fn(*args, **kwargs)
         e = cm.exception
-        self.assertEqual(bk.status_name(e.code), name, "status of %s: %s" % (getattr(fn, "__name__", fn), e))
+        self.assertEqual(status_name(e.code), name, "status of %s: %s" % (getattr(fn, "__name__", fn), e))
         self.assertTrue(e.verified, "an unverified refusal: %s" % e)
         if path is not None:
             self.assertIn(path, e.message, "the error does not name %s" % path)

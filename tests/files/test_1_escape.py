@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from fileskit import FilesTestCase, bk, content_hash, sha256
+from fileskit import FilesTestCase, boxkite, content_hash, pb, sha256, status_name
 
 
 class EscapeTest(FilesTestCase):
@@ -77,8 +77,8 @@ class EscapeTest(FilesTestCase):
                 try:
                     fn()
                     answers[path, op] = "OK"
-                except bk.CallError as e:
-                    answers[path, op] = bk.status_name(e.code)
+                except boxkite.BoxkiteError as e:
+                    answers[path, op] = status_name(e.code)
         self.assertEqual(answers, {k: "INVALID_ARGUMENT" for k in answers})
         self.assertContained()
 
@@ -87,7 +87,7 @@ class EscapeTest(FilesTestCase):
     def test_symlink_to_etc(self):
         self.fs.exec("ln -s /etc /workspace/l && ln -s /etc/passwd /workspace/pw && echo bait > /workspace/bait")
         info = self.fs.stat("l")
-        self.assertEqual((info.type, info.symlink_target, info.path), (bk.pb.FILE_TYPE_SYMLINK, "/etc", "/workspace/l"))
+        self.assertEqual((info.type, info.symlink_target, info.path), (pb.FILE_TYPE_SYMLINK, "/etc", "/workspace/l"))
         for path in ("l/hostname", "l/passwd", "l/boxkite-planted", "l/boxkite-dir/sub", "pw"):
             ops = [op for op in ("stat", "download", "list", "upload", "upload_parents", "mkdir", "mkdir_parents",
                                  "remove", "remove_recursive", "move_from", "move_to")
@@ -169,7 +169,7 @@ class EscapeTest(FilesTestCase):
             e = self.assertStatus("PERMISSION_DENIED", self.fs.download, path)
             self.assertIn("magic link", e.message)
         # The magic link itself may be lstat'ed: that reveals a symlink, nothing behind it.
-        self.assertEqual(self.fs.stat("/proc/1/root").type, bk.pb.FILE_TYPE_SYMLINK)
+        self.assertEqual(self.fs.stat("/proc/1/root").type, pb.FILE_TYPE_SYMLINK)
         # /proc/self is the executor, which is not in the sandbox's PID namespace: no such entry.
         self.assertStatus("NOT_FOUND", self.fs.download, "/proc/self/root/etc/hostname",
                           path="/proc/self/root/etc/hostname")
@@ -197,8 +197,8 @@ class EscapeTest(FilesTestCase):
                     else:
                         self.fs.begin(link + "/x/y", 1, sha256(b"x"), make_parents=True)
                     answers[link, op] = "OK"
-                except bk.CallError as e:
-                    answers[link, op] = bk.status_name(e.code)
+                except boxkite.BoxkiteError as e:
+                    answers[link, op] = status_name(e.code)
         self.assertEqual(answers, {(link, op): "PERMISSION_DENIED"
                                    for link in links for op in ("mkdir_parents", "upload_parents")},
                          "the answer through an escaping symlink tells what is behind it")
@@ -278,15 +278,15 @@ print(i)
                     try:
                         b = fs.begin("d/" + name, len(data), sha256(data), mode=0o640, overwrite=(n % 2 == 0),
                                      make_parents=(t == 0))
-                    except bk.CallError as e:
-                        outcome = "begin:" + bk.status_name(e.code)
+                    except boxkite.BoxkiteError as e:
+                        outcome = "begin:" + status_name(e.code)
                     else:
                         fs.send(b.upload_id, data, chunk=max(1, len(data) // 2))
                         try:
                             fs.commit(b.upload_id, content_hash(data))
                             outcome = "OK"
-                        except bk.CallError as e:
-                            outcome = "commit:" + bk.status_name(e.code)
+                        except boxkite.BoxkiteError as e:
+                            outcome = "commit:" + status_name(e.code)
                             fs.abort(b.upload_id)  # a failed commit keeps the upload: drop it
                 except BaseException as e:  # anything else is a failure the main thread reports
                     outcome = "exception:%s" % e

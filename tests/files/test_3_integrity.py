@@ -17,7 +17,8 @@ import threading
 import time
 import unittest
 
-from fileskit import (CHUNK_MAX, HERE, MiB, FilesTestCase, bk, content_hash, file_sha256, pb, sha256, zstd)
+from fileskit import (CHUNK_MAX, HERE, MiB, FilesTestCase, boxkite, content_hash, detail_name, file_sha256, pb,
+                      sha256, status_name, wire, zstd)
 
 UID = 1001
 # FILES_BIG_MIB=64 make test-files: a quicker run while working on the tier.
@@ -138,10 +139,10 @@ class IntegrityTest(FilesTestCase):
     def assertBadMac(self, fn, *args, **kwargs):
         """fn fails UNAUTHENTICATED/BAD_MAC: refused before anything of it was acted on, and so
         answered without a MAC (the server cannot tell who sent it)."""
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             fn(*args, **kwargs)
         e = cm.exception
-        self.assertEqual((bk.status_name(e.code), bk.detail_name(e.detail), e.verified),
+        self.assertEqual((status_name(e.code), detail_name(e.detail), e.verified),
                          ("UNAUTHENTICATED", "BAD_MAC", False), str(e))
 
     def test_chunk_changed_after_its_mac_then_go_on_from_the_confirmed_offset(self):
@@ -290,8 +291,8 @@ class IntegrityTest(FilesTestCase):
             try:
                 r = self.fs.begin("killed.bin", size, digest, mode=0o600, upload_id=upload_id)
                 break
-            except bk.CallError as e:
-                if bk.status_name(e.code) != "ABORTED" or time.monotonic() > deadline:
+            except boxkite.BoxkiteError as e:
+                if status_name(e.code) != "ABORTED" or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
         self.assertEqual(r.upload_id, upload_id)
@@ -362,7 +363,7 @@ class IntegrityTest(FilesTestCase):
                     r = fs.reply("FileDownload", path="hot.bin", sha256=True)
                     m = r.message
                     ok = m.eof and m.offset == 0 and len(r.data) == m.size and sha256(r.data) == m.sha256
-                    ok = ok and m.content_hash in (b"", bk.content_hash(r.data))
+                    ok = ok and m.content_hash in (b"", wire.content_hash(r.data))
                     note("rpc", contents.get(sha256(r.data), "partial") if ok else "inconsistent")
                     note("stat", {len(a): "A", len(b): "B"}.get(fs.stat("hot.bin").size, "other size"))
                 except Exception as e:
@@ -423,8 +424,8 @@ class IntegrityTest(FilesTestCase):
                 n += 1
                 try:
                     r = self.fs.reply("FileDownload", path="grow.log", sha256=n % 2 == 0)
-                except bk.CallError as e:
-                    self.assertEqual(bk.status_name(e.code), "ABORTED", str(e))
+                except boxkite.BoxkiteError as e:
+                    self.assertEqual(status_name(e.code), "ABORTED", str(e))
                     self.assertIn("changed while it was read", e.message)
                     aborted += 1
                     continue
@@ -454,8 +455,8 @@ class IntegrityTest(FilesTestCase):
         def send(k):
             try:
                 got = self.files().chunk(b.upload_id, k * CHUNK_MAX, data[k * CHUNK_MAX:(k + 1) * CHUNK_MAX])
-            except bk.CallError as e:
-                got = bk.status_name(e.code)
+            except boxkite.BoxkiteError as e:
+                got = status_name(e.code)
             with lock:
                 answers[k] = got
 
@@ -489,13 +490,13 @@ class IntegrityTest(FilesTestCase):
                 try:
                     fs.commit(b.upload_id, content_hash(data))
                     first = "OK"
-                except bk.CallError as e:
-                    first = bk.status_name(e.code)
+                except boxkite.BoxkiteError as e:
+                    first = status_name(e.code)
                 try:
                     fs.commit(b.upload_id, content_hash(data))
                     second = "OK"
-                except bk.CallError as e:
-                    second = bk.status_name(e.code)
+                except boxkite.BoxkiteError as e:
+                    second = status_name(e.code)
                 key = "%s then %s" % (first, second)
                 with lock:
                     answers[key] = answers.get(key, 0) + 1

@@ -9,7 +9,7 @@ import tempfile
 import time
 import unittest
 
-from fileskit import CHUNK_MAX, MiB, FilesTestCase, bk, content_hash, sha256, undo_at_exit, undone
+from fileskit import (CHUNK_MAX, FilesTestCase, MiB, boxkite, content_hash, sha256, status_name, undo_at_exit, undone)
 
 SIZE = 16 * MiB
 
@@ -66,7 +66,7 @@ class FullDiskTest(FilesTestCase):
         while offset < len(data):
             try:
                 offset = self.fs.chunk(upload_id, offset, data[offset:offset + CHUNK_MAX])
-            except bk.CallError as e:
+            except boxkite.BoxkiteError as e:
                 return e, offset
         return None, offset
 
@@ -78,7 +78,7 @@ class FullDiskTest(FilesTestCase):
         b = self.fs.begin("big.bin", len(data), sha256(data))
         e, at = self.send_until_refused(b.upload_id, data)
         self.assertIsNotNone(e, "32 MiB went into a 16 MiB tmpfs")
-        self.assertEqual(bk.status_name(e.code), "RESOURCE_EXHAUSTED", e)
+        self.assertEqual(status_name(e.code), "RESOURCE_EXHAUSTED", e)
         self.assertTrue(e.verified)
         self.assertIn("/workspace/big.bin", e.message)
         self.assertIn("nothing written", e.message)
@@ -105,7 +105,7 @@ class FullDiskTest(FilesTestCase):
         b2 = self.fs.begin("second.bin", len(second), sha256(second))
         e, at = self.send_until_refused(b2.upload_id, second)
         self.assertIsNotNone(e)
-        self.assertEqual(bk.status_name(e.code), "RESOURCE_EXHAUSTED", e)
+        self.assertEqual(status_name(e.code), "RESOURCE_EXHAUSTED", e)
         self.assertIn("/workspace/second.bin", e.message)
         # The first is whole and lands.
         self.assertEqual(self.fs.commit(b1.upload_id, content_hash(first)).size, len(first))
@@ -122,7 +122,7 @@ class FullDiskTest(FilesTestCase):
         b = self.fs.begin("late.bin", len(data), sha256(data))
         e, _ = self.send_until_refused(b.upload_id, data)
         self.assertIsNotNone(e)
-        self.assertEqual(bk.status_name(e.code), "RESOURCE_EXHAUSTED", e)
+        self.assertEqual(status_name(e.code), "RESOURCE_EXHAUSTED", e)
         self.assertIn("/workspace/late.bin", e.message)
         self.assertEqual(os.listdir(self.ws), ["fill"])
         self.fs.remove("fill")

@@ -6,7 +6,7 @@ import os
 import stat as st_
 import unittest
 
-from fileskit import FilesTestCase, bk, pb, sha256
+from fileskit import FilesTestCase, boxkite, pb, sha256, status_name
 
 UID = 1001
 
@@ -111,8 +111,8 @@ class OperationsTest(FilesTestCase):
         try:
             entries, _ = self.fs.list_all("d")
             listed = [e.path for e in entries]
-        except bk.CallError as e:
-            listed = "%s: %s" % (bk.status_name(e.code), e.message)
+        except boxkite.BoxkiteError as e:
+            listed = "%s: %s" % (status_name(e.code), e.message)
         self.assertIsInstance(listed, list, "listing a directory with a non-UTF-8 name: %s" % listed)
         self.assertIn("good1", listed)
         self.assertIn("good2", listed)

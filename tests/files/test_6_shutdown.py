@@ -5,7 +5,7 @@ nothing of the open uploads lands."""
 import os
 import unittest
 
-from fileskit import CHUNK_MAX, Daemon, Files, bk, sha256, skip_reason
+from fileskit import CHUNK_MAX, Daemon, Files, sha256, skip_reason, wire
 
 
 class ShutdownTest(unittest.TestCase):
@@ -21,7 +21,7 @@ class ShutdownTest(unittest.TestCase):
         self.addCleanup(d.stop)
         d.__enter__()
         ws = d.workspace
-        fs = Files(d.port, *bk.load_key_file(d.key_file))
+        fs = Files(d.port, wire.load_key_file(d.key_file))
         self.addCleanup(fs.close)
         data = os.urandom(2 * CHUNK_MAX)
         half = fs.begin("half.bin", len(data), sha256(data))

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from fileskit import MiB, FilesTestCase, bk, sha256
+from fileskit import FilesTestCase, MiB, boxkite, sha256, status_name
 
 QUOTA = 4 * MiB
 
@@ -74,8 +74,8 @@ class QuotaTest(FilesTestCase):
             start.wait()
             try:
                 got = fs.begin("c%d.bin" % i, size, sha256(b"c" * size)).upload_id
-            except bk.CallError as e:
-                got = bk.status_name(e.code)
+            except boxkite.BoxkiteError as e:
+                got = status_name(e.code)
             with lock:
                 answers.append(got)
 

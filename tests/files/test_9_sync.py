@@ -22,12 +22,12 @@ import time
 import unittest
 import urllib.parse
 
-from fileskit import HERE, MiB, Daemon, Files, FilesTestCase, bk, boxkited_process, pb, undo_at_exit, undone, zstd
+from fileskit import (HERE, MiB, Daemon, Files, FilesTestCase, boxkite, boxkited_process, pb, status_name,
+                      undo_at_exit, undone, wire, zstd)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "gen", "python"))
 try:
     from boxkite.store import snapshot_pb2 as spb
-except ImportError:  # the files tier's skip_reason() says why (gen/python missing)
+except ImportError:  # the files tier's skip_reason() says why (the package is not installed)
     spb = None
 
 UID = 1001
@@ -156,7 +156,7 @@ class SyncSuite:
             raise
         cls.addClassCleanup(cls.store.close)
         # A request's URLs are the tenant's: under its key's prefix in the store.
-        cls.store.tenant = bk.store_prefix(cls.key_id, cls.secret)
+        cls.store.tenant = wire.store_prefix(cls.key)
 
     def new_daemon(self, extra=(), workspace=None, same_tenant=False):
         """Another boxkited on the same store (started; stopped at the test's end): with a key of
@@ -422,9 +422,7 @@ class SyncSuite:
     # --- a push killed halfway, a file rewritten during a push ------------------------------------
 
     def daemon_files(self, d):
-        from fileskit import Files
-        key_id, secret = bk.load_key_file(d.key_file)
-        f = Files(d.port, key_id, secret)
+        f = Files(d.port, wire.load_key_file(d.key_file))
         self.addCleanup(f.close)
         return f
 
@@ -550,8 +548,8 @@ class SyncSuite:
             while time.monotonic() < stop - 2:
                 try:
                     r = self.push()
-                except bk.CallError as e:
-                    self.assertEqual(bk.status_name(e.code), "ABORTED", str(e))
+                except boxkite.BoxkiteError as e:
+                    self.assertEqual(status_name(e.code), "ABORTED", str(e))
                     self.assertIn("/workspace/f", e.message)
                     outcomes.append("aborted")
                     continue
@@ -647,15 +645,14 @@ class SyncSuite:
         # sidecar pulls it back whole.
         self.sample_tree()
         before = tree_of(self.ws)
-        from fileskit import Files
         d = self.new_daemon(["--sync-on-reset", self.store.url + "/recycled"], workspace=self.ws)
-        key_id, secret = bk.load_key_file(d.key_file)
-        fs = Files(d.port, key_id, secret)
+        key = wire.load_key_file(d.key_file)
+        fs = Files(d.port, key)
         self.addCleanup(fs.close)
         r = fs.call("Reset")
         self.assertTrue(r.snapshot, "the snapshot's id is in the answer")
         # Under the departing tenant's prefix: the key that signed the Reset.
-        departing = bk.store_prefix(key_id, secret)
+        departing = wire.store_prefix(key)
         self.assertEqual(self.store.snapshots("recycled", tenant=departing), [r.snapshot])
         self.assertEqual(os.listdir(self.ws), [], "then the workspace was wiped")
         ws = tempfile.mkdtemp(prefix="boxkite-reset-ws-")
@@ -939,8 +936,8 @@ class HostileS3Test(unittest.TestCase):
         finally:
             del os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
         self.addCleanup(d.stop)
-        key_id, secret = bk.load_key_file(d.key_file)
-        return stub, d, lambda: Files(d.port, key_id, secret, timeout=60)
+        key = wire.load_key_file(d.key_file)
+        return stub, d, lambda: Files(d.port, key, timeout=60)
 
     def push_in_background(self, files, stub):
         out = {}
@@ -949,7 +946,7 @@ class HostileS3Test(unittest.TestCase):
             f = files()
             try:
                 out["push"] = f.call("SyncPush")
-            except bk.CallError as e:
+            except boxkite.BoxkiteError as e:
                 out["error"] = e
             finally:
                 f.close()
@@ -971,7 +968,7 @@ class HostileS3Test(unittest.TestCase):
         took = time.monotonic() - started
         t.join(10)
         self.assertIn("error", out, out)
-        self.assertEqual(bk.status_name(out["error"].code), "CANCELLED", out["error"])
+        self.assertEqual(status_name(out["error"].code), "CANCELLED", out["error"])
         self.assertLess(took, 10, "Reset took %.1f s" % took)
         # And the sidecar serves on.
         self.assertEqual(f.exec("echo served").stdout, b"served\n")
@@ -989,9 +986,9 @@ class HostileS3Test(unittest.TestCase):
         stub, d, files = self.daemon("loop")
         f = files()
         self.addCleanup(f.close)
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             f.call("SyncList")
-        self.assertEqual(bk.status_name(cm.exception.code), "DATA_LOSS", cm.exception)
+        self.assertEqual(status_name(cm.exception.code), "DATA_LOSS", cm.exception)
         self.assertIn("a continuation token repeated", cm.exception.message)
         self.assertLessEqual(stub.requests, 2)
 
@@ -1000,20 +997,20 @@ class HostileS3Test(unittest.TestCase):
         f = files()
         self.addCleanup(f.close)
         before = front_peak(d)
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             f.call("SyncPull")
         grown = front_peak(d) - before
-        self.assertEqual(bk.status_name(cm.exception.code), "DATA_LOSS", cm.exception)
+        self.assertEqual(status_name(cm.exception.code), "DATA_LOSS", cm.exception)
         # The manifest's bound (64 MiB stored) and the slack of the error document, no more.
         self.assertLess(grown, 100 * MiB, "the front's peak grew by %d MiB" % (grown >> 20))
 
 
-@unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")
+@unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")
 class FileStoreSyncTest(SyncSuite, FilesTestCase):
     STORE = FileStore
 
 
-@unittest.skipIf(spb is None, "gen/python has no boxkite.store (run make gen)")
+@unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")
 class S3StoreSyncTest(SyncSuite, FilesTestCase):
     """The same suite on s3://, and what only S3 has: credentials, 403, 404."""
     STORE = S3Store

@@ -5,7 +5,7 @@ mid-transfer). Run: upload_child.py PORT KEY_FILE PATH SEED SIZE CHUNK"""
 import random
 import sys
 
-from fileskit import Files, bk, sha256
+from fileskit import Files, sha256, wire
 
 
 def content(seed, size):
@@ -15,7 +15,7 @@ def content(seed, size):
 def main():
     port, key_file, path, seed, size, chunk = sys.argv[1:7]
     data = content(int(seed), int(size))
-    fs = Files(int(port), *bk.load_key_file(key_file))
+    fs = Files(int(port), wire.load_key_file(key_file))
     b = fs.begin(path, len(data), sha256(data), mode=0o600)
     print("ID", b.upload_id, flush=True)
     offset, chunk = 0, int(chunk)

@@ -464,12 +464,17 @@ class Daemon:
         # claim: the key is a warm pool's claim key (--claim-key-env / --claim-key-file).
         self.claim = claim
 
+    @property
+    def tcp_url(self):
+        """The tcp:// URL of self.tcp (None without one)."""
+        return f"tcp://{self.tcp[0]}:{self.tcp[1]}" if self.tcp else None
+
     def argv(self):
         a = self.prefix + [str(BOXKITED), "--config", str(self.config), "--listen", self.url]
         option = "--claim-key" if self.claim else "--key"
         a += [f"{option}-env", self.key_env] if self.key_env else [f"{option}-file", str(self.key)]
         if self.tcp:
-            a += ["--listen", f"tcp://{self.tcp[0]}:{self.tcp[1]}"]
+            a += ["--listen", self.tcp_url]
         if self.workspace:
             a += ["--workspace", str(self.workspace)]
         # Its own state (the replay log), kept across restarts of this daemon.
@@ -766,17 +771,8 @@ def tcp_listener(host, port, netns=None):
 # --- TLS and HTTP ------------------------------------------------------------------------------
 
 def tls_files(directory, name="bk-itest"):
-    """A sidecar's certificate and key as `bkctl kube NAME` makes them (its Secret's tls.crt and
-    tls.key, decoded), written to directory; returns (cert path, key path)."""
-    import base64
-    r = run([BKCTL, "kube", name], check=True)
-    secret = r.stdout.split("\n---\n", 1)[0]
-    data = dict(line.strip().split(": ", 1) for line in secret.split("data:\n", 1)[1].splitlines() if ": " in line)
-    cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
-    cert.write_bytes(base64.b64decode(data["tls.crt"]))
-    key.write_bytes(base64.b64decode(data["tls.key"]))
-    os.chmod(key, 0o400)
-    return cert, key
+    """A sidecar's certificate and key as `bkctl kube NAME` makes them: (cert path, key path)."""
+    return tuple(Path(p) for p in boxkited_process.tls_files(directory, name))
 
 
 def http_get(url, timeout=5, method="GET"):

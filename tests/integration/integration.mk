@@ -4,7 +4,8 @@
 # that cannot run here says SKIP and why. T=NAME runs only the tests whose names hold NAME.
 #
 # It needs root (namespaces, cgroups beneath its own, network namespaces of its own), util-linux
-# (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3. It never touches the machine's own
+# (unshare, nsenter, setpriv), iproute2 and /usr/bin/python3 (run with the Python package
+# installed: tests/python/python.mk). It never touches the machine's own
 # interfaces or routes, dials nothing but loopback and addresses inside the namespaces it makes,
 # and removes everything it starts, also when a test fails.
 
@@ -17,10 +18,10 @@ $(B)/nng-close-hang.so: tests/integration/nng_close_hang.c
 		-fPIC -shared -o $@ $<
 
 test-integration: all $(B)/bk-probe $(B)/nng-close-hang.so test-escape-selftest
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN)
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(SDK_RUN)
 
 # Once more against the SAN=1 build (make test-san): boxkited, boxkite-executor and its file
 # worker under ASan+UBSan, a sanitizer's report in any daemon's log failing the tier
 # (bkit.sanitizer_check). The probes are the same static programs: their self-test is not rerun.
 test-integration-san: all $(B)/bk-probe $(B)/nng-close-hang.so
-	BOXKITE_BUILD=$(CURDIR)/$(B) $(TEST_RUN) --tier integration-san
+	BOXKITE_BUILD=$(CURDIR)/$(B) $(SDK_RUN) --tier integration-san

@@ -6,16 +6,15 @@ memory by 0.4-0.5 GB without a key, and four execs at the output maximum took it
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import unittest
 
 import bkit
 
-sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-import boxkite_client as bc  # noqa: E402
-from boxkite_client import pb  # noqa: E402
+import boxkite
+from boxkite import wire
+from boxkite.v1 import boxkite_pb2 as pb
 
 MiB = 1 << 20
 # server/rpc/methods.h BK_REQUEST_MAX: the largest body of the method table (Exec's, 8 MiB) and every
@@ -64,7 +63,7 @@ def answers_health(s):
     unkeyed Health request rather than being closed unanswered."""
     if s is None:
         return False
-    raw = bc.Client(*s.getpeername()[:2]).seal("Health", pb.HealthRequest()).SerializeToString()
+    raw = wire.Channel("tcp://%s:%d" % s.getpeername()[:2]).seal("Health", pb.HealthRequest()).SerializeToString()
     s.settimeout(GUARD)
     try:
         s.sendall(struct.pack(">QI", len(raw) + 4, 0x80000001) + raw)
@@ -105,10 +104,10 @@ class Connections(unittest.TestCase):
                     s.close()
         # Freed: connections are taken again (a hang guard while nng notices the closes).
         def health():
-            with bc.Client(*self.d.tcp, timeout=5) as c:
+            with wire.Channel(self.d.tcp_url, timeout=5) as c:
                 try:
                     return c.call("Health", pb.HealthRequest(), pb.HealthResponse).message.sandbox_ready
-                except bc.CallError:
+                except boxkite.BoxkiteError:
                     return False
         bkit.wait_for(health, GUARD, interval=0.2, what="Health once the connections closed")
 
@@ -120,8 +119,7 @@ class MessageSize(unittest.TestCase):
         cls.d.start()
 
     def test_the_largest_legal_message_is_read_and_one_byte_more_is_not(self):
-        key_id, secret = bc.load_key_file(str(self.d.key))
-        client = bc.Client(*self.d.tcp, key_id, secret)
+        client = wire.Channel(self.d.tcp_url, key=wire.load_key_file(self.d.key))
         # An Exec whose stdin fills its body to the last KiB: it is read, and run.
         body = pb.ExecRequest(argv=["true"], stdin=b"z" * (LARGEST_BODY - 1024))
         env = client.seal("Exec", body)
@@ -188,11 +186,11 @@ class OutputBudget(unittest.TestCase):
         d = bkit.Daemon("bounds-output", tcp=("127.0.0.1", bkit.free_tcp_port()),
                         args=["--exec-output", "1M", "--exec-output-budget", "3M"])
         d.start()
-        key_id, secret = bc.load_key_file(str(d.key))
+        key = wire.load_key_file(d.key)
         first = {}
 
         def run_first():
-            with bc.Client(*d.tcp, key_id, secret, timeout=GUARD) as c:
+            with wire.Channel(d.tcp_url, key=key, timeout=GUARD) as c:
                 first["reply"] = c.call("Exec", pb.ExecRequest(shell="touch started; sleep 60", timeout_ms=3000),
                                         pb.ExecResponse)
 
@@ -200,8 +198,8 @@ class OutputBudget(unittest.TestCase):
         t.start()
         # Running (admitted, its 2 MiB taken) once its command has started.
         bkit.wait_for(lambda: (d.workspace / "started").exists(), GUARD, what="the first exec to run")
-        with bc.Client(*d.tcp, key_id, secret, timeout=GUARD) as c:
-            with self.assertRaises(bc.CallError) as cm:
+        with wire.Channel(d.tcp_url, key=key, timeout=GUARD) as c:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 c.call("Exec", pb.ExecRequest(argv=["true"]), pb.ExecResponse)
             self.assertEqual(cm.exception.code, 8, cm.exception)  # RESOURCE_EXHAUSTED
             self.assertIn("--exec-output-budget", cm.exception.message)

@@ -5,25 +5,20 @@ serves everything. The claim key is as secret as any key: gone from boxkited's e
 from every command's. On a local boxkited and on the pod emulation (bkit.Pod), as a warm pod of
 deploy/agent-sandbox runs it.
 
-The calls go through the Python client (tests/python/boxkite_client.py), which speaks the wire
-contract from docs/PROTOCOL.md, so that every rpc of the service can be tried with the claim key.
+The calls go through the boxkite package's wire layer, which speaks the wire contract from
+docs/PROTOCOL.md, so that every rpc of the service can be tried with the claim key.
 """
 import json
 import os
 import secrets
 import signal
-import sys
 import unittest
 
 import bkit
-
-sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-import boxkite_client as bc  # noqa: E402
-from boxkite_client import pb  # noqa: E402
-
-PERMISSION_DENIED = 7
-CLAIM_KEY = pb.STATUS_DETAIL_CLAIM_KEY
-UNKNOWN_KEY = pb.STATUS_DETAIL_UNKNOWN_KEY
+import boxkite
+from boxkite import Detail, Status, wire
+from boxkite.errors import detail_name, status_name
+from boxkite.v1 import boxkite_pb2 as pb
 GUARD = 60  # hang guard for a call, never a timing assertion
 CLAIM_ENV = "BOXKITE_CLAIM_KEY"
 
@@ -35,11 +30,11 @@ def setUpModule():
 
 def client(d, key, timeout=GUARD):
     """Over the daemon's ipc:// socket: a claim's new key is refused over plain tcp://."""
-    return bc.Client(str(d.sock), None, *key, timeout=timeout)
+    return wire.Channel(d.url, key=key, timeout=timeout)
 
 
 def tenant_key():
-    return ("tenant", secrets.token_bytes(32))
+    return wire.Key("tenant", secrets.token_bytes(32))
 
 
 def claim(d, claim_key, new_key):
@@ -47,7 +42,7 @@ def claim(d, claim_key, new_key):
     new_key when there is one (it is MAC'd with it)."""
     rq = pb.ResetRequest()
     if new_key:
-        rq.new_key_id, rq.new_key_secret = new_key
+        rq.new_key_id, rq.new_key_secret = new_key.key_id, new_key.secret
     old = client(d, claim_key, timeout=GUARD * 2)
     env = old.seal("Reset", rq)
     try:
@@ -59,8 +54,8 @@ def claim(d, claim_key, new_key):
     for reader in ([client(d, new_key)] if new_key else []) + [client(d, claim_key)]:
         try:
             return reader.open_answer(answer, env, pb.ResetResponse), env
-        except bc.CallError as e:
-            if not (e.code == bc.DATA_LOSS and "MAC does not verify" in e.message):
+        except boxkite.BoxkiteError as e:
+            if not (e.code == Status.DATA_LOSS and "MAC does not verify" in e.message):
                 raise
             last = e
     raise last
@@ -77,7 +72,7 @@ def use_tenant_key_for_the_harness(d, key):
     argv = d.argv()
     d.argv = lambda: argv
     d.key = d.dir / "tenant-key"
-    d.key.write_text("%s %s\n" % (key[0], key[1].hex()))
+    d.key.write_text("%s %s\n" % (key.key_id, key.secret.hex()))
     os.chmod(d.key, 0o600)
 
 
@@ -89,22 +84,21 @@ def restart(d):
 
 class ClaimAssertions:
     def assertRefused(self, fn, code, detail, verified=None):
-        with self.assertRaises(bc.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             fn()
         e = cm.exception
-        self.assertEqual((bc.status_name(e.code), bc.detail_name(e.detail)),
-                         (bc.status_name(code), bc.detail_name(detail)), e)
+        self.assertEqual((status_name(e.code), detail_name(e.detail)), (status_name(code), detail_name(detail)), e)
         if verified is not None:
             self.assertEqual(e.verified, verified, e)
         return e
 
     def assertClaimKeyRetired(self, d, claim_key):
         """The claim key opens nothing any more: not Exec, not Health with it, not a second claim."""
-        self.assertRefused(lambda: exec_shell(d, claim_key, "true"), bc.UNAUTHENTICATED, UNKNOWN_KEY)
+        self.assertRefused(lambda: exec_shell(d, claim_key, "true"), Status.UNAUTHENTICATED, Detail.UNKNOWN_KEY)
         with client(d, claim_key) as c:
-            self.assertRefused(lambda: c.call("Health", pb.HealthRequest(), pb.HealthResponse), bc.UNAUTHENTICATED,
-                               UNKNOWN_KEY)
-        self.assertRefused(lambda: claim(d, claim_key, tenant_key()), bc.UNAUTHENTICATED, UNKNOWN_KEY)
+            self.assertRefused(lambda: c.call("Health", pb.HealthRequest(), pb.HealthResponse), Status.UNAUTHENTICATED,
+                               Detail.UNKNOWN_KEY)
+        self.assertRefused(lambda: claim(d, claim_key, tenant_key()), Status.UNAUTHENTICATED, Detail.UNKNOWN_KEY)
 
 
 class ClaimLocal(ClaimAssertions, unittest.TestCase):
@@ -113,7 +107,7 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
         self.scope.__enter__()
         self.addCleanup(self.scope.__exit__, None, None, None)
         self.d = bkit.Daemon("claim", tcp=("127.0.0.1", bkit.free_tcp_port()), claim=True).start()
-        self.claim_key = bc.load_key_file(str(self.d.key))
+        self.claim_key = wire.load_key_file(self.d.key)
 
     def test_the_claim_key_serves_health_and_nothing_else(self):
         d = self.d
@@ -130,14 +124,14 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
             request = m.input_type._concrete_class()
             response = m.output_type._concrete_class
             with self.subTest(m.name), client(d, self.claim_key) as c:
-                e = self.assertRefused(lambda: c.call(m.name, request, response), PERMISSION_DENIED, CLAIM_KEY,
-                                       verified=True)
+                e = self.assertRefused(lambda: c.call(m.name, request, response), Status.PERMISSION_DENIED,
+                                       Detail.CLAIM_KEY, verified=True)
                 self.assertIn("claim key serves Health and Reset only", e.message)
             tried.append(m.name)
         self.assertGreaterEqual(len(tried), 20, tried)
         # And nothing ran: the command that would have left a file did not.
-        self.assertRefused(lambda: exec_shell(d, self.claim_key, "touch /workspace/ran"), PERMISSION_DENIED,
-                           CLAIM_KEY)
+        self.assertRefused(lambda: exec_shell(d, self.claim_key, "touch /workspace/ran"), Status.PERMISSION_DENIED,
+                           Detail.CLAIM_KEY)
         self.assertEqual(os.listdir(d.workspace), [])
         # bkctl says what to do, and exits 4 (authentication) for it.
         r = d.bkctl("--url", f"tcp://{d.tcp[0]}:{d.tcp[1]}", "ls")
@@ -147,12 +141,13 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
     def test_a_claim_installs_a_key_of_the_tenants_own(self):
         d = self.d
         (d.workspace / "keep").write_text("left by the image\n")
-        e = self.assertRefused(lambda: claim(d, self.claim_key, None), PERMISSION_DENIED, CLAIM_KEY, verified=True)
+        e = self.assertRefused(lambda: claim(d, self.claim_key, None), Status.PERMISSION_DENIED, Detail.CLAIM_KEY,
+                               verified=True)
         self.assertIn("installs the tenant's key", e.message)
-        for key_id in (self.claim_key[0], "tenant"):
+        for key_id in (self.claim_key.key_id, "tenant"):
             with self.subTest(key_id):
-                e = self.assertRefused(lambda: claim(d, self.claim_key, (key_id, self.claim_key[1])),
-                                       bc.INVALID_ARGUMENT, CLAIM_KEY, verified=True)
+                e = self.assertRefused(lambda: claim(d, self.claim_key, wire.Key(key_id, self.claim_key.secret)),
+                                       Status.INVALID_ARGUMENT, Detail.CLAIM_KEY, verified=True)
                 self.assertIn("the new key is the pool's claim key", e.message)
         # Nothing happened: no wipe, the claim key still the only key.
         self.assertEqual(os.listdir(d.workspace), ["keep"])
@@ -160,10 +155,10 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
 
     def write_claim_key(self, d):
         """A fresh claim key in the file boxkited was started with (as a Secret volume's update
-        would put it there); its (id, secret)."""
-        key = ("k1", secrets.token_bytes(32))
+        would put it there); the Key."""
+        key = wire.Key("k1", secrets.token_bytes(32))
         path = d.dir / "key"
-        path.write_text("k1 %s\n" % key[1].hex())
+        path.write_text("k1 %s\n" % key.secret.hex())
         os.chmod(path, 0o600)
         return key
 
@@ -173,7 +168,7 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
         claim_key = self.write_claim_key(d)
         os.kill(d.front_pid(), signal.SIGHUP)
         bkit.wait_for(lambda: "key file reloaded" in d.log.read_text(), GUARD, what="the claim key file's reload")
-        self.assertRefused(lambda: exec_shell(d, claim_key, "true"), PERMISSION_DENIED, CLAIM_KEY)
+        self.assertRefused(lambda: exec_shell(d, claim_key, "true"), Status.PERMISSION_DENIED, Detail.CLAIM_KEY)
 
         r, claim_env = claim(d, claim_key, key)
         self.assertTrue(r.verified)
@@ -184,9 +179,9 @@ class ClaimLocal(ClaimAssertions, unittest.TestCase):
         (d.workspace / "tenant-file").write_text("the tenant's\n")
         with client(d, claim_key) as c:
             answer = c.exchange(claim_env.SerializeToString())
-        with self.assertRaises(bc.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             client(d, claim_key).open_answer(answer, claim_env, pb.ResetResponse)
-        self.assertEqual(cm.exception.code, bc.UNAUTHENTICATED, cm.exception)
+        self.assertEqual(cm.exception.code, Status.UNAUTHENTICATED, cm.exception)
         self.assertEqual(os.listdir(d.workspace), ["tenant-file"])
 
         # A new claim key in the file, and SIGHUP: not read. SIGHUP is handled before the SIGTERM
@@ -220,14 +215,14 @@ class ClaimKeyFromTheEnvironment(ClaimAssertions, unittest.TestCase):
         with bkit.scope():
             d = bkit.Daemon("claim-env", tcp=("127.0.0.1", bkit.free_tcp_port()), key_env=CLAIM_ENV,
                             claim=True).start()
-            claim_key = bc.load_key_file(str(d.key))
-            hexed = claim_key[1].hex().encode()
+            claim_key = wire.load_key_file(d.key)
+            hexed = claim_key.secret.hex().encode()
             for pid in (d.front_pid(), d.executor_pid()):
                 with self.subTest(pid=pid):
                     environ = open(f"/proc/{pid}/environ", "rb").read()
                     self.assertNotIn(CLAIM_ENV.encode(), environ)
                     self.assertNotIn(hexed, environ)
-            self.assertRefused(lambda: exec_shell(d, claim_key, "env"), PERMISSION_DENIED, CLAIM_KEY)
+            self.assertRefused(lambda: exec_shell(d, claim_key, "env"), Status.PERMISSION_DENIED, Detail.CLAIM_KEY)
             key = tenant_key()
             claim(d, claim_key, key)
             out = exec_shell(d, key, "env; cat /proc/self/environ").stdout
@@ -249,10 +244,10 @@ class ClaimInAPod(ClaimAssertions, unittest.TestCase):
             d.start()
             pod.start_container()
             bkit.wait_for(lambda: d.health().get("sandbox_ready") is True, GUARD, what="the sandbox container")
-            claim_key = bc.load_key_file(str(d.key))
+            claim_key = wire.load_key_file(d.key)
             self.assertNotIn(CLAIM_ENV.encode(), open(f"/proc/{d.front_pid()}/environ", "rb").read())
-            self.assertRefused(lambda: exec_shell(d, claim_key, "cat /container-marker"), PERMISSION_DENIED,
-                               CLAIM_KEY)
+            self.assertRefused(lambda: exec_shell(d, claim_key, "cat /container-marker"), Status.PERMISSION_DENIED,
+                               Detail.CLAIM_KEY)
             # bkctl verify with the claim key: layer one skipped, and said why; not a pass.
             r = d.bkctl("-o", "json", "verify", url=f"tcp://{d.tcp[0]}:{d.tcp[1]}", timeout=90)
             checks = {(c["layer"], c["check"]): c for c in json.loads(r.stdout)["checks"]}

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import unittest
@@ -142,14 +141,13 @@ class NngListener(unittest.TestCase):
     new connection was refused until the flood ended."""
 
     def test_keyed_clients_and_health_get_their_share_at_the_cap(self):
-        sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-        import boxkite_client as bc
-        from boxkite_client import pb
+        from boxkite import wire
+        from boxkite.v1 import boxkite_pb2 as pb
         cap = 64  # the default --max-connections
         d = bkit.Daemon("nng-flood", tcp=("127.0.0.1", bkit.free_tcp_port())).start()
-        key_id, secret = bc.load_key_file(str(d.key))
-        url = "tcp://%s:%d" % d.tcp
-        with bc.Client(*d.tcp, key_id, secret, timeout=GUARD) as keyed:
+        url = d.tcp_url
+        # One call at a time: the channel keeps its one connection, as the test needs.
+        with wire.Channel(url, key=wire.load_key_file(d.key), timeout=GUARD) as keyed:
             keyed.call("Exec", pb.ExecRequest(argv=["true"]), pb.ExecResponse)
             stop, flood_socks, opened = threading.Event(), [], [0]
 
@@ -270,6 +268,52 @@ class DeadServer(unittest.TestCase):
         err = p.stderr.read().decode(errors="replace")
         self.assertNotEqual(rc, 0, err)
         self.assertIn("UNAVAILABLE", err)
+
+
+INOTIFY_HOLD = r"""python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = 0
+while held < 200 and libc.inotify_init1(os.O_CLOEXEC) >= 0:
+    held += 1
+print(held, os.strerror(ctypes.get_errno()) if held < 200 else "all", flush=True)
+time.sleep(int(sys.argv[1]))
+' %s"""
+
+
+class PerUserLimits(unittest.TestCase):
+    """The kernel's per-user limits were the node's uid 1001's, shared by every sandbox: while one
+    sandbox held 128 inotify instances, another of the same uid got "Too many open files". Each
+    sandbox's processes are counted in a user namespace of its own now (sidecar/exec/userns.h)."""
+
+    def test_two_sandboxes_of_one_uid_each_have_their_inotify_instances(self):
+        a = bkit.Daemon("inotify-a").start()
+        b = bkit.Daemon("inotify-b").start()
+        r = a.bkctl("start", "--shell", INOTIFY_HOLD % 60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        holder = r.stdout.strip()
+        got = bkit.wait_for(lambda: a.bkctl("logs", holder).stdout.strip(), GUARD, what="the holder to take its fill")
+        held = int(got.split()[0])
+        self.assertGreater(held, 0, got)
+        # The other sandbox, same uid on the host, while the first holds all it could get.
+        rc, res, err = b.exec_json("--shell", INOTIFY_HOLD % 0)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(int(res["stdout"].split()[0]), held, res["stdout"])
+        a.bkctl("kill", "-s", "KILL", holder)
+        # Each in a user namespace of its own (not the host's), where every id is itself: the
+        # sandbox user is the host's 1001, and only the counting is the sandbox's.
+        host = os.readlink("/proc/self/ns/user")
+        seen = set()
+        for d in (a, b):
+            rc, res, err = d.exec_json("--shell", "cat /proc/self/uid_map; readlink /proc/self/ns/user; id -u")
+            self.assertEqual(rc, 0, err)
+            m, ns, uid = res["stdout"].strip().rsplit("\n", 2)
+            self.assertEqual(m.split(), ["0", "0", "4294967295"])
+            self.assertEqual(uid, "1001")
+            self.assertNotEqual(ns, host)
+            seen.add(ns)
+            self.assertIn("userns-own", res["isolation_profile"])
+        self.assertEqual(len(seen), 2, "the two sandboxes share a user namespace")
 
 
 def exec_result(d, shell, out, i, timeout=GUARD):

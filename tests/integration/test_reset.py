@@ -1,8 +1,8 @@
 """Reset, the warm-pool recycle, and a restarted boxkited leaving nothing of its previous
 instance running.
 
-Reset is called with the Python client (tests/python/boxkite_client.py): bkctl reset is another
-part of issue 10. Every test puts tenant state in the sandbox first — commands running, one of
+Reset is called through the boxkite package's wire layer (the envelope itself is looked at):
+bkctl reset is another part of issue 10. Every test puts tenant state in the sandbox first — commands running, one of
 them writing, one holding a file open, directories made 000 and 0555 with files inside, files in
 /tmp, /dev/shm and the home — and checks afterwards from the host side (the workspace and home
 directories, /proc) as well as from inside.
@@ -12,22 +12,14 @@ import secrets
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 import unittest
 
 import bkit
-
-sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-import boxkite_client as bc  # noqa: E402
-from boxkite_client import pb  # noqa: E402
-
-# gRPC codes and the replay detail the client module does not name.
-NOT_FOUND = 5
-FAILED_PRECONDITION = 9
-ABORTED = 10
-REPLAYED = pb.STATUS_DETAIL_REPLAYED
+import boxkite
+from boxkite import Detail, Status, wire
+from boxkite.v1 import boxkite_pb2 as pb
 
 GUARD = 60  # hang guard for any one wait, never a timing assertion
 SANDBOX = bkit.SANDBOX_UID
@@ -71,13 +63,12 @@ def start_daemon(tag, args=()):
 
 
 def key_of(d):
-    return bc.load_key_file(str(d.key))
+    return wire.load_key_file(d.key)
 
 
 def client(d, key=None, timeout=GUARD, ipc=False):
     """A client of d over tcp://, or over its ipc:// socket."""
-    key_id, secret = key or key_of(d)
-    return bc.Client(*((str(d.sock), None) if ipc else d.tcp), key_id, secret, timeout=timeout)
+    return wire.Channel("ipc://%s" % d.sock if ipc else d.tcp_url, key=key or key_of(d), timeout=timeout)
 
 
 def reset(d, new_key=None, key=None):
@@ -86,7 +77,7 @@ def reset(d, new_key=None, key=None):
     server takes none that crossed a network in clear. Returns the Reply."""
     rq = pb.ResetRequest()
     if new_key:
-        rq.new_key_id, rq.new_key_secret = new_key
+        rq.new_key_id, rq.new_key_secret = new_key.key_id, new_key.secret
     old = client(d, key, timeout=GUARD * 2, ipc=bool(new_key))
     reader = client(d, new_key, ipc=True) if new_key else old
     env = old.seal("Reset", rq)
@@ -174,7 +165,7 @@ class ResetTest(unittest.TestCase):
                 try:
                     result["reply"] = c.call("ProcessRead", pb.ProcessReadRequest(
                         process_id=pid, stdout_offset=offset, wait_ms=60000), pb.ProcessReadResponse)
-                except bc.CallError as e:
+                except boxkite.BoxkiteError as e:
                     result["error"] = e
 
         t = threading.Thread(target=park)
@@ -205,16 +196,16 @@ class ResetTest(unittest.TestCase):
         parked.join(GUARD)
         self.assertFalse(parked.is_alive())
         if "error" in result:
-            self.assertEqual(result["error"].code, ABORTED, result)
+            self.assertEqual(result["error"].code, Status.ABORTED, result)
         else:
             status = result["reply"].message.status
             self.assertEqual((status.running, status.signal), (False, signal.SIGKILL), status)
         with client(self.d) as c:
             self.assertEqual(list(c.call("ProcessList", pb.ProcessListRequest(), pb.ProcessListResponse)
                                   .message.processes), [])
-            with self.assertRaises(bc.CallError) as cm:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 c.call("ProcessRead", pb.ProcessReadRequest(process_id=process_id), pb.ProcessReadResponse)
-            self.assertEqual(cm.exception.code, NOT_FOUND, cm.exception)
+            self.assertEqual(cm.exception.code, Status.NOT_FOUND, cm.exception)
         self.assertGreaterEqual(r.message.entries_removed, 15)
         # Every exec call was answered as killed (bkctl exits 128+9), none is left running.
         for p in commands:
@@ -233,10 +224,10 @@ class ResetTest(unittest.TestCase):
             begin = c.call("FileUploadBegin", pb.FileUploadBeginRequest(path="/workspace/up", size=10),
                            pb.FileUploadBeginResponse).message
             reset(self.d)
-            with self.assertRaises(bc.CallError) as cm:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 c.call("FileUploadChunk", pb.FileUploadChunkRequest(upload_id=begin.upload_id, offset=0),
                        pb.FileUploadChunkResponse, data=b"0123456789")
-        self.assertEqual(cm.exception.code, NOT_FOUND, cm.exception)
+        self.assertEqual(cm.exception.code, Status.NOT_FOUND, cm.exception)
 
     def test_a_request_of_the_last_session_resent_is_refused_not_answered(self):
         with client(self.d) as c:
@@ -250,13 +241,13 @@ class ResetTest(unittest.TestCase):
             reset(self.d)
             # ... after it, the answer is gone but the nonce is not: refused, neither answered
             # with the old output nor run again.
-            with self.assertRaises(bc.CallError) as cm:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 c.open_answer(c.exchange(raw), env, pb.ExecResponse)
-        self.assertEqual((cm.exception.code, cm.exception.detail), (bc.UNAUTHENTICATED, REPLAYED))
+        self.assertEqual((cm.exception.code, cm.exception.detail), (Status.UNAUTHENTICATED, Detail.REPLAYED))
 
     def test_key_rotation_refuses_the_old_key_also_after_a_restart(self):
         self.litter()
-        new_key = ("tenant-2", secrets.token_bytes(32))
+        new_key = wire.Key("tenant-2", secrets.token_bytes(32))
         r = reset(self.d, new_key=new_key)
         # MAC'd with the new key: a client holding only the old one cannot verify it.
         self.assertTrue(r.verified)
@@ -270,9 +261,9 @@ class ResetTest(unittest.TestCase):
         old_key = key_of(self.d)
 
         def old_refused():
-            with self.assertRaises(bc.CallError) as cm:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 shell(self.d, "true", key=old_key)
-            self.assertEqual(cm.exception.code, bc.UNAUTHENTICATED, cm.exception)
+            self.assertEqual(cm.exception.code, Status.UNAUTHENTICATED, cm.exception)
 
         old_refused()
         self.assertEqual(shell(self.d, "echo hi", key=new_key).stdout, b"hi\n")
@@ -281,7 +272,7 @@ class ResetTest(unittest.TestCase):
         argv = self.d.argv()
         self.d.argv = lambda: argv
         self.d.key = self.d.dir / "tenant-key"
-        self.d.key.write_text("tenant-2 %s\n" % new_key[1].hex())
+        self.d.key.write_text("tenant-2 %s\n" % new_key.secret.hex())
         os.chmod(self.d.key, 0o600)
         # SIGHUP reloads the key file: it must not bring the old key back.
         os.kill(self.d.front_pid(), signal.SIGHUP)
@@ -305,9 +296,9 @@ class ResetTest(unittest.TestCase):
         for rq in (pb.ResetRequest(new_key_id="k"), pb.ResetRequest(new_key_secret=b"x" * 32),
                    pb.ResetRequest(new_key_id="k", new_key_secret=b"x" * 31),
                    pb.ResetRequest(new_key_id="bad id", new_key_secret=b"x" * 32)):
-            with client(self.d) as c, self.assertRaises(bc.CallError) as cm:
+            with client(self.d) as c, self.assertRaises(boxkite.BoxkiteError) as cm:
                 c.call("Reset", rq, pb.ResetResponse)
-            self.assertEqual(cm.exception.code, bc.INVALID_ARGUMENT, cm.exception)
+            self.assertEqual(cm.exception.code, Status.INVALID_ARGUMENT, cm.exception)
         self.assertEqual(host_entries(self.d.workspace), ["keep"])
 
     def test_a_reset_that_cannot_verify_fails_loudly_and_the_sidecar_stops_serving(self):
@@ -320,17 +311,17 @@ class ResetTest(unittest.TestCase):
         os.chmod(stuck, 0o755)
         bkit.defer(lambda: (stuck / "f").unlink(missing_ok=True))
         self.litter()
-        with self.assertRaises(bc.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             reset(self.d)
         e = cm.exception
         self.assertTrue(e.verified)
-        self.assertEqual(e.code, bc.DATA_LOSS, e)
+        self.assertEqual(e.code, Status.DATA_LOSS, e)
         self.assertIn("/workspace/stuck", e.message)
         # Everything else went: the commands and what the sandbox user owned.
         self.assertEqual(sandbox_processes(self.d), [])
         self.assertEqual(host_entries(self.d.workspace), ["stuck"])
         # Health says not ready, and why; every other rpc is refused, Reset included.
-        with bc.Client(*self.d.tcp, timeout=GUARD) as c:
+        with wire.Channel(self.d.tcp_url, timeout=GUARD) as c:
             h = c.call("Health", pb.HealthRequest(), pb.HealthResponse).message
         self.assertFalse(h.sandbox_ready)
         self.assertIn("/workspace/stuck", h.not_ready_reason)
@@ -339,12 +330,12 @@ class ResetTest(unittest.TestCase):
         self.assertEqual(status, 503, body)
         self.assertIn("a reset failed", str(body))
         for call in (lambda: shell(self.d, "true"), lambda: reset(self.d)):
-            with self.assertRaises(bc.CallError) as cm:
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
                 call()
-            self.assertEqual(cm.exception.code, FAILED_PRECONDITION, cm.exception)
-        with client(self.d) as c, self.assertRaises(bc.CallError) as cm:
+            self.assertEqual(cm.exception.code, Status.FAILED_PRECONDITION, cm.exception)
+        with client(self.d) as c, self.assertRaises(boxkite.BoxkiteError) as cm:
             c.call("FileStat", pb.FileStatRequest(path="/workspace"), pb.FileStatResponse)
-        self.assertEqual(cm.exception.code, FAILED_PRECONDITION, cm.exception)
+        self.assertEqual(cm.exception.code, Status.FAILED_PRECONDITION, cm.exception)
         # The executor holds Spawn off too, whatever the front did (no new exec tree exists).
         self.assertEqual(sandbox_processes(self.d), [])
 
@@ -419,6 +410,11 @@ class PodRestartTest(unittest.TestCase):
             old = [(pid, start_time(pid)) for pid in bkit.proc_descendants(d.front_pid()) + bkit.proc_descendants(orphan.pid)
                    if bkit.proc_uid(pid) == SANDBOX]
             os.kill(d.front_pid(), signal.SIGKILL)
+            # Its client goes with it: a bkctl exec that outlived it would, noticing the dead
+            # server, SIGKILL its process by name on whatever answers at the URL — the new
+            # instance, whose p1 is the `echo up` below (process ids name one instance's
+            # processes). It did, once, under load.
+            bkit.stop_process(p, signal.SIGKILL)
             d.proc.wait(timeout=GUARD)
             d._logf.close()
             d._front = None

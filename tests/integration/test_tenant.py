@@ -4,26 +4,22 @@ the next tenant's key, the next tenant observes nothing of the last one.
 A first tenant (the daemon's key file) leaves what it can wherever it can reach; a Reset with a new
 key; a second tenant, holding only the new key, then looks for each trace through every rpc and
 from inside its sandbox. The same again with boxkited restarted between the two tenants, and on
-the pod emulation (bkit.Pod). Calls go through the Python client (tests/python/boxkite_client.py),
-as a client other than libboxkite would send them, over ipc:// unless a test is about tcp://.
+the pod emulation (bkit.Pod). Calls go through the boxkite package's wire layer, as a client other
+than libboxkite would send them, over ipc:// unless a test is about tcp://.
 """
 import json
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 import unittest
 
 import bkit
+import boxkite
+from boxkite import Status, wire
+from boxkite.v1 import boxkite_pb2 as pb
 
-sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-import boxkite_client as bc  # noqa: E402
-from boxkite_client import pb  # noqa: E402
-
-NOT_FOUND = 5
-FAILED_PRECONDITION = 9
 GUARD = 60  # hang guard for any one wait, never a timing assertion
 # The writable places of a sandbox (those a sandbox has: the pod emulation has no home nor /dev/shm).
 ROOTS = ("/workspace", "/tmp", "/home/sandbox", "/dev/shm")
@@ -35,17 +31,16 @@ def setUpModule():
 
 
 def key_of(d):
-    return bc.load_key_file(str(d.key))
+    return wire.load_key_file(d.key)
 
 
 def new_key(name="tenant-2"):
-    return (name, secrets.token_bytes(32))
+    return wire.Key(name, secrets.token_bytes(32))
 
 
 def client(d, key, tcp=False, timeout=GUARD):
     """A client of d holding key, over its ipc:// socket (or tcp://)."""
-    where = d.tcp if tcp else (str(d.sock), None)
-    return bc.Client(*where, *key, timeout=timeout)
+    return wire.Channel(d.tcp_url if tcp else d.url, key=key, timeout=timeout)
 
 
 def reset(d, key, next_key=None, tcp=False, refused=False):
@@ -53,7 +48,7 @@ def reset(d, key, next_key=None, tcp=False, refused=False):
     the new one, or (refused) the signer's."""
     rq = pb.ResetRequest()
     if next_key:
-        rq.new_key_id, rq.new_key_secret = next_key
+        rq.new_key_id, rq.new_key_secret = next_key.key_id, next_key.secret
     opener = key if refused or not next_key else next_key
     with client(d, key, tcp=tcp, timeout=GUARD * 2) as signer, client(d, opener, tcp=tcp) as reader:
         env = signer.seal("Reset", rq)
@@ -98,18 +93,18 @@ class KeyInstallation(unittest.TestCase):
         shell(self.d, self.k1, "echo kept > /workspace/kept")
         k2 = new_key()
         # Not libboxkite (which refuses to send it): a client that does send the key in clear.
-        with self.assertRaises(bc.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             reset(self.d, self.k1, k2, tcp=True, refused=True)
         e = cm.exception
-        self.assertEqual(e.code, FAILED_PRECONDITION, e)
+        self.assertEqual(e.code, Status.FAILED_PRECONDITION, e)
         self.assertTrue(e.verified, "refused under the key that signed it")
         self.assertIn("tcp://", e.message)
         # Refused before anything happened: the files are there, the old key is the key.
         self.assertEqual(os.listdir(self.d.workspace), ["kept"])
         self.assertEqual(shell(self.d, self.k1, "echo still").stdout, b"still\n")
-        with self.assertRaises(bc.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             shell(self.d, k2, "true")
-        self.assertEqual(cm.exception.code, bc.UNAUTHENTICATED, cm.exception)
+        self.assertEqual(cm.exception.code, Status.UNAUTHENTICATED, cm.exception)
         self.assertFalse(os.path.exists(self.d.dir / "state" / "tenant-key") and
                          (self.d.dir / "state" / "tenant-key").stat().st_size)
         # Over ipc:// the same request is taken.
@@ -344,14 +339,14 @@ class Boundary:
     def next_tenant(self):
         """The Reset that hands the sandbox to the second tenant, then what comes between them."""
         r = reset(self.d, self.k1, self.k2)
-        self.assertEqual(r.envelope.key_id, self.k2[0])
+        self.assertEqual(r.envelope.key_id, self.k2.key_id)
         self.between()
         return r
 
     def restart(self, key):
         """Stop the sidecar and start it again; from then on its clients (bkctl too) hold key."""
-        key_file = self.d.dir / f"key-{key[0]}"
-        key_file.write_text(f"{key[0]} {key[1].hex()}\n")
+        key_file = self.d.dir / f"key-{key.key_id}"
+        key_file.write_text(f"{key.key_id} {key.secret.hex()}\n")
         os.chmod(key_file, 0o600)
         self.d.key = key_file
         self.d.stop()
@@ -359,7 +354,7 @@ class Boundary:
         self.d.start()
 
     def preview_url(self, key, port, path="", ttl=600):
-        return f"/preview/{port}/{bc.preview_token(key[0], key[1], port, int(time.time()) + ttl)}/{path}"
+        return f"/preview/{port}/{wire.preview_token(key, port, int(time.time()) + ttl)}/{path}"
 
     # --- item 1: the store -----------------------------------------------------------------
 
@@ -367,14 +362,14 @@ class Boundary:
         d, k1, k2 = self.d, self.k1, self.k2
         # What an operator computes to find a tenant's snapshots: bkctl and a second language agree.
         r = d.bkctl("sync", "prefix")
-        self.assertEqual((r.returncode, r.stdout), (0, bc.store_prefix(*k1) + "\n"), r.stderr)
+        self.assertEqual((r.returncode, r.stdout), (0, wire.store_prefix(k1) + "\n"), r.stderr)
         self.assertEqual(shell(d, k1, "echo the last tenant > /workspace/secret.txt").exit_code, 0)
         with client(d, k1) as c:
             c.call("SyncPush", pb.SyncPushRequest(snapshot="t1-secret"), pb.SyncPushResponse)
             c.call("SyncPush", pb.SyncPushRequest(snapshot="t1-sub", url=self.store_url + "/sub"), pb.SyncPushResponse)
         final = self.next_tenant().message.snapshot
         self.assertTrue(final, "--sync-on-reset pushed a last snapshot")
-        p1, p2 = bc.store_prefix(*k1), bc.store_prefix(*k2)
+        p1, p2 = wire.store_prefix(k1), wire.store_prefix(k2)
         with client(d, k2) as c:
             st = c.call("SyncStatus", pb.SyncStatusRequest(), pb.SyncStatusResponse).message
             self.assertEqual((st.running, st.operation, st.snapshot, st.files_done, st.bytes_done, st.blobs_uploaded,
@@ -385,9 +380,9 @@ class Boundary:
                     listed = c.call("SyncList", pb.SyncListRequest(url=url), pb.SyncListResponse).message
                     self.assertEqual(list(listed.snapshots), [])
                     for snap in ("t1-secret", "t1-sub", final):
-                        with self.assertRaises(bc.CallError) as cm:
+                        with self.assertRaises(boxkite.BoxkiteError) as cm:
                             c.call("SyncPull", pb.SyncPullRequest(snapshot=snap, url=url), pb.SyncPullResponse)
-                        self.assertEqual(cm.exception.code, NOT_FOUND, cm.exception)
+                        self.assertEqual(cm.exception.code, Status.NOT_FOUND, cm.exception)
             # Where they are: under the first tenant's prefix, the final one too.
             for rel in (f"{p1}/snapshots/t1-secret", f"{p1}/sub/snapshots/t1-sub", f"{p1}/final/snapshots/{final}"):
                 self.assertTrue((self.store / rel).is_file(), rel)
@@ -561,7 +556,7 @@ class PreviewRequests(unittest.TestCase):
         cls.key = key_of(cls.d)
 
     def url(self, port, path="", ttl=600):
-        return f"/preview/{port}/{bc.preview_token(self.key[0], self.key[1], port, int(time.time()) + ttl)}/{path}"
+        return f"/preview/{port}/{wire.preview_token(self.key, port, int(time.time()) + ttl)}/{path}"
 
     def test_a_kept_alive_connection_carries_one_request(self):
         port = bkit.free_tcp_port()

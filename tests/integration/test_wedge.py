@@ -9,16 +9,14 @@ Asserted here: every call is answered (with its real result), Health keeps answe
 an exec's timeout fires meanwhile, and boxkited then stops on SIGTERM by itself. Every wait is a
 hang guard (a call's socket timeout, a join's timeout): nothing is timed.
 """
-import sys
 import threading
 import time
 import unittest
 
 import bkit
-
-sys.path.insert(0, str(bkit.REPO / "tests" / "python"))
-import boxkite_client as bc  # noqa: E402
-from boxkite_client import pb  # noqa: E402
+import boxkite
+from boxkite import wire
+from boxkite.v1 import boxkite_pb2 as pb
 
 LIST_CLIENTS = 12
 EXEC_CLIENTS = 12
@@ -35,8 +33,7 @@ def setUpModule():
 
 
 def client(d):
-    key_id, secret = bc.load_key_file(str(d.key))
-    return bc.Client(d.tcp[0], d.tcp[1], key_id, secret, timeout=CALL_GUARD)
+    return wire.Channel(d.tcp_url, key=wire.load_key_file(d.key), timeout=CALL_GUARD)
 
 
 class Wedge(unittest.TestCase):
@@ -62,7 +59,7 @@ class Wedge(unittest.TestCase):
                     try:
                         rep = c.call("FileList", pb.FileListRequest(path="long", page_size=1000, page_token=token),
                                      pb.FileListResponse)
-                    except bc.CallError as e:
+                    except boxkite.BoxkiteError as e:
                         return self.fail_later(f"lister {i} round {r}: {e}")
                     got += [e.path for e in rep.message.entries]
                     token = rep.message.next_page_token
@@ -79,7 +76,7 @@ class Wedge(unittest.TestCase):
             for r in range(ROUNDS):
                 try:
                     rep = c.call("Exec", pb.ExecRequest(argv=argv, env=env), pb.ExecResponse)
-                except bc.CallError as e:
+                except boxkite.BoxkiteError as e:
                     return self.fail_later(f"exec client {i} round {r}: {e}")
                 if rep.message.exit_code != 0 or rep.message.timed_out:
                     return self.fail_later(f"exec client {i} round {r}: {rep.message}")
@@ -89,12 +86,12 @@ class Wedge(unittest.TestCase):
         health = {"answered": 0, "failed": []}
 
         def prober():
-            with bc.Client(self.d.tcp[0], self.d.tcp[1], timeout=CALL_GUARD) as c:
+            with wire.Channel(self.d.tcp_url, timeout=CALL_GUARD) as c:
                 while not stop.is_set():
                     try:
                         c.call("Health", pb.HealthRequest(), pb.HealthResponse)
                         health["answered"] += 1
-                    except bc.CallError as e:
+                    except boxkite.BoxkiteError as e:
                         health["failed"].append(str(e))
                     time.sleep(0.05)
 
@@ -105,7 +102,7 @@ class Wedge(unittest.TestCase):
                 try:
                     rep = c.call("Exec", pb.ExecRequest(argv=["sleep", "60"], timeout_ms=1000), pb.ExecResponse)
                     timed_out["result"] = rep.message.timed_out
-                except bc.CallError as e:
+                except boxkite.BoxkiteError as e:
                     timed_out["error"] = str(e)
 
         threads = [threading.Thread(target=self.lister, args=(i,)) for i in range(LIST_CLIENTS)]

@@ -1,12 +1,16 @@
 """Run a real build/boxkited for a test: a key file from `bkctl keygen`, a free 127.0.0.1 TCP
 port, the sandbox's workspace and the daemon's log in a temp dir; stopped with SIGTERM.
 
+With ipc=True it listens on a Unix socket in that temp dir too (ipc_url), beside tcp (url).
+
 Also the process helpers the other Python tiers share (tests/files/fileskit.py and
 tests/integration/bkit.py import this module): free_tcp_port(), die_with_parent() and
-descendants(). Standard library only at import time (the client, and so python3-protobuf, is
-imported when a daemon is first waited for), so that bkit can use it without the client.
+descendants(). Standard library only at import time (the boxkite package, and so
+python3-protobuf, is imported when a daemon is first waited for), so that bkit can use it
+without the package.
 """
 
+import base64
 import ctypes
 import os
 import shutil
@@ -40,6 +44,20 @@ def free_tcp_port(host="127.0.0.1"):
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def tls_files(directory, name="bk-ptest"):
+    """A sidecar's certificate and key as `bkctl kube NAME` makes them (its Secret's tls.crt and
+    tls.key, decoded), written to directory; returns (cert path, key path)."""
+    r = subprocess.run([BKCTL, "kube", name], check=True, capture_output=True, text=True)
+    secret = r.stdout.split("\n---\n", 1)[0]
+    data = dict(line.strip().split(": ", 1) for line in secret.split("data:\n", 1)[1].splitlines() if ": " in line)
+    cert, key = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
+    with open(cert, "wb") as f:
+        f.write(base64.b64decode(data["tls.crt"]))
+    with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400), "wb") as f:
+        f.write(base64.b64decode(data["tls.key"]))
+    return cert, key
 
 
 def die_with_parent(sig=signal.SIGTERM):
@@ -77,13 +95,15 @@ class Boxkited:
 
     args: extra flags (e.g. ["--root", "/usr:ro"]); workspace: a host directory to serve as
     /workspace (default <temp dir>/workspace); key_file: a key file to copy (the same tenant as
-    another daemon's), instead of a fresh key. The daemon gets SIGTERM when the thread that
-    started it exits (PR_SET_PDEATHSIG). A subclass waits for more in _after_ready()."""
+    another daemon's), instead of a fresh key; ipc: also listen on ipc_url. The daemon gets
+    SIGTERM when the thread that started it exits (PR_SET_PDEATHSIG). A subclass waits for more
+    in _after_ready()."""
 
     START_TIMEOUT_S = 10.0
 
-    def __init__(self, args=(), workspace=None, key_file=None):
+    def __init__(self, args=(), workspace=None, key_file=None, ipc=False):
         self.dir = tempfile.mkdtemp(prefix="boxkite-pytest-")
+        self.ipc_url = "ipc://" + os.path.join(self.dir, "boxkited.sock") if ipc else None
         self.key_file = os.path.join(self.dir, "key")
         self.key_from = key_file  # another daemon's key (the same tenant), or None: a fresh one
         self.log_path = os.path.join(self.dir, "boxkited.log")
@@ -110,14 +130,25 @@ class Boxkited:
     def __exit__(self, *exc):
         self.stop()
 
+    @property
+    def url(self):
+        return "tcp://127.0.0.1:%d" % self.port
+
+    def client(self, **kw):
+        """A boxkite.Client of this daemon, over tcp:// with its key unless told otherwise."""
+        import boxkite
+        kw.setdefault("key_file", self.key_file)
+        return boxkite.Client(kw.pop("url", self.url), **kw)
+
     def _start(self):
         # The port may be taken between free_tcp_port() and the daemon's bind: try a few.
         for _ in range(5):
             self.port = free_tcp_port()
+            listen = ["--listen", self.url] + (["--listen", self.ipc_url] if self.ipc_url else [])
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    [BOXKITED, "--listen", "tcp://127.0.0.1:%d" % self.port, "--key-file", self.key_file,
-                     "--workspace", self.workspace, "--state-dir", os.path.join(self.dir, "state")] + self.args,
+                    [BOXKITED] + listen + ["--key-file", self.key_file, "--workspace", self.workspace,
+                                           "--state-dir", os.path.join(self.dir, "state")] + self.args,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             if self._wait_ready():
                 self._after_ready()
@@ -132,16 +163,17 @@ class Boxkited:
 
     def _wait_ready(self):
         """True once an SP connection succeeds; False if the daemon exited or never answered."""
-        from boxkite_client import SPRequester
+        from boxkite import UnavailableError, wire
 
         deadline = time.monotonic() + self.START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
             try:
-                SPRequester("127.0.0.1", self.port, 1.0).close()
+                with wire.Channel(self.url, timeout=1.0) as ch:
+                    ch.connect()
                 return True
-            except OSError:
+            except UnavailableError:
                 time.sleep(0.05)
         self.proc.kill()
         self.proc.wait()

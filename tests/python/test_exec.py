@@ -1,16 +1,18 @@
-"""Exec through the Python client against a real boxkited (local mode, as root): the second
-language runs a command in the sandbox and reads its whole result."""
+"""Exec through the boxkite package's wire layer against a real boxkited (local mode, as root):
+the second language runs a command in the sandbox and reads its whole result."""
 
 import os
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import wire
+    from boxkite.errors import status_name
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
 def skip_reason():
@@ -29,8 +31,7 @@ class ExecTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.daemon = boxkited_process.Boxkited().__enter__()
-        key_id, secret = bk.load_key_file(cls.daemon.key_file)
-        cls.client = bk.Client("127.0.0.1", cls.daemon.port, key_id, secret, timeout=30.0)
+        cls.client = wire.Channel(cls.daemon.url, key=wire.load_key_file(cls.daemon.key_file), timeout=30.0)
 
     @classmethod
     def tearDownClass(cls):
@@ -75,9 +76,9 @@ class ExecTest(unittest.TestCase):
 
     def test_an_ill_formed_variable_name_is_an_error_naming_it(self):
         for name in ("1ABC", "A-B", "A=B", ""):
-            with self.subTest(name=name), self.assertRaises(bk.CallError) as cm:
+            with self.subTest(name=name), self.assertRaises(boxkite.BoxkiteError) as cm:
                 self.exec(argv=["true"], env=[pb.EnvVar(name=name, value="x")])
-            self.assertEqual(bk.status_name(cm.exception.code), "INVALID_ARGUMENT")
+            self.assertEqual(status_name(cm.exception.code), "INVALID_ARGUMENT")
             self.assertIn("'%s'" % name, cm.exception.message)
 
 if __name__ == "__main__":

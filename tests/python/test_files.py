@@ -1,9 +1,10 @@
-"""Every file rpc of docs/PROTOCOL.md through the Python client, against a real boxkited (local
-mode, as root): the second language uploads in whole blocks and commits with the content hash it
-computed itself, downloads with the server's content hash and the plain SHA-256 checked, and
-drives FileStat, FileList, FileMkdir, FileRemove, FileMove and FileSymlink — each result checked
-on the host side of the workspace too, and each refusal by the status and detail the document
-gives. Nothing here uses libboxkite."""
+"""Every file rpc of docs/PROTOCOL.md, one by one, through the boxkite package's wire layer (the
+client's whole-file methods are test_client.py's), against a real boxkited (local mode, as root):
+the second language uploads in whole blocks and commits with the content hash it computed
+itself, downloads with the server's content hash and the plain SHA-256 checked, and drives
+FileStat, FileList, FileMkdir, FileRemove, FileMove and FileSymlink — each result checked on the
+host side of the workspace too, and each refusal by the status and detail the document gives.
+Nothing here uses libboxkite."""
 
 import hashlib
 import os
@@ -11,12 +12,14 @@ import time
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import wire
+    from boxkite.errors import detail_name, status_name
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 MiB = 1 << 20
 UID = 1001
@@ -44,8 +47,8 @@ class FilesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.daemon = boxkited_process.Boxkited().__enter__()
-        key_id, secret = bk.load_key_file(cls.daemon.key_file)
-        cls.client = bk.Client("127.0.0.1", cls.daemon.port, key_id, secret, timeout=60.0)
+        cls.key = wire.load_key_file(cls.daemon.key_file)
+        cls.client = wire.Channel(cls.daemon.url, key=cls.key, timeout=60.0)
         deadline = time.monotonic() + 15
         while not cls.call_health().sandbox_ready:
             if time.monotonic() > deadline:
@@ -77,18 +80,18 @@ class FilesTest(unittest.TestCase):
 
     def refused(self, status, detail, method, data=b"", **fields):
         """method fails with status (and detail name); the error."""
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.call(method, data, **fields)
         e = cm.exception
-        self.assertEqual((bk.status_name(e.code), bk.detail_name(e.detail)), (status, detail), str(e))
+        self.assertEqual((status_name(e.code), detail_name(e.detail)), (status, detail), str(e))
         return e
 
     def host(self, rel):
         return os.path.join(self.daemon.workspace, rel)
 
-    def upload(self, path, data, chunk=bk.BLOCK_SIZE, sha256=None, **begin):
+    def upload(self, path, data, chunk=wire.BLOCK_SIZE, sha256=None, **begin):
         b = self.call("FileUploadBegin", path=path, size=len(data), sha256=sha256 or b"", **begin)
-        self.assertEqual((b.confirmed_offset, b.max_chunk), (0, bk.BLOCK_SIZE))
+        self.assertEqual((b.confirmed_offset, b.max_chunk), (0, wire.BLOCK_SIZE))
         self.assertRegex(b.upload_id, "^[0-9a-f]{32}$")
         offset = 0
         while offset < len(data):
@@ -96,7 +99,7 @@ class FilesTest(unittest.TestCase):
             got = self.call("FileUploadChunk", piece, upload_id=b.upload_id, offset=offset).confirmed_offset
             self.assertEqual(got, offset + len(piece))
             offset = got
-        return b.upload_id, self.call("FileUploadCommit", upload_id=b.upload_id, content_hash=bk.content_hash(data))
+        return b.upload_id, self.call("FileUploadCommit", upload_id=b.upload_id, content_hash=wire.content_hash(data))
 
     def download(self, path, plain_sha256=False):
         """The whole file, block after block from the answers' data fields: (bytes, first answer,
@@ -113,13 +116,13 @@ class FilesTest(unittest.TestCase):
             blocks.append(hashlib.sha256(r.data).digest())
             offset += len(r.data)
             if m.eof:
-                return b"".join(parts), first, bk.content_hash(blocks=blocks)
-            self.assertEqual(len(r.data), bk.BLOCK_SIZE, "an answer before the end that is not a whole block")
+                return b"".join(parts), first, wire.content_hash(blocks=blocks)
+            self.assertEqual(len(r.data), wire.BLOCK_SIZE, "an answer before the end that is not a whole block")
 
     # --- upload and download ------------------------------------------------------------------
 
     def test_upload_in_blocks_then_download_with_the_content_hash(self):
-        data = pattern(2 * bk.BLOCK_SIZE + 12345)
+        data = pattern(2 * wire.BLOCK_SIZE + 12345)
         _, c = self.upload("py/round.bin", data, mode=0o640, make_parents=True)
         i = c.info
         self.assertEqual((i.path, i.type, i.size, i.mode, i.uid, i.gid),
@@ -129,7 +132,7 @@ class FilesTest(unittest.TestCase):
         got, first, digest = self.download("py/round.bin")
         self.assertEqual(got, data)
         # The server wrote it: it knows the content hash, and it is the client's.
-        self.assertEqual((first.content_hash, digest), (bk.content_hash(data), bk.content_hash(data)))
+        self.assertEqual((first.content_hash, digest), (wire.content_hash(data), wire.content_hash(data)))
         self.assertEqual(first.sha256, b"", "the plain SHA-256 is sent only when asked")
         got, first, _ = self.download("py/round.bin", plain_sha256=True)
         self.assertEqual(first.sha256, hashlib.sha256(data).digest())
@@ -151,7 +154,7 @@ class FilesTest(unittest.TestCase):
         b = self.call("FileUploadBegin", path="sha-bad.bin", size=len(data), sha256=hashlib.sha256(b"x").digest())
         self.call("FileUploadChunk", data, upload_id=b.upload_id)
         e = self.refused("DATA_LOSS", "NONE", "FileUploadCommit", upload_id=b.upload_id,
-                         content_hash=bk.content_hash(data))
+                         content_hash=wire.content_hash(data))
         self.assertIn("SHA-256 of the bytes received is not the one given: nothing written", e.message)
         self.assertFalse(os.path.exists(self.host("sha-bad.bin")))
 
@@ -161,11 +164,11 @@ class FilesTest(unittest.TestCase):
         self.call("FileUploadChunk", data, upload_id=b.upload_id)
         self.refused("INVALID_ARGUMENT", "NONE", "FileUploadCommit", upload_id=b.upload_id, content_hash=b"short")
         e = self.refused("DATA_LOSS", "NONE", "FileUploadCommit", upload_id=b.upload_id,
-                         content_hash=bk.content_hash(data + b"!"))
+                         content_hash=wire.content_hash(data + b"!"))
         self.assertIn("content hash", e.message)
         self.assertFalse(os.path.exists(self.host("wrong.bin")))
         time.sleep(0.2)  # the id is dropped with the answer
-        self.refused("NOT_FOUND", "NONE", "FileUploadCommit", upload_id=b.upload_id, content_hash=bk.content_hash(data))
+        self.refused("NOT_FOUND", "NONE", "FileUploadCommit", upload_id=b.upload_id, content_hash=wire.content_hash(data))
 
     def test_a_chunk_changed_after_its_mac_is_refused_before_anything(self):
         data = pattern(MiB, seed=4)
@@ -173,33 +176,33 @@ class FilesTest(unittest.TestCase):
         env = self.client.seal("FileUploadChunk", pb.FileUploadChunkRequest(upload_id=b.upload_id), data)
         env.data = data[:-1] + bytes([data[-1] ^ 1])
         answer = self.client.exchange(env.SerializeToString())
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.client.open_answer(answer, env, pb.FileUploadChunkResponse)
-        self.assertEqual((bk.status_name(cm.exception.code), bk.detail_name(cm.exception.detail),
+        self.assertEqual((status_name(cm.exception.code), detail_name(cm.exception.detail),
                           cm.exception.verified), ("UNAUTHENTICATED", "BAD_MAC", False))
         resumed = self.call("FileUploadBegin", path="tampered.bin", size=len(data), upload_id=b.upload_id)
         self.assertEqual(resumed.confirmed_offset, 0, "a refused chunk was written")
 
     def test_out_of_order_and_resume_and_abort(self):
-        data = pattern(3 * bk.BLOCK_SIZE, seed=5)
+        data = pattern(3 * wire.BLOCK_SIZE, seed=5)
         b = self.call("FileUploadBegin", path="resume.bin", size=len(data))
-        self.call("FileUploadChunk", data[:bk.BLOCK_SIZE], upload_id=b.upload_id)
+        self.call("FileUploadChunk", data[:wire.BLOCK_SIZE], upload_id=b.upload_id)
         # Not at the confirmed offset, and not a whole block ahead: refused at once, saying where.
         e = self.refused("FAILED_PRECONDITION", "NONE", "FileUploadChunk", data[10:20], upload_id=b.upload_id,
-                         offset=bk.BLOCK_SIZE + 10)
-        self.assertIn("%d bytes are confirmed: send from there" % bk.BLOCK_SIZE, e.message)
+                         offset=wire.BLOCK_SIZE + 10)
+        self.assertIn("%d bytes are confirmed: send from there" % wire.BLOCK_SIZE, e.message)
         self.refused("OUT_OF_RANGE", "NONE", "FileUploadChunk", b"x", upload_id=b.upload_id, offset=len(data))
         # The first chunk again (its answer lost): answered, not rewritten.
-        self.assertEqual(self.call("FileUploadChunk", data[:bk.BLOCK_SIZE], upload_id=b.upload_id).confirmed_offset,
-                         bk.BLOCK_SIZE)
+        self.assertEqual(self.call("FileUploadChunk", data[:wire.BLOCK_SIZE], upload_id=b.upload_id).confirmed_offset,
+                         wire.BLOCK_SIZE)
         r = self.call("FileUploadBegin", path="resume.bin", size=len(data), upload_id=b.upload_id)
-        self.assertEqual(r.confirmed_offset, bk.BLOCK_SIZE)
+        self.assertEqual(r.confirmed_offset, wire.BLOCK_SIZE)
         self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", path="other.bin", size=len(data),
                      upload_id=b.upload_id)
         self.call("FileUploadAbort", upload_id=b.upload_id)
         self.refused("NOT_FOUND", "NONE", "FileUploadAbort", upload_id=b.upload_id)
         self.refused("NOT_FOUND", "NONE", "FileUploadChunk", data[:10], upload_id=b.upload_id,
-                     offset=bk.BLOCK_SIZE)
+                     offset=wire.BLOCK_SIZE)
         self.assertFalse(os.path.exists(self.host("resume.bin")))
 
     def test_begin_refusals(self):
@@ -230,8 +233,8 @@ class FilesTest(unittest.TestCase):
         with open(self.host("host.bin"), "wb") as f:
             f.write(data)
         self.assertEqual(self.call("FileDownload", path="host.bin").content_hash, b"")
-        self.assertEqual(self.download("host.bin")[2], bk.content_hash(data))
-        self.assertEqual(self.call("FileDownload", path="host.bin").content_hash, bk.content_hash(data))
+        self.assertEqual(self.download("host.bin")[2], wire.content_hash(data))
+        self.assertEqual(self.call("FileDownload", path="host.bin").content_hash, wire.content_hash(data))
 
     def test_download_answers_are_not_kept_for_resends(self):
         self.upload("kept.bin", b"abc")
@@ -239,9 +242,9 @@ class FilesTest(unittest.TestCase):
         raw = env.SerializeToString()
         first = self.client.open_answer(self.client.exchange(raw), env, pb.FileDownloadResponse)
         self.assertEqual(first.data, b"abc")
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.client.open_answer(self.client.exchange(raw), env, pb.FileDownloadResponse)
-        self.assertEqual(bk.detail_name(cm.exception.detail), "REPLAYED")
+        self.assertEqual(detail_name(cm.exception.detail), "REPLAYED")
         # An answer without data is kept: its re-send gets the same bytes.
         env = self.client.seal("FileStat", pb.FileStatRequest(path="kept.bin"))
         raw = env.SerializeToString()
@@ -300,10 +303,10 @@ class FilesTest(unittest.TestCase):
         # FileStatRequest{path: "x"} plus field 15: a field this server does not know.
         env = self.client.seal("FileStat", pb.FileStatRequest(path="x"))
         env.body = env.body + b"\x78\x01"
-        env.mac = bk.envelope_mac(self.client.secret, env)
-        with self.assertRaises(bk.CallError) as cm:
+        env.mac = wire.envelope_mac(self.key.secret, env)
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.client.open_answer(self.client.exchange(env.SerializeToString()), env, pb.FileStatResponse)
-        self.assertEqual(bk.detail_name(cm.exception.detail), "BAD_BODY")
+        self.assertEqual(detail_name(cm.exception.detail), "BAD_BODY")
         self.assertTrue(cm.exception.verified)
         e = self.refused("INVALID_ARGUMENT", "BAD_BODY", "FileStat", b"data", path="x")
         self.assertIn("takes no data", e.message)

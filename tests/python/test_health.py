@@ -1,5 +1,5 @@
-"""Health through the Python client against a real boxkited over tcp://127.0.0.1, and the MAC
-test vectors of docs/PROTOCOL.md."""
+"""Health through the boxkite package against a real boxkited over tcp://127.0.0.1, the checks its
+wire layer makes of every answer, and the MAC test vectors of docs/PROTOCOL.md."""
 
 import os
 import re
@@ -7,17 +7,18 @@ import time
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import Status, wire
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
 def boxkite_version():
     """BK_VERSION from common/version.h: what Health must report."""
-    with open(os.path.join(bk.REPO_ROOT, "common", "version.h")) as f:
+    with open(os.path.join(boxkited_process.REPO_ROOT, "common", "version.h")) as f:
         return re.search(r'BK_VERSION "([^"]*)"', f.read()).group(1)
 
 
@@ -31,7 +32,7 @@ class HealthTest(unittest.TestCase):
     def setUpClass(cls):
         cls.started = time.monotonic()
         cls.daemon = boxkited_process.Boxkited().__enter__()
-        cls.key_id, cls.secret = bk.load_key_file(cls.daemon.key_file)
+        cls.key = wire.load_key_file(cls.daemon.key_file)
 
     @classmethod
     def tearDownClass(cls):
@@ -41,8 +42,8 @@ class HealthTest(unittest.TestCase):
             raise AssertionError("boxkited exited with %s; its log:\n%s" % (status, log))
 
     def client(self, keyed=True, secret=None):
-        c = bk.Client("127.0.0.1", self.daemon.port, self.key_id if keyed else None,
-                      (secret or self.secret) if keyed else None, timeout=10.0)
+        key = wire.Key(self.key.key_id, secret or self.key.secret) if keyed else None
+        c = wire.Channel(self.daemon.url, key=key, timeout=10.0)
         self.addCleanup(c.close)
         return c
 
@@ -65,12 +66,20 @@ class HealthTest(unittest.TestCase):
         self.assert_health_fields(reply.message)
         self.assertTrue(reply.verified)
         env = reply.envelope
-        self.assertEqual(env.version, bk.ENVELOPE_VERSION)
+        self.assertEqual(env.version, wire.ENVELOPE_VERSION)
         self.assertEqual(env.kind, pb.ENVELOPE_KIND_RESPONSE)
-        self.assertEqual(env.key_id, self.key_id)
-        self.assertEqual((env.status, env.detail, env.message), (bk.OK, pb.STATUS_DETAIL_NONE, ""))
-        self.assertEqual(len(env.mac), bk.MAC_LEN)
-        self.assertEqual(env.mac, bk.envelope_mac(self.secret, env))
+        self.assertEqual(env.key_id, self.key.key_id)
+        self.assertEqual((env.status, env.detail, env.message), (Status.OK, pb.STATUS_DETAIL_NONE, ""))
+        self.assertEqual(len(env.mac), wire.MAC_LEN)
+        self.assertEqual(env.mac, wire.envelope_mac(self.key.secret, env))
+
+    def test_the_clients_health(self):
+        with self.daemon.client() as box:
+            h = box.health()
+        self.assert_health_fields(h)
+        self.assertTrue(h.authenticated, "a keyed Health's answer is MAC'd")
+        with self.daemon.client(key_file=None) as box:
+            self.assertFalse(box.health().authenticated, "an unkeyed one's is only an indication")
 
     def test_the_local_sandbox_becomes_ready(self):
         c = self.client(keyed=False)
@@ -86,9 +95,9 @@ class HealthTest(unittest.TestCase):
 
     def test_wrong_key_is_bad_mac(self):
         c = self.client(secret=os.urandom(32))
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.UnauthenticatedError) as cm:
             c.call("Health", pb.HealthRequest(), pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.UNAUTHENTICATED)
+        self.assertEqual(cm.exception.code, Status.UNAUTHENTICATED)
         self.assertEqual(cm.exception.detail, pb.STATUS_DETAIL_BAD_MAC)
         # Refused before the key was proven: the answer carries no MAC.
         self.assertFalse(cm.exception.verified)
@@ -96,8 +105,8 @@ class HealthTest(unittest.TestCase):
     def test_replayed_request_is_answered_identically(self):
         c = self.client()
         request = c.seal("Health", pb.HealthRequest())
-        wire = request.SerializeToString()
-        first, second = c.exchange(wire), c.exchange(wire)
+        raw = request.SerializeToString()
+        first, second = c.exchange(raw), c.exchange(raw)
         self.assertEqual(first, second)
         a, b = pb.Envelope.FromString(first), pb.Envelope.FromString(second)
         self.assertEqual(a.body, b.body)
@@ -118,17 +127,17 @@ class HealthTest(unittest.TestCase):
         health = pb.HealthResponse.FromString(env.body)
         health.uptime_ms += 1
         env.body = health.SerializeToString()
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             c.open_answer(env.SerializeToString(), request, pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+        self.assertEqual(cm.exception.code, Status.DATA_LOSS)
         self.assertIn("MAC does not verify", cm.exception.message)
 
         # Stripping the MAC does not help: a keyed caller needs one on success.
         env = pb.Envelope.FromString(answer)
         env.ClearField("mac")
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             c.open_answer(env.SerializeToString(), request, pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+        self.assertEqual(cm.exception.code, Status.DATA_LOSS)
         self.assertIn("without a MAC", cm.exception.message)
 
     def test_non_canonical_answer_is_refused(self):
@@ -136,9 +145,9 @@ class HealthTest(unittest.TestCase):
         request = c.seal("Health", pb.HealthRequest())
         answer = c.exchange(request.SerializeToString())
         # Field 15, varint 1: unknown to the schema, so outside what the MAC covers.
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             c.open_answer(answer + b"\x78\x01", request, pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+        self.assertEqual(cm.exception.code, Status.DATA_LOSS)
         self.assertIn("not a canonical", cm.exception.message)
 
     def test_non_canonical_request_is_malformed(self):
@@ -149,21 +158,49 @@ class HealthTest(unittest.TestCase):
         for extra in (b"\x78\x01", b"\x60\x01", b"\x62\x00"):  # unknown field; data as a varint; empty data
             with self.subTest(extra=extra.hex()):
                 answer = pb.Envelope.FromString(c.exchange(request.SerializeToString() + extra))
-                self.assertEqual((answer.status, answer.detail), (bk.INVALID_ARGUMENT, pb.STATUS_DETAIL_MALFORMED))
+                self.assertEqual((answer.status, answer.detail), (Status.INVALID_ARGUMENT, pb.STATUS_DETAIL_MALFORMED))
                 self.assertEqual((answer.nonce, answer.method, answer.mac), (b"", "", b""))
-                with self.assertRaises(bk.CallError) as cm:
+                with self.assertRaises(boxkite.BoxkiteError) as cm:
                     c.open_answer(answer.SerializeToString(), request, pb.HealthResponse)
-                self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+                self.assertEqual(cm.exception.code, Status.DATA_LOSS)
                 self.assertFalse(cm.exception.verified)
+
+    def test_data_is_taken_only_in_the_answers_that_carry_it(self):
+        """docs/PROTOCOL.md, "what a client must check", step 7: FileDownload's and ProcessRead's
+        answers carry data; any other answer carrying some is refused, MAC'd or not."""
+        c = self.client()
+
+        def answer_to(request, body, data):
+            env = pb.Envelope(version=wire.ENVELOPE_VERSION, kind=pb.ENVELOPE_KIND_RESPONSE, key_id=self.key.key_id,
+                              timestamp_ms=request.timestamp_ms, nonce=request.nonce, method=request.method,
+                              body=body, data=data)
+            env.mac = wire.envelope_mac(self.key.secret, env)
+            return env.SerializeToString()
+
+        request = c.seal("Health", pb.HealthRequest())
+        real = pb.Envelope.FromString(c.exchange(request.SerializeToString()))
+        with self.assertRaises(boxkite.DataLossError) as cm:
+            c.open_answer(answer_to(request, real.body, b"smuggled"), request)
+        self.assertIn("data this call does not take", cm.exception.message)
+        body = pb.ProcessReadResponse(stdout=pb.StreamChunk(length=2, end=2), stderr=pb.StreamChunk(),
+                                      status=pb.ProcessStatus()).SerializeToString()
+        for method, req in (("ProcessRead", pb.ProcessReadRequest(process_id="p1")),
+                            ("FileDownload", pb.FileDownloadRequest(path="x"))):
+            with self.subTest(method=method):
+                request = c.seal(method, req)
+                reply = c.open_answer(answer_to(request, body if method == "ProcessRead" else b"", b"ab"), request)
+                self.assertEqual((reply.data, reply.verified), (b"ab", True))
+                with self.assertRaises(boxkite.DataLossError):
+                    c.open_answer(answer_to(request, b"", b"ab"), request, answer_data=False)
 
     def test_answer_to_another_request_is_refused(self):
         c = self.client()
         request = c.seal("Health", pb.HealthRequest())
         answer = c.exchange(request.SerializeToString())
         other = c.seal("Health", pb.HealthRequest())
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             c.open_answer(answer, other, pb.HealthResponse)
-        self.assertEqual(cm.exception.code, bk.DATA_LOSS)
+        self.assertEqual(cm.exception.code, Status.DATA_LOSS)
         self.assertIn("not for this request", cm.exception.message)
 
 
@@ -178,7 +215,7 @@ class MacVectorTest(unittest.TestCase):
 
     def vector(self, key, **fields):
         env = pb.Envelope(version=2, **fields)
-        return bk.envelope_mac(key, env).hex(), env
+        return wire.envelope_mac(key, env).hex(), env
 
     def test_vectors(self):
         exec_body = pb.ExecRequest(argv=["echo", "hi"]).SerializeToString()
@@ -212,11 +249,11 @@ class MacVectorTest(unittest.TestCase):
         mac, env = self.vector(self.K32, kind=1, key_id="test-key", timestamp_ms=1700000000500,
                                nonce=bytes.fromhex("00112233445566778899aabbccddeeff"), method="Health")
         env.mac = bytes.fromhex(mac)
-        wire = env.SerializeToString()
-        self.assertEqual(wire.hex(), "080210011a08746573742d6b657920f4d395ffbc312a1000112233445566778899aabbccddeeff"
+        raw = env.SerializeToString()
+        self.assertEqual(raw.hex(), "080210011a08746573742d6b657920f4d395ffbc312a1000112233445566778899aabbccddeeff"
                                      "32064865616c74685a204875627d69f547a3dc53c7b9a22cdcb9982555508ce286fcc97f1e91"
                                      "90d0d16f")
-        self.assertTrue(bk.is_canonical(env, wire))
+        self.assertTrue(wire.is_canonical(env, raw))
 
     def test_fifth_vector_on_the_wire(self):
         """Python's encoder puts the data field last, after the MAC, as boxkited requires."""
@@ -225,9 +262,16 @@ class MacVectorTest(unittest.TestCase):
                                body=pb.FileUploadChunkRequest(upload_id="00112233445566778899aabbccddeeff")
                                .SerializeToString(), data=b"hello, world\n")
         env.mac = bytes.fromhex(mac)
-        wire = env.SerializeToString()
-        self.assertTrue(wire.hex().endswith("5a20" + mac + "620d68656c6c6f2c20776f726c640a"), wire.hex())
-        self.assertTrue(bk.is_canonical(env, wire))
+        raw = env.SerializeToString()
+        self.assertTrue(raw.hex().endswith("5a20" + mac + "620d68656c6c6f2c20776f726c640a"), raw.hex())
+        self.assertTrue(wire.is_canonical(env, raw))
+
+    def test_the_preview_token_and_store_prefix_vectors(self):
+        """docs/PROTOCOL.md's vectors for the other two keyed constructions."""
+        key = wire.Key("k1", bytes(range(1, 33)))
+        self.assertEqual(wire.preview_token(key, 3000, 1767225600),
+                         "AQu4AAAAAGlVuQACazEF-wl3Xl11tIJ4I6a511ONeB74rv4Nf5lJDpWhWTR-5Q")
+        self.assertEqual(wire.store_prefix(key), "t-b01b77dda2ae434a39823b1200b2fe6a")
 
     def test_signed_fields(self):
         env = pb.Envelope(version=2, kind=pb.ENVELOPE_KIND_RESPONSE, key_id="k1", timestamp_ms=-1,
@@ -239,7 +283,7 @@ class MacVectorTest(unittest.TestCase):
                 + b"\x00\x00\x00\x06Health" + b"\xff\xff\xff\xfe" + b"\x00\x00\x00\x04"
                 + b"\x00\x00\x00\x01m" + b"\x00" * 7 + b"\x02" + b"\x08\x01"
                 + b"\x00" * 7 + b"\x03" + bytes.fromhex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
-        self.assertEqual(bk.mac_input(env), want)
+        self.assertEqual(wire.mac_input(env), want)
 
 
 if __name__ == "__main__":

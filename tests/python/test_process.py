@@ -1,6 +1,7 @@
-"""Background processes through the Python client against a real boxkited (local mode, as root):
-rings and offsets, long-polls, stdin, signals to the whole tree, deadlines, the terminal, the
-exposed-port exception, and the limits — each asserted on what the sandbox really did."""
+"""Background processes, rpc by rpc through the boxkite package's wire layer (the client's
+Process is test_client.py's), against a real boxkited (local mode, as root): rings and offsets,
+long-polls, stdin, signals to the whole tree, deadlines, the terminal, the exposed-port
+exception, and the limits — each asserted on what the sandbox really did."""
 
 import os
 import re
@@ -12,12 +13,13 @@ import time
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import wire
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
 def skip_reason():
@@ -65,12 +67,12 @@ class Base(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.daemon = boxkited_process.Boxkited(args=cls.ARGS).__enter__()
-        cls.key = bk.load_key_file(cls.daemon.key_file)
+        cls.key = wire.load_key_file(cls.daemon.key_file)
         cls.client = cls.new_client()
 
     @classmethod
     def new_client(cls):
-        return bk.Client("127.0.0.1", cls.daemon.port, cls.key[0], cls.key[1], timeout=GUARD_S + 10)
+        return wire.Channel(cls.daemon.url, key=cls.key, timeout=GUARD_S + 10)
 
     @classmethod
     def tearDownClass(cls):
@@ -134,7 +136,7 @@ class Base(unittest.TestCase):
         self.fail("the streams did not end")
 
     def expect_error(self, code, method, req, resp):
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.client.call(method, req, resp)
         self.assertEqual(cm.exception.code, code, cm.exception)
         return cm.exception
@@ -199,6 +201,22 @@ class StreamsTest(Base):
         self.assertEqual(got, expected[-1000:])
         self.expect_error(11, "ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=total + 1),
                           pb.ProcessReadResponse)
+
+    def test_read_answers_are_not_kept_for_resends(self):
+        # PROTOCOL.md, "Replay and resend": a read's answer carries data and is not kept, even with
+        # no bytes in it: its re-send is refused REPLAYED (the client reads again). A wait's is kept.
+        pid = self.start(shell="echo x")
+        self.wait(pid)
+        for offset, data in ((0, b"x\n"), (2, b"")):
+            env = self.client.seal("ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=offset))
+            raw = env.SerializeToString()
+            self.assertEqual(self.client.open_answer(self.client.exchange(raw), env).data, data)
+            with self.assertRaises(boxkite.UnauthenticatedError) as cm:
+                self.client.open_answer(self.client.exchange(raw), env)
+            self.assertEqual((cm.exception.detail, cm.exception.verified), (boxkite.Detail.REPLAYED, True))
+        env = self.client.seal("ProcessWait", pb.ProcessWaitRequest(process_id=pid))
+        raw = env.SerializeToString()
+        self.assertEqual(self.client.exchange(raw), self.client.exchange(raw))
 
     def test_a_lossless_stream_waits_for_its_reader(self):
         # Nobody reads: once its 4 KiB ring is full (and the pipe's 1 MiB behind it) the
@@ -288,7 +306,7 @@ class StdinTest(Base):
                 self.call("ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"y" * (1 << 20)),
                           pb.ProcessWriteResponse, self.new_client())
                 result["answer"] = "OK"
-            except bk.CallError as e:
+            except boxkite.BoxkiteError as e:
                 result["answer"] = e
 
         t = threading.Thread(target=write)
@@ -302,7 +320,7 @@ class StdinTest(Base):
         self.wait(pid)
         self.assertFalse(t.is_alive())
         e = result.get("answer")
-        self.assertIsInstance(e, bk.CallError, e)
+        self.assertIsInstance(e, boxkite.BoxkiteError, e)
         self.assertEqual(e.code, 9, e)
         m = re.search(r"\((\d+) of 1048576 bytes written\)", e.message)
         self.assertTrue(m, e.message)
@@ -414,6 +432,43 @@ class SignalsTest(Base):
         pid = self.start(shell="sleep 2; echo done", lease_ms=700)
         out, _, st = self.read_all(pid)  # long-polls of 5 s: present all along
         self.assertEqual((out, st.lease_expired, st.exit_code), (b"done\n", False, 0))
+
+    def test_every_call_for_the_process_renews_its_lease_but_one_refused_for_its_arguments(self):
+        # PROTOCOL.md, "Deadlines": one process per kind of call, each renewed by that call alone
+        # (one refused for the process's state included), round after round; beside them one given
+        # only calls refused for their arguments, which must die of its lease all the same. The
+        # renewed ones are looked at once it did: still running.
+        def req(method, **kw):
+            return getattr(pb, method + "Request")(**kw), getattr(pb, method + "Response")
+
+        size = pb.TerminalSize(rows=10, cols=10)
+        calls = {
+            "ProcessCloseStdin": lambda pid: self.call("ProcessCloseStdin", *req("ProcessCloseStdin", process_id=pid)),
+            "ProcessSignal": lambda pid: self.signal(pid, signal.SIGCONT),
+            "ProcessResize (no terminal)": lambda pid: self.expect_error(
+                9, "ProcessResize", *req("ProcessResize", process_id=pid, size=size)),
+            "ProcessRemove (running)": lambda pid: self.expect_error(
+                9, "ProcessRemove", *req("ProcessRemove", process_id=pid)),
+            "ProcessWrite (stdin not open)": lambda pid: self.expect_error(
+                9, "ProcessWrite", *req("ProcessWrite", process_id=pid, data=b"x")),
+        }
+        lease_ms = 3000
+        renewed = {name: self.start(argv=["sleep", "300"], lease_ms=lease_ms) for name in calls}
+        refused = self.start(argv=["sleep", "300"], lease_ms=lease_ms)
+        deadline = time.monotonic() + GUARD_S
+        while self.status_of(refused).status.running:
+            self.assertLess(time.monotonic(), deadline, "calls refused for their arguments kept the lease")
+            for name, call in calls.items():
+                call(renewed[name])
+            self.expect_error(3, "ProcessSignal", *req("ProcessSignal", process_id=refused, signal=65))
+            self.expect_error(3, "ProcessRead", *req("ProcessRead", process_id=refused, max_bytes=(4 << 20) + 1))
+            self.expect_error(3, "ProcessResize", *req("ProcessResize", process_id=refused))
+        self.assertTrue(self.status_of(refused).status.lease_expired)
+        for name, pid in renewed.items():
+            st = self.status_of(pid).status
+            self.assertEqual((st.running, st.lease_expired), (True, False), name)
+            self.signal(pid, signal.SIGKILL)
+            self.wait(pid)
 
     def test_oom_is_reported_as_oom(self):
         pid = self.start(argv=["python3", "-c", "b = bytearray(2 << 30); print(len(b))"])
@@ -663,7 +718,7 @@ class LimitsTest(Base):
         for t in threads:
             t.start()
         time.sleep(1.0)
-        probe = bk.Client("127.0.0.1", self.daemon.port, self.key[0], self.key[1], timeout=10)
+        probe = wire.Channel(self.daemon.url, key=self.key, timeout=10)
         self.assertTrue(probe.call("Health", pb.HealthRequest(), pb.HealthResponse).message.version)
         r = probe.call("Exec", pb.ExecRequest(argv=["echo", "served"]), pb.ExecResponse).message
         self.assertEqual(r.stdout, b"served\n")

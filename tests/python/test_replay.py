@@ -1,19 +1,21 @@
 """The never-twice promise across restarts (docs/PROTOCOL.md, "Replay"): a captured Exec
 envelope re-sent to a restarted boxkited, inside its time window, is refused REPLAYED and the
-command ran once — after a clean stop and after a crash (SIGKILL). Sent from the second-language
-client, byte for byte the envelope that was captured."""
+command ran once — after a clean stop and after a crash (SIGKILL). Sent from the boxkite
+package's wire layer, byte for byte the envelope that was captured."""
 
 import os
 import signal
 import unittest
 
 try:
-    import boxkite_client as bk
-    from boxkite_client import pb
+    import boxkite
+    from boxkite import wire
+    from boxkite.errors import detail_name, status_name
+    from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
-except ImportError as e:  # python3-protobuf missing, or gen/python not generated
-    IMPORT_ERROR = "cannot import the client (%s); run with /usr/bin/python3 after make gen" % e
+except ImportError as e:  # not run through make test-python, which installs the package
+    IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
 def skip_reason():
@@ -32,11 +34,11 @@ class ReplayAcrossRestartTest(unittest.TestCase):
     def setUp(self):
         self.daemon = boxkited_process.Boxkited().__enter__()
         self.addCleanup(self.daemon.stop)
-        self.key_id, self.secret = bk.load_key_file(self.daemon.key_file)
+        self.key = wire.load_key_file(self.daemon.key_file)
         self.ran = os.path.join(self.daemon.workspace, "ran.log")
 
     def client(self):
-        c = bk.Client("127.0.0.1", self.daemon.port, self.key_id, self.secret, timeout=30.0)
+        c = wire.Channel(self.daemon.url, key=self.key, timeout=30.0)
         self.addCleanup(c.close)
         return c
 
@@ -56,10 +58,10 @@ class ReplayAcrossRestartTest(unittest.TestCase):
         return env
 
     def assert_replay_refused(self, env):
-        with self.assertRaises(bk.CallError) as cm:
+        with self.assertRaises(boxkite.BoxkiteError) as cm:
             self.send(self.client(), env)
         e = cm.exception
-        self.assertEqual((bk.status_name(e.code), bk.detail_name(e.detail)),
+        self.assertEqual((status_name(e.code), detail_name(e.detail)),
                          ("UNAUTHENTICATED", "REPLAYED"), e.message)
         self.assertTrue(e.verified, "a refusal after the MAC verified is MAC'd")
         self.assertEqual(self.runs(), 1, "the captured command ran a second time")

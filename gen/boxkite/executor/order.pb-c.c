@@ -3829,7 +3829,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[30] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[31] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3860,19 +3860,20 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[3
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
   { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
-  { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 29 },
+  { "STEP_USERNS", "BOXKITE__EXECUTOR__STEP__STEP_USERNS", 29 },
+  { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 30 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 30}
+{0, 0},{0, 31}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[30] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[31] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
   { "STEP_CGROUP_NS", 25 },
   { "STEP_CHDIR", 8 },
   { "STEP_CLOSE_FDS", 18 },
-  { "STEP_EGRESS_CA", 29 },
+  { "STEP_EGRESS_CA", 30 },
   { "STEP_EXECVE", 21 },
   { "STEP_HOSTNAME", 24 },
   { "STEP_IPC_NS", 4 },
@@ -3897,6 +3898,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
   { "STEP_TERMINAL", 27 },
+  { "STEP_USERNS", 29 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3905,9 +3907,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  30,
+  31,
   boxkite__executor__step__enum_values_by_number,
-  30,
+  31,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -108,9 +108,13 @@ typedef enum _Boxkite__Executor__Step {
    */
   BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28,
   /*
+   * joining the sandbox's user namespace (sidecar/exec/userns.h)
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_USERNS = 29,
+  /*
    * a grant reaching a brokered destination: the proxy's CA bundle
    */
-  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 29
+  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 30
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

@@ -211,9 +211,10 @@ struct  Boxkite__V1__Envelope
    */
   ProtobufCBinaryData mac;
   /*
-   * Bulk bytes beside the body: a file chunk (FileUploadChunk's request, FileDownload's answer).
-   * The MAC covers them through their SHA-256, which the rpc reuses as the chunk's hash, so
-   * each byte is hashed once on each side. Last on the wire; empty for every other rpc.
+   * Bulk bytes beside the body: a file chunk (FileUploadChunk's request, FileDownload's answer), a
+   * process's output (ProcessRead's answer). The MAC covers them through their SHA-256, which the
+   * rpc reuses as the chunk's hash, so each byte is hashed once on each side. Last on the wire;
+   * empty for every other rpc.
    */
   ProtobufCBinaryData data;
 };
@@ -797,12 +798,13 @@ struct  Boxkite__V1__ProcessStartRequest
    */
   char *tag;
   /*
-   * 0: none. Else the process is killed (whole tree) when no Read,
+   * 0: none. Else the process is killed (whole tree) when no call for
    */
   uint32_t lease_ms;
   /*
-   * Wait, Write or Signal for it arrives for this long: a client that
-   * went away leaves nothing running
+   * it (Read, Wait, Write, CloseStdin, Signal, Resize, Remove; a
+   * long-poll for its whole wait) arrives for this long: a client that
+   * went away leaves nothing running (PROTOCOL.md, "Deadlines")
    */
   /*
    * output waits for its readers instead of being dropped: once a

@@ -142,7 +142,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		waitid(P_PIDFD, (id_t)out.pidfd, &info, WEXITED);
 		close(out.pidfd);
 		bk_exec_cgroup_oom_killed(&cg, &ecg);
-		bk_exec_cgroup_destroy(&cg, &ecg);
+		bk_exec_cgroup_release(&cg, &ecg);
 		if (i >= 0)
 			us[i] = (double)bk_elapsed_us(&t0);
 	}

@@ -89,6 +89,15 @@ struct executor {
 	bk_proxyctl egress;              /* the egress proxy, when configured */
 	uint32_t egress_armed;           /* the events its channel is registered for (0: none) */
 	struct exec_entry *execs;
+	/* The next exec, prepared ahead of its command (exec/spawn.h): its init waits for it. */
+	struct {
+		bool ready;
+		bk_spawned s;
+		bk_exec_cgroup cgroup;
+	} warm;
+	/* The sandbox's mount table (its init's mountinfo), watched for changes: an exec prepared
+	 * ahead holds a copy made before them. -1: none. */
+	int mounts_fd;
 	/* Reset's KillAll: the order to answer once every exec is reaped (0: none), how many it
 	 * killed, and whether Spawn is held off. */
 	uint64_t kill_all_id;
@@ -98,7 +107,7 @@ struct executor {
 };
 
 /* epoll tags that are not exec entries */
-static char tag_channel, tag_sandbox, tag_files, tag_egress_pid, tag_egress_channel;
+static char tag_channel, tag_sandbox, tag_files, tag_egress_pid, tag_egress_channel, tag_warm, tag_mounts;
 
 /* Answers and events go out (or wait in the queue) without the executor ever waiting. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
@@ -249,6 +258,147 @@ static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, 
 	return reply_failure(ex, id, errnum, child_step, step, message);
 }
 
+/* What every exec is held to: the configuration's limits, the same for every command. */
+static bk_spawn_limits exec_limits(const struct executor *ex)
+{
+	return (bk_spawn_limits){
+		.fsize = ex->cfg->exec_fsize,
+		.nofile = ex->cfg->exec_nofile,
+		/* The pids cgroup is the real limit; RLIMIT_NPROC, which counts the sandbox uid's
+		 * processes across the node, only where there is none. */
+		.nproc = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_nproc : 0,
+		/* Without a memory cgroup, cap the data segment (heap and private mappings). */
+		.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
+	};
+}
+
+/* Whether the sandbox's mount table changed since this was last asked (or since it was first
+ * watched): a mountinfo file polls POLLPRI once per change. */
+static bool mounts_changed(struct executor *ex)
+{
+	struct pollfd p = { .fd = ex->mounts_fd, .events = POLLPRI };
+
+	return ex->mounts_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR));
+}
+
+/* Watch the ready sandbox's mount table (its init's); without a watch nothing is prepared ahead. */
+static void mounts_watch(struct executor *ex)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)ex->sandbox.init_pid);
+	ex->mounts_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ex->mounts_fd >= 0 &&
+	    epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->mounts_fd, &(struct epoll_event){ .events = EPOLLPRI, .data.ptr = &tag_mounts }) < 0)
+		ex->mounts_fd = bk_close(ex->mounts_fd);
+	if (ex->mounts_fd < 0)
+		bk_log(BK_LOG_ERROR, "executor: cannot watch %s (%s): nothing is prepared ahead", path, strerror(errno));
+}
+
+static void mounts_unwatch(struct executor *ex)
+{
+	if (ex->mounts_fd >= 0)
+		epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->mounts_fd, NULL);
+	ex->mounts_fd = bk_close(ex->mounts_fd);
+}
+
+/* The exec prepared ahead goes, if there is one: killed, reaped, its cgroup given back. */
+static void warm_drop(struct executor *ex)
+{
+	if (!ex->warm.ready)
+		return;
+	ex->warm.ready = false;
+	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->warm.s.pidfd, NULL);
+	bk_pidfd_kill_reap(ex->warm.s.pidfd);
+	bk_spawned_close(&ex->warm.s);
+	bk_exec_cgroup_release(&ex->cgroups, &ex->warm.cgroup);
+}
+
+/* Prepare the next exec ahead of its command — every step of the exec path but the command's own
+ * (exec/spawn.h): its cgroup, a fresh network namespace from the pool, its own PID, mount, IPC and
+ * cgroup namespaces, /proc and devpts, the sandbox user, rlimits, seccomp — off the latency of the
+ * Spawn that will use it. Only while the sandbox is there and no reset holds it; a failure is
+ * logged, and the next Spawn takes the whole path and tries again after. */
+static void warm_prepare(struct executor *ex)
+{
+	static char *const no_env[] = { NULL };
+	bk_spawn_request rq = { .envp = no_env, .limits = exec_limits(ex), .ns = &ex->sandbox.ns, .warm = true };
+	struct bk_step_report report;
+	bk_error *err = NULL;
+	int ret;
+
+	if (ex->warm.ready || !ex->sandbox.ready || ex->hold || ex->mounts_fd < 0)
+		return;
+	/* What it is made with is the mount table of now. */
+	(void)mounts_changed(ex);
+	if ((ret = bk_cgroups_take(&ex->cgroups, &ex->warm.cgroup, &err)) == 0) {
+		rq.netns = bk_netns_pool_take(&ex->netns);
+		ret = bk_spawn(&ex->spawner, &rq, &ex->warm.s, &report, &err);
+		bk_close(rq.netns);
+		cgroups_restage(ex);
+		if (ret == 0 && epoll_ctl(ex->epfd, EPOLL_CTL_ADD, ex->warm.s.pidfd,
+					  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_warm }) < 0) {
+			ret = bk_error_errno(&err, errno, "cannot watch it");
+			bk_pidfd_kill_reap(ex->warm.s.pidfd);
+			bk_spawned_close(&ex->warm.s);
+		}
+		if (ret < 0)
+			bk_exec_cgroup_release(&ex->cgroups, &ex->warm.cgroup);
+	}
+	if (ret < 0) {
+		bk_log(BK_LOG_ERROR, "executor: preparing an exec ahead: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return;
+	}
+	ex->warm.ready = true;
+}
+
+/* The Spawn of e on the exec prepared ahead: 0 or -1 as order_spawn's, once answered; 1 when the
+ * prepared exec is gone (its init died) and the Spawn is to take the whole path. */
+static int spawn_prepared(struct executor *ex, struct exec_entry *e, uint64_t id, char **argv, char **envp,
+			  const char *cwd_root, const char *cwd_rel)
+{
+	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Spawned spawned = BOXKITE__EXECUTOR__SPAWNED__INIT;
+	_cleanup_error_ bk_error *err = NULL;
+	struct bk_step_report report;
+	bk_spawned w = ex->warm.s;
+	int ret;
+
+	ex->warm.ready = false;
+	e->cgroup = ex->warm.cgroup;
+	memset(&ex->warm.cgroup, 0, sizeof(ex->warm.cgroup));
+	ret = bk_spawn_order(&w, argv, envp, cwd_root, cwd_rel, &report, &err);
+	if (ret == 0 && epoll_ctl(ex->epfd, EPOLL_CTL_MOD, w.pidfd,
+				  &(struct epoll_event){ .events = EPOLLIN, .data.ptr = e }) < 0)
+		ret = bk_error_errno(&err, errno, "cannot watch the exec");
+	if (ret < 0) {
+		epoll_ctl(ex->epfd, EPOLL_CTL_DEL, w.pidfd, NULL);
+		bk_pidfd_kill_reap(w.pidfd);
+		bk_spawned_close(&w);
+		if (report.step != BOXKITE__EXECUTOR__STEP__STEP_CHDIR) {
+			/* -EAGAIN: a directory the whole path resolves; anything else, the init died. */
+			if (ret != -EAGAIN)
+				bk_log(BK_LOG_ERROR, "executor: the exec prepared ahead: %s", bk_error_msg(err));
+			bk_exec_cgroup_release(&ex->cgroups, &e->cgroup);
+			return 1;
+		}
+		ret = spawn_failed(ex, e, id, -ret, report.step, bk_step_name(report.step), bk_error_msg(err));
+		warm_prepare(ex);
+		return ret;
+	}
+	e->pidfd = TAKE_FD(w.pidfd);
+	e->status_fd = TAKE_FD(w.status_r);
+	e->next = ex->execs;
+	ex->execs = e;
+	reply.id = id;
+	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
+	reply.spawned = &spawned;
+	ret = send_reply(ex, &reply, (const int[]){ w.stdin_w, w.stdout_r, w.stderr_r }, 3);
+	bk_spawned_close(&w);
+	return ret;
+}
+
 static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
 {
 	struct executor *ex = server;
@@ -299,6 +449,13 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	cwd_rel = *cwd_rel == '/' ? cwd_rel + 1 : ".";
 
 	e->id = s->exec_id;
+	/* A plain command (its own fresh network, pipes) runs on the exec prepared ahead — unless the
+	 * sandbox's mounts changed since: its copy of them is then out of date. */
+	if (ex->warm.ready && mounts_changed(ex))
+		warm_drop(ex);
+	if (ex->warm.ready && !s->tty && !s->sandbox_net && !s->n_egress &&
+	    (ret = spawn_prepared(ex, e, id, argv, envp, root->path, cwd_rel)) <= 0)
+		return ret;
 	int netns = -1;
 	if (s->n_egress && (ret = egress_prepare(ex, s, e, &netns, &err)) < 0) {
 		exec_entry_free(e);
@@ -315,15 +472,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		.envp = envp,
 		.cwd_root = root->path,
 		.cwd_rel = cwd_rel,
-		.limits = {
-			.fsize = ex->cfg->exec_fsize,
-			.nofile = ex->cfg->exec_nofile,
-			/* The pids cgroup is the real limit; RLIMIT_NPROC, which counts the sandbox uid's
-			 * processes across the node, only where there is none. */
-			.nproc = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_nproc : 0,
-			/* Without a memory cgroup, cap the data segment (heap and private mappings). */
-			.data = ex->cgroups.mode == BK_CGROUP_NONE ? ex->cfg->exec_memory : 0,
-		},
+		.limits = exec_limits(ex),
 		.ns = &ex->sandbox.ns,
 		/* A process that exposes a port: the sandbox's own network namespace, the one
 		 * exception (DESIGN.md §5); a granted one, the fresh namespace its listener is in;
@@ -455,6 +604,8 @@ static int order_kill_all(void *server, const bk_order *o, int *fds, size_t nfds
 	for (struct exec_entry *e = ex->execs; e; e = e->next)
 		ex->kill_all_count++;
 	kill_all_execs(ex);
+	/* Prepared for this tenant's sandbox (or the last one's): not for what comes after. */
+	warm_drop(ex);
 	return kill_all_answer(ex);
 }
 
@@ -511,6 +662,9 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	reply.exited = &exited;
 	if (send_reply(ex, &reply, NULL, 0) < 0)
 		return -1;
+	/* The next exec is prepared now that this one is over (its end is on its way to the front):
+	 * not while a command runs, whose CPU it would take on a small machine. */
+	warm_prepare(ex);
 	return kill_all_answer(ex);
 }
 
@@ -645,12 +799,14 @@ static void sandbox_acquire(struct executor *ex)
 			bk_sandbox_stop(&ex->sandbox);
 		} else {
 			files_start(ex);
+			mounts_watch(ex);
 		}
 	}
 	else if (err)
 		bk_log(BK_LOG_ERROR, "executor: sandbox: %s", bk_error_msg(err));
 	bk_error_free(err);
 	cgroups_restage(ex);
+	warm_prepare(ex);
 	if (was != ex->sandbox.ready)
 		send_state(ex, 0);
 }
@@ -661,6 +817,8 @@ static void sandbox_lost(struct executor *ex)
 {
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, ex->sandbox.init_pidfd, NULL);
 	kill_all_execs(ex);
+	warm_drop(ex);
+	mounts_unwatch(ex);
 	files_stop(ex);
 	bk_sandbox_lost(&ex->sandbox);
 	send_state(ex, 0);
@@ -958,6 +1116,8 @@ static int executor_setup(struct executor *ex)
 
 static void executor_teardown(struct executor *ex)
 {
+	warm_drop(ex);
+	mounts_unwatch(ex);
 	kill_all_execs(ex);
 	while (ex->execs) {
 		siginfo_t info;
@@ -1041,7 +1201,7 @@ static int receive_configure(struct executor *ex)
 
 int bk_executor_main(int sock)
 {
-	struct executor ex = { .epfd = -1, .self_net = -1, .userns = -1 };
+	struct executor ex = { .epfd = -1, .self_net = -1, .userns = -1, .mounts_fd = -1 };
 	sigset_t none;
 	int status = 0;
 
@@ -1142,6 +1302,16 @@ int bk_executor_main(int sock)
 			} else if (tag == &tag_egress_pid) {
 				if (ex.egress.pid > 0)
 					bk_proxyctl_lost(&ex.egress, "it exited");
+			} else if (tag == &tag_mounts) {
+				/* Something was mounted or unmounted in the sandbox (an operator's doing:
+				 * the sandbox user cannot): the exec prepared ahead has the old table. */
+				warm_drop(&ex);
+				if (!ex.execs)
+					warm_prepare(&ex);
+			} else if (tag == &tag_warm) {
+				/* The exec prepared ahead died before it was used: the next Spawn makes
+				 * one again. */
+				warm_drop(&ex);
 			} else if (tag == &tag_egress_channel) {
 				if (bk_proxyctl_readable(&ex.egress) == 1)
 					egress_reopen(&ex);

@@ -13,6 +13,8 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@ struct child_ctx {
 	const bk_spawn_request *rq;
 	char *const *init_argv; /* boxkite-init --exec --status-fd=N -- argv... */
 	int stdin_r, stdout_w, stderr_w, report_w, status_w;
+	int order_r; /* prepared ahead: where the init's command will come (-1: it is in init_argv) */
 	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
 	int *pidfd; /* of the exec's init, however it was made (bk_spawn's) */
 	char ca_opts[64]; /* the CA tmpfs's mount options, made before the clone */
@@ -180,9 +183,10 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CGROUP_NS);
 
 	/* 4. The working directory's root, here in the exec's own mount table (a mount point of
-	 *    the sandbox's read-only root, not something a command can replace)... */
-	root_fd = open(rq->cwd_root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (root_fd < 0)
+	 *    the sandbox's read-only root, not something a command can replace)... (Prepared
+	 *    ahead, the init does step 4 in the same mount table once the command has come.) */
+	root_fd = rq->warm ? -1 : open(rq->cwd_root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root_fd < 0 && !rq->warm)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
 	/* 5. The sandbox's user namespace, where the per-user limits of the kernel are the sandbox's
@@ -198,8 +202,8 @@ static int exec_child(void *arg)
 	 *    that leaves the root, an absolute one, or a directory the sandbox user may not enter is
 	 *    refused, as the file rpcs refuse them. */
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_CONTAINED };
-	cwd_fd = (int)syscall(SYS_openat2, root_fd, rq->cwd_rel, &how, sizeof(how));
-	if (cwd_fd < 0 || fchdir(cwd_fd) < 0)
+	cwd_fd = rq->warm ? -1 : (int)syscall(SYS_openat2, root_fd, rq->cwd_rel, &how, sizeof(how));
+	if (!rq->warm && (cwd_fd < 0 || fchdir(cwd_fd) < 0))
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
 	/* 6. Resource limits that hold with or without a cgroup. */
@@ -215,11 +219,11 @@ static int exec_child(void *arg)
 	} else if (dup2(c->stdin_r, 0) < 0 || dup2(c->stdout_w, 1) < 0 || dup2(c->stderr_w, 2) < 0) {
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	}
-	if (fcntl(c->status_w, F_SETFD, 0) < 0)
+	if (fcntl(c->status_w, F_SETFD, 0) < 0 || (c->order_r >= 0 && fcntl(c->order_r, F_SETFD, 0) < 0))
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_STDIO);
 	if (bk_child_reset_signals() < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
-	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd }, 3) < 0)
+	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd, c->order_r }, 4) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
 	/*    Below boxkited in the CPU's eyes (child.h) from here on: not before, since the
 	 *    executor waits for this child (CLONE_VFORK), and every step above at nice 10 was one
@@ -273,6 +277,7 @@ void bk_spawned_close(bk_spawned *s)
 	s->stdout_r = bk_close(s->stdout_r);
 	s->stderr_r = bk_close(s->stderr_r);
 	s->status_r = bk_close(s->status_r);
+	s->order = bk_close(s->order);
 }
 
 int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_path, uid_t uid, gid_t gid,
@@ -367,10 +372,11 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 {
 	_cleanup_close_pair_ int in[2] = BK_FD_PAIR_NONE, o[2] = BK_FD_PAIR_NONE, e[2] = BK_FD_PAIR_NONE;
 	_cleanup_close_pair_ int rep[2] = BK_FD_PAIR_NONE, st[2] = BK_FD_PAIR_NONE, con[2] = BK_FD_PAIR_NONE;
+	_cleanup_close_pair_ int ord[2] = BK_FD_PAIR_NONE;
 	_cleanup_(child_abandon) int pidfd = -1;
 	_cleanup_free_ char **init_argv = NULL;
 	struct child_ctx ctx = { .sp = sp, .rq = rq, .pidfd = &pidfd };
-	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12];
+	char status_arg[sizeof(BK_INIT_STATUS_FLAG) + 12], order_arg[sizeof(BK_INIT_ORDER_FLAG) + 12];
 	size_t argc = 0;
 	int ret;
 
@@ -380,19 +386,22 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		return bk_error_errno(err, errno, "pipe2");
 	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0)
 		return bk_error_errno(err, errno, "socketpair for the terminal");
+	if (rq->warm && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ord) < 0)
+		return bk_error_errno(err, errno, "socketpair for the init's order");
 	/* Room for the bundle, and no more files than it. */
 	snprintf(ctx.ca_opts, sizeof(ctx.ca_opts), "size=%zu,nr_inodes=4,mode=0755", rq->ca_len + 65536);
 	/* The init's command line: built here, the child may not allocate. */
-	while (rq->argv[argc])
+	while (!rq->warm && rq->argv[argc])
 		argc++;
 	init_argv = calloc(argc + 5, sizeof(*init_argv));
 	if (!init_argv)
 		return bk_error_errno(err, ENOMEM, "init argv");
 	snprintf(status_arg, sizeof(status_arg), BK_INIT_STATUS_FLAG "%d", st[1]);
+	snprintf(order_arg, sizeof(order_arg), BK_INIT_ORDER_FLAG "%d", ord[1]);
 	init_argv[0] = "boxkite-init";
 	init_argv[1] = BK_INIT_EXEC_FLAG;
 	init_argv[2] = status_arg;
-	init_argv[3] = "--";
+	init_argv[3] = rq->warm ? order_arg : "--";
 	memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
 	/* Large pipes: output capture runs at ~2 GB/s with 1 MiB, ~1.4 with the default 64 KiB. */
 	fcntl(o[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
@@ -404,6 +413,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	ctx.report_w = rep[1];
 	ctx.status_w = st[1];
 	ctx.console_w = con[1];
+	ctx.order_r = ord[1];
 
 	if ((ret = clone_child(&ctx, err)) < 0)
 		return ret;
@@ -413,6 +423,7 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	e[1] = bk_close(e[1]);
 	rep[1] = bk_close(rep[1]);
 	st[1] = bk_close(st[1]);
+	ord[1] = bk_close(ord[1]);
 	if ((ret = bk_step_report_read(rep[0], report, err)) < 0)
 		return ret;
 	if (rq->tty) {
@@ -436,5 +447,87 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	out->stdout_r = TAKE_FD(o[0]);
 	out->stderr_r = TAKE_FD(e[0]);
 	out->status_r = TAKE_FD(st[0]);
+	out->order = TAKE_FD(ord[0]);
+	return 0;
+}
+
+/* The order's body (init_status.h): root, relative directory, argv, envp, each NUL-terminated. */
+static char *order_body(char *const *argv, char *const *envp, const char *cwd_root, const char *cwd_rel,
+			struct bk_init_order *head)
+{
+	size_t len = strlen(cwd_root) + 1 + strlen(cwd_rel) + 1;
+	char *body, *p;
+
+	*head = (struct bk_init_order){ .magic = BK_INIT_ORDER_MAGIC };
+	for (; argv[head->argc]; head->argc++)
+		len += strlen(argv[head->argc]) + 1;
+	for (; envp[head->envc]; head->envc++)
+		len += strlen(envp[head->envc]) + 1;
+	if (len > BK_INIT_ORDER_MAX || !(body = malloc(len)))
+		return NULL;
+	head->len = (uint32_t)len;
+	p = stpcpy(body, cwd_root) + 1;
+	p = stpcpy(p, cwd_rel) + 1;
+	for (uint32_t i = 0; i < head->argc; i++)
+		p = stpcpy(p, argv[i]) + 1;
+	for (uint32_t i = 0; i < head->envc; i++)
+		p = stpcpy(p, envp[i]) + 1;
+	return body;
+}
+
+int bk_spawn_order(bk_spawned *s, char *const *argv, char *const *envp, const char *cwd_root, const char *cwd_rel,
+		   struct bk_step_report *report, bk_error **err)
+{
+	const struct timeval limit = { .tv_sec = BK_SPAWN_ORDER_TIMEOUT_MS / 1000,
+				       .tv_usec = BK_SPAWN_ORDER_TIMEOUT_MS % 1000 * 1000 };
+	struct bk_init_order head;
+	_cleanup_free_ char *body = order_body(argv, envp, cwd_root, cwd_rel, &head);
+	struct bk_init_ack ack;
+	struct iovec iov[2] = { { &head, sizeof(head) }, { body, head.len } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	ssize_t n;
+
+	*report = (struct bk_step_report){ .step = BOXKITE__EXECUTOR__STEP__STEP_NONE };
+	if (!body) {
+		s->order = bk_close(s->order);
+		return bk_error_errno(err, ENOMEM, "the init's order (at most %u bytes)", BK_INIT_ORDER_MAX);
+	}
+	/* The init is the sandbox user's by now: it is given a moment, never the executor. */
+	if (setsockopt(s->order, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit)) < 0 ||
+	    setsockopt(s->order, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit)) < 0) {
+		s->order = bk_close(s->order);
+		return bk_error_errno(err, errno, "the init's order socket");
+	}
+	while (msg.msg_iovlen > 0) {
+		n = sendmsg(s->order, &msg, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int errnum = errno == EAGAIN ? ETIMEDOUT : errno;
+			s->order = bk_close(s->order);
+			return bk_error_errno(err, errnum, "sending the init its command");
+		}
+		for (; msg.msg_iovlen > 0 && (size_t)n >= msg.msg_iov[0].iov_len; msg.msg_iov++, msg.msg_iovlen--)
+			n -= (ssize_t)msg.msg_iov[0].iov_len;
+		if (msg.msg_iovlen > 0) {
+			msg.msg_iov[0].iov_base = (char *)msg.msg_iov[0].iov_base + n;
+			msg.msg_iov[0].iov_len -= (size_t)n;
+		}
+	}
+	do
+		n = recv(s->order, &ack, sizeof(ack), MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	int recv_errno = n < 0 ? (errno == EAGAIN ? ETIMEDOUT : errno) : EPIPE;
+	s->order = bk_close(s->order);
+	if (n != (ssize_t)sizeof(ack))
+		return bk_error_errno(err, recv_errno, "the init did not take its command");
+	if (ack.errnum == BK_INIT_ACK_DEFER)
+		return bk_error_errno(err, EAGAIN, "the working directory is the whole exec path's to resolve");
+	if (ack.errnum != 0) {
+		/* Entering the working directory is step 4 of the exec path, wherever it runs. */
+		*report = (struct bk_step_report){ .step = BOXKITE__EXECUTOR__STEP__STEP_CHDIR,
+						   .errnum = ack.errnum > 0 ? ack.errnum : EIO };
+		return bk_error_errno(err, report->errnum, "%s", bk_step_name(report->step));
+	}
 	return 0;
 }

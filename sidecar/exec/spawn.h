@@ -2,7 +2,15 @@
  * network namespace and a new PID namespace nested in the sandbox's (local mode needs a
  * short-lived helper for the nesting, see pidns_helper()), then the named steps of exec_child()
  * in spawn.c, in order, then execve of the exec's init (boxkite-init --exec), which runs the
- * command as its child. */
+ * command as its child.
+ *
+ * Prepared ahead. All of that but the command, its environment and its working directory is the
+ * same for every exec, and costs most of an exec's time in the executor: so an exec can be made
+ * before its command is known (bk_spawn_request.warm), its init waiting — as the sandbox user, in
+ * every namespace, limit and filter of the exec — for the order that names the command
+ * (bk_spawn_order), which it then runs as any exec's init does. The exec path's steps are the same
+ * in the same order; only step 4 (the working directory) moves into the init, which takes it as
+ * the sandbox user beneath the root it opens in the exec's own mount table, as the child would. */
 #ifndef BK_SPAWN_H
 #define BK_SPAWN_H
 
@@ -55,13 +63,18 @@ typedef struct bk_spawn_request {
 	size_t ca_len;
 	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
 	unsigned short rows, cols;
+	bool warm;         /* prepared ahead: no command yet (argv, cwd unused; envp the init's) */
 } bk_spawn_request;
 
 typedef struct bk_spawned {
 	int pidfd;        /* of the exec's init: PID 1 of its namespace */
 	int stdin_w, stdout_r, stderr_r; /* tty: the terminal's master twice, and a pipe at EOF */
 	int status_r;     /* the init's status pipe (init/init_status.h), non-blocking */
+	int order;        /* prepared ahead: where its command goes (bk_spawn_order); else -1 */
 } bk_spawned;
+
+/* How long an init prepared ahead may take to receive its command and answer. */
+#define BK_SPAWN_ORDER_TIMEOUT_MS 2000
 
 /* Close what is still open of *s (taken descriptors are -1). */
 void bk_spawned_close(bk_spawned *s);
@@ -80,5 +93,14 @@ void bk_spawner_fini(bk_spawner *sp);
  * failed (a pipe, the clone) or the child sent no readable report. */
 int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, struct bk_step_report *report,
 	     bk_error **err);
+
+/* Give an exec prepared ahead its command (argv[0] without '/' searched in envp's PATH), its
+ * environment and working directory (cwd_rel beneath cwd_root, as bk_spawn_request's): 0 once its
+ * init is in the directory and starts the command; -errno otherwise, with *report naming step 4
+ * when the directory was refused, and -EAGAIN when the way to it is one only bk_spawn resolves
+ * (init_status.h, BK_INIT_ACK_DEFER). s->order is closed either way; on failure the caller kills
+ * the exec (its pidfd). */
+int bk_spawn_order(bk_spawned *s, char *const *argv, char *const *envp, const char *cwd_root, const char *cwd_rel,
+		   struct bk_step_report *report, bk_error **err);
 
 #endif

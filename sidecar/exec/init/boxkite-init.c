@@ -12,22 +12,40 @@
  *       are ignored, and whose abort() looks like a segfault), forwards the signals it gets to
  *       every process of the namespace (the whole tree), reaps every orphan, and when the command ends writes how on N (init/init_status.h) and
  *       exits with its status — taking every process left in the namespace with it.
+ *   boxkite-init --exec --status-fd=N --order-fd=M   the same, prepared ahead: the command,
+ *       its environment and working directory come as an order on M (init_status.h), which it
+ *       reads, enters the directory as the sandbox user (beneath its root, as the exec path
+ *       would), acknowledges, and goes on as above.
  *
  * Built static against musl: it runs inside the sandbox's root, which need not have our libraries,
  * and it starts in tens of microseconds where glibc's start-up (its CPU feature probing: dozens of
  * cpuid instructions, each a trap to the hypervisor on a VM) took ~0.6 ms of every exec. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
+
+/* statx(2)'s buffer, of which the mount id is read: musl's headers here have no statx (the layout
+ * is ABI). */
+struct mnt_statx {
+	uint32_t mask;
+	uint8_t before[140];
+	uint64_t mnt_id;
+	uint8_t after[104];
+};
+#define STATX_MNT_ID 0x1000U
 
 #include "init_status.h"
 
@@ -189,26 +207,180 @@ static int exec_init(int status_fd, char **argv)
 	}
 }
 
+/* Read exactly len bytes of the order; false at EOF or an error (the executor dropped us). */
+static bool read_order(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* The next NUL-terminated string of the order's body, or NULL when there is none within it. */
+static char *next_string(char **p, char *end)
+{
+	char *s = *p, *nul = s < end ? memchr(s, '\0', (size_t)(end - s)) : NULL;
+
+	if (!nul)
+		return NULL;
+	*p = nul + 1;
+	return s;
+}
+
+static int send_ack(int fd, int errnum)
+{
+	struct bk_init_ack ack = { .errnum = errnum };
+
+	return write(fd, &ack, sizeof(ack)) == (ssize_t)sizeof(ack) ? 0 : -1;
+}
+
+/* The mount a directory is on: 0 with *id, or -1. */
+static int mount_id(int fd, uint64_t *id)
+{
+	struct mnt_statx stx;
+
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 || !(stx.mask & STATX_MNT_ID))
+		return -1;
+	*id = stx.mnt_id;
+	return 0;
+}
+
+/* Enter rel beneath root (init_status.h, BK_INIT_ACK_DEFER): 0, an errno, or BK_INIT_ACK_DEFER. */
+static int enter_beneath(const char *root, char *rel)
+{
+	uint64_t root_mnt, mnt;
+	struct stat st;
+	char *name, *save = NULL;
+	int dir, next;
+
+	dir = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0)
+		return errno;
+	if (mount_id(dir, &root_mnt) < 0) {
+		close(dir);
+		return BK_INIT_ACK_DEFER;
+	}
+	for (name = strtok_r(rel, "/", &save); name; name = strtok_r(NULL, "/", &save)) {
+		if (strcmp(name, ".") == 0)
+			continue;
+		if (strcmp(name, "..") == 0) {
+			close(dir);
+			return BK_INIT_ACK_DEFER;
+		}
+		next = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			int errnum = errno;
+			/* A symlink (refused by O_NOFOLLOW) may lead somewhere beneath the root. */
+			bool link = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+			close(dir);
+			return link ? BK_INIT_ACK_DEFER : errnum;
+		}
+		close(dir);
+		dir = next;
+		if (mount_id(dir, &mnt) < 0 || mnt != root_mnt) {
+			close(dir);
+			return BK_INIT_ACK_DEFER;
+		}
+	}
+	if (fchdir(dir) < 0) {
+		int errnum = errno;
+		close(dir);
+		return errnum;
+	}
+	close(dir);
+	return 0;
+}
+
+/* Prepared ahead: wait for the command, enter its working directory — its root opened here, in
+ * the exec's own mount table, the rest walked beneath it as the sandbox user — and run it. */
+static int warm_init(int status_fd, int order_fd)
+{
+	struct bk_init_order head;
+	char *body, *p, *end, *root, *rel, **args;
+	int entered;
+
+	/* Signals taken as exec_init takes them, from now: none sent meanwhile is lost. */
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (!read_order(order_fd, &head, sizeof(head)))
+		return 0; /* dropped before use: nothing ran */
+	if (head.magic != BK_INIT_ORDER_MAGIC || head.len > BK_INIT_ORDER_MAX || head.argc == 0 ||
+	    head.argc > head.len || head.envc > head.len || !(body = malloc((size_t)head.len + 1)) ||
+	    !(args = calloc((size_t)head.argc + head.envc + 2, sizeof(*args))) || !read_order(order_fd, body, head.len)) {
+		send_ack(order_fd, EPROTO);
+		return 127;
+	}
+	p = body;
+	end = body + head.len;
+	root = next_string(&p, end);
+	rel = next_string(&p, end);
+	for (uint32_t i = 0; i < head.argc + head.envc + 1; i++) {
+		/* argv, a NULL, then envp (its NULL from calloc) */
+		if (i == head.argc)
+			continue;
+		if (!(args[i] = next_string(&p, end))) {
+			send_ack(order_fd, EPROTO);
+			return 127;
+		}
+	}
+	if (!root || !rel || p != end) {
+		send_ack(order_fd, EPROTO);
+		return 127;
+	}
+	entered = enter_beneath(root, rel);
+	if (entered != 0) {
+		send_ack(order_fd, entered);
+		return 127;
+	}
+	if (send_ack(order_fd, 0) < 0)
+		return 127;
+	close(order_fd);
+	/* The command's environment, also for its PATH lookup (posix_spawnp). */
+	environ = args + head.argc + 1;
+	return exec_init(status_fd, args);
+}
+
+/* A descriptor argument (FLAG then the number), or -1. */
+static int fd_arg(const char *arg, const char *flag)
+{
+	size_t flag_len = strlen(flag);
+	char *end;
+	long fd;
+
+	if (strncmp(arg, flag, flag_len) != 0)
+		return -1;
+	fd = strtol(arg + flag_len, &end, 10);
+	return *end == '\0' && end != arg + flag_len && fd > 2 && fd < 65536 ? (int)fd : -1;
+}
+
 int main(int argc, char **argv)
 {
-	size_t flag_len = strlen(BK_INIT_STATUS_FLAG);
-
 	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		printf("Usage: boxkite-init\n       boxkite-init " BK_INIT_EXEC_FLAG " " BK_INIT_STATUS_FLAG
-		       "N -- COMMAND [ARG...]\n\n"
+		       "N -- COMMAND [ARG...]\n       boxkite-init " BK_INIT_EXEC_FLAG " " BK_INIT_STATUS_FLAG
+		       "N " BK_INIT_ORDER_FLAG "M\n\n"
 		       "The boxkite sandbox's init: reaps orphans until SIGTERM or SIGINT. With " BK_INIT_EXEC_FLAG
 		       ", an exec's init:\nruns COMMAND as its child, forwards signals to every process of\nits namespace, reaps, and exits "
-		       "with its status.\n");
+		       "with its status.\nWith " BK_INIT_ORDER_FLAG "M instead of the command, the same once the command comes\n"
+		       "as an order on M (from boxkite's executor).\n");
 		return 0;
 	}
 	if (argc == 1)
 		return sandbox_init();
-	if (argc >= 5 && strcmp(argv[1], BK_INIT_EXEC_FLAG) == 0 && strncmp(argv[2], BK_INIT_STATUS_FLAG, flag_len) == 0 &&
-	    strcmp(argv[3], "--") == 0) {
-		char *end;
-		long fd = strtol(argv[2] + flag_len, &end, 10);
-		if (*end == '\0' && end != argv[2] + flag_len && fd > 2 && fd < 65536)
-			return exec_init((int)fd, argv + 4);
+	if (argc >= 4 && strcmp(argv[1], BK_INIT_EXEC_FLAG) == 0 && fd_arg(argv[2], BK_INIT_STATUS_FLAG) >= 0) {
+		if (argc >= 5 && strcmp(argv[3], "--") == 0)
+			return exec_init(fd_arg(argv[2], BK_INIT_STATUS_FLAG), argv + 4);
+		if (argc == 4 && fd_arg(argv[3], BK_INIT_ORDER_FLAG) >= 0)
+			return warm_init(fd_arg(argv[2], BK_INIT_STATUS_FLAG), fd_arg(argv[3], BK_INIT_ORDER_FLAG));
 	}
 	fprintf(stderr, "boxkite-init: bad arguments (see --help)\n");
 	return 2;

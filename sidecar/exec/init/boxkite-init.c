@@ -170,6 +170,14 @@ static pid_t start_command(int status_fd, char **argv)
 	return err ? -command_failed(argv[0], err) : pid;
 }
 
+/* Every signal, 1 to 64: musl's sigfillset leaves out the three it keeps for itself (32 to 34),
+ * which a single-threaded init never uses and a command's tree may well (glibc's SIGRTMIN is 34):
+ * they are the command's to receive, and so the init's to forward. */
+static void every_signal(sigset_t *set)
+{
+	memset(set, 0xff, sizeof(*set));
+}
+
 static int exec_init(int status_fd, char **argv)
 {
 	sigset_t all;
@@ -178,7 +186,7 @@ static int exec_init(int status_fd, char **argv)
 
 	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
 	 * before the command starts, so none sent meanwhile is lost. */
-	sigfillset(&all);
+	every_signal(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	child = start_command(status_fd, argv);
 	if (child < 0)
@@ -309,7 +317,7 @@ static int warm_init(int status_fd, int order_fd)
 
 	/* Signals taken as exec_init takes them, from now: none sent meanwhile is lost. */
 	sigset_t all;
-	sigfillset(&all);
+	every_signal(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	if (!read_order(order_fd, &head, sizeof(head)))
 		return 0; /* dropped before use: nothing ran */

@@ -410,6 +410,11 @@ class PodRestartTest(unittest.TestCase):
             old = [(pid, start_time(pid)) for pid in bkit.proc_descendants(d.front_pid()) + bkit.proc_descendants(orphan.pid)
                    if bkit.proc_uid(pid) == SANDBOX]
             os.kill(d.front_pid(), signal.SIGKILL)
+            # Its client goes with it: a bkctl exec that outlived it would, noticing the dead
+            # server, SIGKILL its process by name on whatever answers at the URL — the new
+            # instance, whose p1 is the `echo up` below (process ids name one instance's
+            # processes). It did, once, under load.
+            bkit.stop_process(p, signal.SIGKILL)
             d.proc.wait(timeout=GUARD)
             d._logf.close()
             d._front = None

@@ -223,7 +223,9 @@ static struct node *watch_dir(bk_watchers *ws, bk_watch *w, int fd, struct node 
 		errno = ENOSPC;
 		return NULL;
 	}
-	if (!(n = calloc(1, sizeof(*n))) || !(n->name = strdup(parent ? name : "")) || !tsearch(n, &w->by_wd, wd_cmp)) {
+	if ((n = calloc(1, sizeof(*n))))
+		n->wd = wd;
+	if (!n || !(n->name = strdup(parent ? name : "")) || !tsearch(n, &w->by_wd, wd_cmp)) {
 		if (n)
 			free(n->name);
 		free(n);
@@ -231,7 +233,6 @@ static struct node *watch_dir(bk_watchers *ws, bk_watch *w, int fd, struct node 
 		errno = ENOMEM;
 		return NULL;
 	}
-	n->wd = wd;
 	n->gen = w->gen;
 	if (parent)
 		link_child(parent, n);

@@ -66,7 +66,7 @@ EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/files/,fsops.c fileworker.c watcher.c)
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
-              quote.c)
+              quote.c watch.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))

@@ -12,5 +12,8 @@
  * is counted in one OVERFLOW event instead. */
 #define BK_WATCH_EVENTS_MAX 4096
 #define BK_WATCH_BYTES_MAX (1u << 20)
+/* Events in one answer: by default and at most; and their paths' bytes at most. */
+#define BK_WATCH_READ_MAX 1000
+#define BK_WATCH_READ_BYTES (256u << 10)
 
 #endif

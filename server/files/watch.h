@@ -22,9 +22,6 @@ typedef struct bk_watches bk_watches;
 /* The longest a read waits; a watch no read came for this long after its last answer goes. */
 #define BK_WATCH_WAIT_MAX_MS 60000
 #define BK_WATCH_IDLE_MS 60000
-/* Events in one answer: by default and at most; and their paths' bytes at most. */
-#define BK_WATCH_READ_MAX 1000
-#define BK_WATCH_READ_BYTES (256u << 10)
 
 int bk_watches_start(bk_server *srv, bk_error **err);
 /* Answer every waiting read (UNAVAILABLE) and free everything. */

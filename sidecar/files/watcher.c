@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "boxkite/v1/boxkite.pb-c.h"
@@ -23,6 +24,10 @@
 /* A rename's two halves are queued back to back by the renaming process, but a read may fall
  * between them: a MOVED_FROM waits this long for its MOVED_TO before it is sent as a move out. */
 #define MOVE_PAIR_MS 10
+/* A watched directory is held open (what appears beneath it is resolved from it), and the kernel
+ * reports the removal of a directory (IN_DELETE_SELF) only once nothing holds it: its link count
+ * is checked this often instead. */
+#define REMOVED_CHECK_MS 1000
 /* What one read of an instance takes (a few thousand events); then the other instances and the
  * channel get their turn. */
 #define READ_BYTES (64u << 10)
@@ -724,12 +729,30 @@ size_t bk_watchers_pollfds(const bk_watchers *ws, struct pollfd *fds)
 
 int bk_watchers_timeout(const bk_watchers *ws, int64_t now_ms)
 {
-	int64_t first = -1;
+	int64_t first = ws->n ? ws->checked_ms + REMOVED_CHECK_MS : -1;
 
 	for (size_t i = 0; i < ws->n; i++)
 		if (ws->watch[i]->from_pending && (first < 0 || ws->watch[i]->from_due < first))
 			first = ws->watch[i]->from_due;
 	return first < 0 ? -1 : first <= now_ms ? 0 : (int)(first - now_ms);
+}
+
+/* The watches whose directory was removed (no link left) end. */
+static int removed_check(bk_watchers *ws)
+{
+	for (size_t i = 0; i < ws->n;) {
+		struct stat st;
+		int ret;
+
+		if (fstat(ws->watch[i]->dir_fd, &st) == 0 && st.st_nlink > 0) {
+			i++;
+			continue;
+		}
+		/* The list moved: the same index holds the next watch now. */
+		if ((ret = watch_end(ws, ws->watch[i], BOXKITE__V1__WATCH_END__WATCH_END_REMOVED)) < 0)
+			return ret;
+	}
+	return 0;
 }
 
 int bk_watchers_serve(bk_watchers *ws, const struct pollfd *fds, size_t n, int64_t now_ms)
@@ -751,5 +774,10 @@ int bk_watchers_serve(bk_watchers *ws, const struct pollfd *fds, size_t n, int64
 	for (size_t i = 0; i < ws->n; i++)
 		if (ws->watch[i]->from_pending && ws->watch[i]->from_due <= now_ms && (ret = from_flush(ws, ws->watch[i])) < 0)
 			return ret;
+	if (now_ms >= ws->checked_ms + REMOVED_CHECK_MS) {
+		ws->checked_ms = now_ms;
+		if ((ret = flush(ws)) < 0 || (ret = removed_check(ws)) < 0)
+			return ret;
+	}
 	return flush(ws);
 }

@@ -32,6 +32,7 @@ typedef struct bk_watchers {
 	bk_watch *watch[BK_WATCHES_MAX];
 	size_t n;
 	size_t dirs;      /* directories watched, every watch together */
+	int64_t checked_ms; /* when the watched directories were last checked for removal */
 	/* The Changes event being gathered, for one watch at a time. */
 	bk_watch *batch_of;
 	size_t nchanges, pool_used;
@@ -55,12 +56,12 @@ void bk_watchers_clear(bk_watchers *ws);
 
 /* The instances to poll for input, one pollfd each into fds (BK_WATCHES_MAX of room): how many. */
 size_t bk_watchers_pollfds(const bk_watchers *ws, struct pollfd *fds);
-/* How long poll may wait (ms; -1: for ever) before bk_watchers_serve() has a rename's first half
- * to send alone. */
+/* How long poll may wait (ms; -1: for ever) before bk_watchers_serve() has something to do of its
+ * own: a rename's first half to send alone, the watched directories to check. */
 int bk_watchers_timeout(const bk_watchers *ws, int64_t now_ms);
 /* Read the instances poll found ready (fds and n as bk_watchers_pollfds() made them, revents set),
- * send what changed, and the first halves of renames whose second did not come. 0, or <0 when
- * the channel broke. */
+ * send what changed, the first halves of renames whose second did not come, and the ends of
+ * watches whose directory was removed. 0, or <0 when the channel broke. */
 int bk_watchers_serve(bk_watchers *ws, const struct pollfd *fds, size_t n, int64_t now_ms);
 
 #endif

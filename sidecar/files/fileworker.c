@@ -387,6 +387,13 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 	step = "setns(mnt)";
 	if (setns(mnt_fd, CLONE_NEWNS) < 0 || chdir("/") < 0)
 		goto fail;
+	/* The sandbox's user namespace, as its commands join it (exec/userns.h): what the kernel
+	 * counts per user — the watches' inotify instances and descriptors — counted as the
+	 * sandbox's own, not as every sandbox's uid on the node. After the namespaces above, which
+	 * needed the node's. */
+	step = "setns(user)";
+	if (cfg->userns >= 0 && setns(cfg->userns, CLONE_NEWUSER) < 0)
+		goto fail;
 	/* The sandbox user, no capability, no_new_privs, dying with the executor. */
 	failed = bk_child_drop_privileges(cfg->creds);
 	if (failed) {

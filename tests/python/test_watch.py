@@ -370,6 +370,13 @@ class BurstTest(Base):
         evs = self.collect(w, lambda evs: any(e.kind == K.OVERFLOW for e in evs), "the overflow")
 
 
+def _kill(process):
+    try:
+        process.kill()
+    except boxkite.FailedPreconditionError:
+        pass  # it ended
+
+
 def _comm(pid):
     try:
         with open("/proc/%d/comm" % pid) as f:
@@ -458,6 +465,31 @@ class SessionTest(Base):
                 time.sleep(0.1)
         self.sh("printf x > %s/after" % d)
         self.collect_until(w2, K.CLOSED, "after")
+
+    def test_the_file_worker_counts_its_watches_as_the_sandbox_does(self):
+        # The kernel's per-user inotify limits: the file worker is in the sandbox's own user
+        # namespace (exec/userns.h), so its watches are charged to this sandbox, never to every
+        # sandbox's uid 1001 on the node — and the sandbox that spends them all has only itself
+        # to thank.
+        worker = [p for p in boxkited_process.descendants(self.daemon.proc.pid) if _comm(p) == "bk-files"]
+        self.assertEqual(len(worker), 1)
+        with open("/proc/sys/fs/inotify/max_user_instances") as f:
+            limit = int(f.read())
+        hog = self.box.start(["python3", "-c", "import ctypes, sys, time\nlibc = ctypes.CDLL(None)\n"
+                              "fds = [libc.inotify_init1(0) for _ in range(%d)]\n"
+                              "print(sum(1 for f in fds if f >= 0), flush=True)\ntime.sleep(600)" % limit])
+        self.addCleanup(_kill, hog)
+        self.assertEqual(int(hog.read(wait=GUARD_S).stdout.data), limit)
+        sandboxed = [q for q in boxkited_process.descendants(self.daemon.proc.pid) if _comm(q) == "python3"]
+        self.assertEqual(len(sandboxed), 1)
+        self.assertEqual(os.readlink("/proc/%d/ns/user" % worker[0]), os.readlink("/proc/%d/ns/user" % sandboxed[0]))
+        self.assertNotEqual(os.readlink("/proc/%d/ns/user" % worker[0]), os.readlink("/proc/self/ns/user"))
+        with self.assertRaises(boxkite.ResourceExhaustedError) as cm:
+            self.box.watch(self.fresh())
+        self.assertIn("max_user_instances", str(cm.exception))
+        hog.kill()
+        hog.wait(GUARD_S)
+        self.watch(".")
 
     def test_stop_from_another_thread_ends_the_iteration(self):
         d = self.fresh()

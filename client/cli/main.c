@@ -135,6 +135,7 @@ static const bkctl_command commands[] = {
 	  "The token is signed here with the key (--key-file); anyone holding the URL reaches PORT\n"
 	  "until it expires. Start the process with bkctl start --expose PORT.\n" },
 	{ "watch", bkctl_watch, "print what changes under a sandbox directory, as it changes", "[PATH]",
+	  "  -n, --count N        stop after N changes (exit 0)\n"
 	  "  --timeout S          stop after S seconds (exit 0)\n",
 	  "A line per change, recursively, paths relative to PATH (default /workspace), quoted as ls\n"
 	  "quotes names (a directory's with a trailing /): created, modified, closed (after writing),\n"

@@ -36,6 +36,7 @@ typedef struct watching {
 	char first[BK_WATCH_CURSOR_MAX]; /* the start's cursor: it names the watch, for the stop */
 	int sigfd, stop[2];
 	int64_t until_ms;                /* --timeout's end (CLOCK_MONOTONIC), or 0 */
+	uint64_t count;                  /* --count: changes to print, then stop; 0: no end */
 	atomic_bool ending;              /* ^C, SIGTERM, SIGHUP or --timeout: the watch was stopped */
 } watching;
 
@@ -143,7 +144,17 @@ static void event_json(const bk_watch_event *e)
 static bool watch_option(bkctl *ctl, watching *w, int opt, const char *val)
 {
 	uint32_t ms;
+	char *end;
 
+	if (opt == 'n') {
+		errno = 0;
+		w->count = strtoull(val, &end, 10);
+		if (*val < '1' || *val > '9' || *end || errno) {
+			fprintf(stderr, "%s: --count %s: expected a number of changes, 1 or more\n", ctl->prog, val);
+			return false;
+		}
+		return true;
+	}
 	if (opt != 'T')
 		return false;
 	if (bkctl_parse_seconds(val, &ms) < 0) {
@@ -159,6 +170,7 @@ static int watch_loop(watching *w, const char *path)
 {
 	const bkctl *ctl = w->ctl;
 	char cursor[BK_WATCH_CURSOR_MAX];
+	uint64_t printed = 0;
 	bk_status st;
 
 	memcpy(cursor, w->first, sizeof(cursor));
@@ -168,10 +180,17 @@ static int watch_loop(watching *w, const char *path)
 
 		if (code != BK_OK)
 			return bkctl_fail(ctl, &st);
-		for (size_t i = 0; i < b.n; i++)
+		for (size_t i = 0; i < b.n && (!w->count || printed < w->count); i++, printed++)
 			(ctl->json ? event_json : event_text)(&b.events[i]);
 		memcpy(cursor, b.cursor, sizeof(cursor));
 		bk_watch_batch_free(&b);
+		if (w->count && printed == w->count) {
+			/* As many as asked: the watch is not left behind. */
+			fflush(stdout);
+			atomic_store(&w->ending, true);
+			(void)bk_watch_stop(w->c, w->first, NULL);
+			return ferror(stdout) ? BKCTL_EXIT_STATUS : BKCTL_EXIT_OK;
+		}
 		if (fflush(stdout) != 0 || ferror(stdout)) {
 			/* Our reader went away (| head): the watch is not left behind. */
 			if (!atomic_load(&w->ending))
@@ -199,7 +218,9 @@ static int watch_loop(watching *w, const char *path)
 
 int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' }, { 0 } };
+	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' },
+						  { "count", required_argument, NULL, 'n' },
+						  { 0 } };
 	watching w = { .ctl = ctl, .sigfd = -1, .stop = { -1, -1 } };
 	const char *path;
 	pthread_t thread;
@@ -208,7 +229,7 @@ int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	sigset_t set;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "n:", longopts, &help)) != -1)
 		if (!watch_option(ctl, &w, opt, optarg))
 			return BKCTL_EXIT_USAGE;
 	if (help)

@@ -164,6 +164,17 @@ class WatchCliTest(unittest.TestCase):
         w = Watching("--timeout", "1", d).started()
         self.assertEqual(w.end(), 0, w.err)
 
+    def test_count_ends_it_after_so_many_changes(self):
+        d = self.fresh()
+        w = Watching("-n", "2", d).started()
+        sh("printf x > %s/a && printf y > %s/b" % (d, d))
+        self.assertEqual(w.end(), 0, w.err)
+        self.assertEqual(w.lines, [b"created a\n", b"modified a\n"])
+        # And it stopped the watch: as many as a sandbox may hold start after it.
+        ws = [Watching(d).started() for _ in range(WATCHES_MAX)]
+        for x in ws:
+            self.assertEqual(x.end(signal.SIGINT), 0, x.err)
+
     def test_a_removed_directory_ends_it_and_says_why(self):
         d = self.fresh()
         sh("mkdir %s/w" % d)

@@ -334,6 +334,7 @@ out:
 	bk_runs_stop(&srv);
 	bk_execs_free(&srv);
 	bk_processes_free(&srv);
+	bk_watches_free(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

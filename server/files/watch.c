@@ -247,12 +247,26 @@ static char *wire_copy(char **at, const char *s, size_t len, ProtobufCBinaryData
 
 /* The answer to a read of w from event `from`: at most max events (and BK_WATCH_READ_BYTES of
  * their paths), and the watch's end when they reach it. */
+static void answer_end(bk_call *call, const char *cursor, int end, struct outbox *out);
+
 static void answer_from(bk_watches *ws, struct watch *w, bk_call *call, uint64_t from, uint32_t max,
 			struct outbox *out)
 {
-	size_t avail = w->first + w->count - from, n = 0, raw = 0, strings = 1;
-	struct answer *a = calloc(1, sizeof(*a));
+	size_t avail, n = 0, raw = 0, strings = 1;
+	struct answer *a;
 	char *at;
+
+	if (from < w->first) {
+		/* Events it asks for are gone. A read checks this before it waits, and a waiting read
+		 * asks from the watch's end, which acknowledgements never pass: kept as the one guard
+		 * between a cursor and the ring's index. */
+		char cursor[CURSOR_MAX];
+		cursor_format(cursor, ws->session, w->number, from);
+		answer_end(call, cursor, END_EXPIRED, out);
+		return;
+	}
+	avail = w->first + w->count - from;
+	a = calloc(1, sizeof(*a));
 
 	while (n < avail && n < max) {
 		const struct event *e = event_at(w, from - w->first + n);
@@ -525,7 +539,7 @@ int bk_watches_start(bk_server *srv, bk_error **err)
 	ws->session = session_new();
 	srv->watches = ws;
 	if (pthread_create(&ws->timer, NULL, timer_main, srv) != 0) {
-		bk_watches_stop(srv);
+		bk_watches_free(srv);
 		return bk_error_errno(err, EAGAIN, "the watches' timer thread");
 	}
 	ws->timer_started = true;
@@ -551,6 +565,16 @@ void bk_watches_stop(bk_server *srv)
 	outbox_send(srv, &out);
 	if (ws->timer_started)
 		pthread_join(ws->timer, NULL);
+	ws->timer_started = false;
+}
+
+void bk_watches_free(bk_server *srv)
+{
+	bk_watches *ws = srv->watches;
+
+	if (!ws)
+		return;
+	bk_watches_stop(srv);
 	pthread_cond_destroy(&ws->cond);
 	pthread_mutex_destroy(&ws->lock);
 	free(ws);
@@ -571,7 +595,7 @@ void bk_watches_changes(bk_server *srv, const Boxkite__Executor__Changes *ch)
 	outbox_init(&out);
 	pthread_mutex_lock(&ws->lock);
 	for (w = ws->list; w && w->key != ch->watch; w = w->next)
-		;
+		; /* none once stopping: the list is empty */
 	/* None: stopped, expired or reset meanwhile; what the worker sent before it heard is moot. */
 	for (size_t i = 0; w && !w->end && i < ch->n_changes; i++) {
 		const Boxkite__Executor__Change *c = ch->changes[i];
@@ -664,7 +688,11 @@ static void watch_started(void *arg, int err, bk_reply *reply, int *fds, size_t 
 	pthread_mutex_lock(&ws->lock);
 	for (w = ws->list; w && w->key != s->key; w = w->next)
 		;
-	if (err) {
+	if (ws->stopping) {
+		if (!err && out.nunwatch < BK_WATCHES_MAX)
+			out.unwatch[out.nunwatch++] = s->key;
+		post_fail(&out, s->call, BK_UNAVAILABLE, "boxkited is shutting down");
+	} else if (err) {
 		if (w)
 			watch_drop(ws, w, &out);
 		if (reply && (err == ENOSPC || err == EMFILE))
@@ -708,8 +736,6 @@ static void watch_start(bk_call *call, const Boxkite__V1__FileWatchRequest *rq)
 	struct watch *w;
 	struct start *s;
 
-	if (!bk_files_ready(call))
-		return;
 	if (!(s = calloc(1, sizeof(*s)))) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
@@ -724,6 +750,12 @@ static void watch_start(bk_call *call, const Boxkite__V1__FileWatchRequest *rq)
 		return;
 	}
 	pthread_mutex_lock(&ws->lock);
+	if (ws->stopping) {
+		pthread_mutex_unlock(&ws->lock);
+		free(s);
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
+		return;
+	}
 	if (ws->n >= BK_WATCHES_MAX) {
 		pthread_mutex_unlock(&ws->lock);
 		free(s);
@@ -775,7 +807,9 @@ static void watch_read(bk_call *call, const Boxkite__V1__FileWatchRequest *rq)
 	pthread_mutex_lock(&ws->lock);
 	for (w = ws->list; w && (session != ws->session || w->number != number); w = w->next)
 		;
-	if (!w || !w->started || w->gone) {
+	if (ws->stopping) {
+		post_fail(&out, call, BK_UNAVAILABLE, "boxkited is shutting down");
+	} else if (!w || !w->started || w->gone) {
 		/* The last session's: a Reset ended it. Any other unknown: expired, stopped, or of a
 		 * boxkited before a restart. */
 		answer_end(call, rq->cursor, session == ws->prev_session && ws->prev_session ? END_RESET : END_EXPIRED,
@@ -815,7 +849,11 @@ void bk_handle_file_watch(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__FileWatchRequest *rq = (const Boxkite__V1__FileWatchRequest *)request;
 
-	if (rq->path[0] && rq->cursor[0])
+	if (!bk_files_ready(call))
+		return;
+	if (!call->srv->watches)
+		bk_call_failf(call, BK_UNAVAILABLE, 0, "this server does not serve watches");
+	else if (rq->path[0] && rq->cursor[0])
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a path to start a watch, or a cursor to read one: not both");
 	else if (rq->path[0])
 		watch_start(call, rq);

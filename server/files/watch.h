@@ -24,8 +24,10 @@ typedef struct bk_watches bk_watches;
 #define BK_WATCH_IDLE_MS 60000
 
 int bk_watches_start(bk_server *srv, bk_error **err);
-/* Answer every waiting read (UNAVAILABLE) and free everything. */
+/* Answer every waiting read (UNAVAILABLE), drop every watch and stop the timer: calls that come
+ * later are answered UNAVAILABLE. Before the transport stops; bk_watches_free() after it. */
 void bk_watches_stop(bk_server *srv);
+void bk_watches_free(bk_server *srv);
 
 /* The file worker's Changes event (its link's thread). */
 void bk_watches_changes(bk_server *srv, const Boxkite__Executor__Changes *changes);

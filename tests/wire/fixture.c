@@ -191,6 +191,7 @@ void wire_stop(wire *w)
 	bk_front_stop(&w->srv);
 	bk_runs_stop(&w->srv);
 	bk_execs_free(&w->srv);
+	bk_watches_free(&w->srv);
 	bk_link_free(w->links[0]);
 	bk_link_free(w->links[1]);
 	if (w->srv_up) {

@@ -63,19 +63,14 @@ def apply(box: boxkite.Client, remote: str, local: str, ev: boxkite.WatchEvent) 
     elif ev.kind == Kind.REMOVED:
         remove(here)
     elif ev.kind == Kind.MOVED:
-        dest = os.path.join(local, ev.to) if ev.to else None
-        if dest and ev.path and os.path.lexists(here):
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            remove(dest)
-            os.replace(here, dest)
-            return
+        # Whatever this copy had under the old name may be behind (a write whose CLOSED came
+        # once it was renamed could not be fetched): the new name, as it is now.
         if ev.path:
             remove(here)
-        # Moved in, or renamed before this copy had it: as it is now.
-        if dest and ev.directory:
-            copy_tree(box, remote + "/" + ev.to, dest)
-        elif dest:
-            fetch(box, remote + "/" + ev.to, dest)
+        if ev.to and ev.directory:
+            copy_tree(box, remote + "/" + ev.to, os.path.join(local, ev.to))
+        elif ev.to:
+            fetch(box, remote + "/" + ev.to, os.path.join(local, ev.to))
 
 
 def main() -> None:

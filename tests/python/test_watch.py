@@ -94,6 +94,15 @@ class Base(unittest.TestCase):
         return self.collect(w, lambda evs: any((e.kind, e.path, e.to) == (kind, path, to) for e in evs),
                             "%s %s %s" % (kind.name, path, to))
 
+    def assertShape(self, events, path, *first):
+        """events are about path alone: first's kinds, then MODIFIED (writes folded into as few
+        as the reads allow), then CLOSED last."""
+        self.assertTrue(events and all(e.path == path for e in events), brief(events))
+        kinds = [e.kind for e in events]
+        self.assertEqual(kinds[:len(first)], list(first), brief(events))
+        self.assertEqual(kinds[-1], K.CLOSED, brief(events))
+        self.assertEqual(set(kinds[len(first):-1]) - {K.MODIFIED}, set(), brief(events))
+
     def assert_in_order(self, events, expected):
         """expected, (kind, path, to) each, appears in events in that order (others between)."""
         got, at = brief(events), 0
@@ -162,7 +171,8 @@ class EditorsTest(Base):
         w = self.watch(d)
         self.sh("printf short > %s/log" % d)
         evs = self.collect_until(w, K.CLOSED, "log")
-        self.assertEqual(brief(evs), [(K.MODIFIED, "log", ""), (K.CLOSED, "log", "")])
+        # The truncation and the write are one MODIFIED unless a read came between the two.
+        self.assertShape(evs, "log", K.MODIFIED)
 
     def test_many_writes_to_one_file_are_one_event(self):
         d = self.fresh()
@@ -170,7 +180,10 @@ class EditorsTest(Base):
         self.sh("python3 -c \"import os\nf = os.open('%s/big', os.O_WRONLY | os.O_CREAT)\n"
                 "for _ in range(5000): os.write(f, b'x' * 100)\nos.close(f)\"" % d)
         evs = self.collect_until(w, K.CLOSED, "big")
-        self.assertEqual(brief(evs), [(K.CREATED, "big", ""), (K.MODIFIED, "big", ""), (K.CLOSED, "big", "")])
+        # 5000 writes: one MODIFIED, or one more each time a read took what had come (a read is
+        # answered as soon as there is something).
+        self.assertShape(evs, "big", K.CREATED, K.MODIFIED)
+        self.assertLess(len(evs), 20, brief(evs))
 
 
 @unittest.skipIf(SKIP_REASON, SKIP_REASON)

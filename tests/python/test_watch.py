@@ -37,6 +37,7 @@ GUARD_S = 60  # hang guard of every wait below: never a timing assertion
 WATCHES_MAX = 16
 DIRS_MAX = 8192
 EVENTS_MAX = 4096
+IDLE_S = 60  # server/files/watch.h, BK_WATCH_IDLE_MS
 
 
 def rss_kib(pid):
@@ -507,6 +508,19 @@ class SessionTest(Base):
         hog.kill()
         hog.wait(GUARD_S)
         self.watch(".")
+
+    def test_a_watch_nobody_reads_expires(self):
+        # Its reader went away without a stop: a minute after its last answer the watch goes, and
+        # its place with it (the worker told to drop it).
+        d = self.fresh()
+        ws = [self.box.watch(d) for _ in range(WATCHES_MAX)]
+        with self.assertRaises(boxkite.ResourceExhaustedError):
+            self.box.watch(d)
+        time.sleep(IDLE_S + 2)  # the expiry itself is what is tested: no shorter wait shows it
+        for w in ws:
+            self.assertEqual(w.read(), [])
+            self.assertEqual(w.end, WatchEnd.EXPIRED)
+        self.watch(d)
 
     def test_stop_from_another_thread_ends_the_iteration(self):
         d = self.fresh()

@@ -25,7 +25,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,34 +101,54 @@ static int command_failed(const char *name, int err)
 	return err == ENOENT ? 127 : 126;
 }
 
-/* On a terminal (the executor made it our controlling one), the command leads a process group of
- * its own in the terminal's foreground, as a shell starts a job: ^C and window changes reach it
- * and what it starts, never us. A fork, so that the child can take the foreground before its
- * execve (musl's posix_spawn has no action for it); an interactive exec is not on the hot path.
- * The failure travels back on a CLOEXEC pipe: nothing read means the execve happened. */
-static pid_t start_in_foreground(int status_fd, char **argv)
+/* Every signal, 1 to 64: musl's sigfillset leaves out the three it keeps for itself (32 to 34),
+ * which a single-threaded init never uses and a command's tree may well (glibc's SIGRTMIN is 34):
+ * they are the command's to receive, and so the init's to forward. (For the same reason the
+ * command is not started with musl's posix_spawn, which gives its caller back a mask without
+ * them: a 34 arriving then would have taken the init's default action.) */
+static void every_signal(sigset_t *set)
 {
+	memset(set, 0xff, sizeof(*set));
+}
+
+/* The command, as a child with the default signal dispositions and an empty mask. PATH is the
+ * command's own (the environment the executor built, ours). A vfork, cheaper than a fork on the
+ * path of every exec — but on a terminal (the executor made it our controlling one) a fork: the
+ * command leads a process group of its own in the terminal's foreground, as a shell starts a job,
+ * so that ^C and window changes reach it and what it starts, never us, and it takes the
+ * foreground itself before its execve. Its failure comes back on a CLOEXEC pipe: nothing read
+ * means the execve happened. Returns its pid, or -(exit status) having said why. */
+static pid_t start_command(int status_fd, char **argv)
+{
+	const bool tty = isatty(0);
 	int pipefd[2], err = 0;
-	sigset_t none;
 	pid_t pid;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -command_failed(argv[0], errno);
-	pid = fork();
+	pid = tty ? fork() : vfork();
 	if (pid == 0) {
+		/* The descriptor table and dispositions are the child's own (no CLONE_FILES, no
+		 * CLONE_SIGHAND); it writes nothing of the parent's memory. */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigset_t none;
+		int e = 0;
+
 		close(pipefd[0]);
 		close(status_fd);
+		for (int sig = 1; sig < 65; sig++)
+			sigaction(sig, &dfl, NULL);
 		/* SIGTTOU is blocked (all are), so a background group may take the terminal. */
-		if (setpgid(0, 0) < 0 || tcsetpgrp(0, getpid()) < 0) {
-			err = errno;
+		if (tty && (setpgid(0, 0) < 0 || tcsetpgrp(0, getpid()) < 0)) {
+			e = errno;
 		} else {
 			sigemptyset(&none);
 			sigprocmask(SIG_SETMASK, &none, NULL);
 			execvp(argv[0], argv);
-			err = errno;
+			e = errno;
 		}
-		if (write(pipefd[1], &err, sizeof(err)) < 0)
-			err = 0;
+		if (write(pipefd[1], &e, sizeof(e)) < 0)
+			e = 0;
 		_exit(127);
 	}
 	if (pid < 0)
@@ -141,41 +160,6 @@ static pid_t start_in_foreground(int status_fd, char **argv)
 		err = 0;
 	close(pipefd[0]);
 	return err ? -command_failed(argv[0], err) : pid;
-}
-
-/* The command, as a child with the default signal dispositions and an empty mask: a vfork-like
- * clone (posix_spawn's), cheaper than a fork on the path of every exec. PATH is the command's own
- * (the environment the executor built, ours). Returns its pid, or -(exit status) having said why. */
-static pid_t start_command(int status_fd, char **argv)
-{
-	posix_spawn_file_actions_t actions;
-	posix_spawnattr_t attr;
-	sigset_t all, none;
-	pid_t pid = -1;
-	int err;
-
-	if (isatty(0))
-		return start_in_foreground(status_fd, argv);
-	sigfillset(&all);
-	sigemptyset(&none);
-	posix_spawn_file_actions_init(&actions);
-	posix_spawn_file_actions_addclose(&actions, status_fd);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&actions);
-	return err ? -command_failed(argv[0], err) : pid;
-}
-
-/* Every signal, 1 to 64: musl's sigfillset leaves out the three it keeps for itself (32 to 34),
- * which a single-threaded init never uses and a command's tree may well (glibc's SIGRTMIN is 34):
- * they are the command's to receive, and so the init's to forward. */
-static void every_signal(sigset_t *set)
-{
-	memset(set, 0xff, sizeof(*set));
 }
 
 static int exec_init(int status_fd, char **argv)
@@ -352,7 +336,7 @@ static int warm_init(int status_fd, int order_fd)
 	if (send_ack(order_fd, 0) < 0)
 		return 127;
 	close(order_fd);
-	/* The command's environment, also for its PATH lookup (posix_spawnp). */
+	/* The command's environment, also for its PATH lookup (execvp). */
 	environ = args + head.argc + 1;
 	return exec_init(status_fd, args);
 }

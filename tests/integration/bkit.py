@@ -285,8 +285,8 @@ proc_descendants = boxkited_process.descendants  # pids below pid, parents befor
 
 def is_sandbox_init(pid):
     """A sandbox's boxkite-init (started without arguments), not an exec's (boxkite-init --exec)."""
-    argv = proc_cmdline(pid)
-    return len(argv) == 1 and os.path.basename(argv[0]) == "boxkite-init"
+    argv = proc_cmdline(pid)  # None: it is gone (the executor's short-lived helpers come and go)
+    return argv is not None and len(argv) == 1 and os.path.basename(argv[0]) == "boxkite-init"
 
 
 def find_processes(uid=None, argv=None):

@@ -31,20 +31,62 @@ typedef struct bkctl {
 	const char *prog; /* "bkctl health" etc., for messages */
 } bkctl;
 
+/* What completes a word (bkctl completion): an option's argument, or a command's operands. */
+enum bkctl_complete {
+	BKCTL_COMPLETE_NONE,    /* nothing bkctl can know here: an id, a number, a sandbox path */
+	BKCTL_COMPLETE_FILE,    /* a local file */
+	BKCTL_COMPLETE_WORDS,   /* one of the row's words */
+	BKCTL_COMPLETE_COMMAND, /* a bkctl command */
+};
+
+/* The values bkctl_getopt returns for options that have no short name. */
+enum bkctl_opt {
+	BKCTL_OPT_URL = 1000, BKCTL_OPT_KEY_FILE, BKCTL_OPT_KEY_ID, BKCTL_OPT_TLS_CERT, BKCTL_OPT_CALL_TIMEOUT,
+	BKCTL_OPT_HELP,
+	BKCTL_OPT_ID, BKCTL_OPT_WAIT, BKCTL_OPT_TIMEOUT, BKCTL_OPT_OUTPUT_LIMIT, BKCTL_OPT_RAW, BKCTL_OPT_EXPOSE,
+	BKCTL_OPT_TAG, BKCTL_OPT_MAX_RUNTIME, BKCTL_OPT_RING_SIZE, BKCTL_OPT_LOSSLESS, BKCTL_OPT_FROM,
+	BKCTL_OPT_STDOUT, BKCTL_OPT_STDERR, BKCTL_OPT_SINCE, BKCTL_OPT_CLOSE, BKCTL_OPT_KILL_AFTER,
+	BKCTL_OPT_NEW_KEY, BKCTL_OPT_RESUME, BKCTL_OPT_SHA256, BKCTL_OPT_TEMPLATE, BKCTL_OPT_SECRET, BKCTL_OPT_POD,
+	BKCTL_OPT_TTL, BKCTL_OPT_BASE, BKCTL_OPT_TO, BKCTL_OPT_MIRROR, BKCTL_OPT_DEFAULT_EXCLUDES, BKCTL_OPT_PATH,
+};
+
+/* One option: what bkctl_getopt parses, the lines --help shows, what completion offers. Every
+ * one of them comes from these rows, so that the three cannot disagree. */
+typedef struct bkctl_option {
+	const char *name;              /* the long name */
+	char short_name;               /* or 0 */
+	int val;                       /* what bkctl_getopt returns: short_name, or a BKCTL_OPT_* */
+	const char *arg;               /* its argument as --help names it ("DIR"); NULL: it takes none */
+	const char *help;              /* --help's text, lines apart by '\n'; NULL: an alias --help leaves
+					* out (the row it stands for names it) */
+	enum bkctl_complete complete;  /* what completes its argument */
+	const char *words;             /* BKCTL_COMPLETE_WORDS: the choices, apart by spaces */
+} bkctl_option;
+
 typedef struct bkctl_command {
 	const char *name;
 	int (*run)(bkctl *ctl, const struct bkctl_command *cmd, int argc, char **argv);
 	const char *summary;
-	const char *usage;   /* the usage line after "bkctl NAME [options]" */
-	const char *options; /* the command's own options, one per line ("" for none) */
-	const char *notes;   /* what else --help says ("" for nothing) */
+	const char *usage;             /* the usage line after "bkctl NAME [options]" */
+	const bkctl_option *options;   /* the command's own, ended by a row without a name; NULL: none */
+	const char *notes;             /* what else --help says ("" for nothing) */
+	enum bkctl_complete operands;  /* what completes its operands */
+	const char *operand_words;     /* BKCTL_COMPLETE_WORDS: the first operand's choices */
 } bkctl_command;
 
+/* The global options (client/cli/options.c). */
+extern const bkctl_option bkctl_global_options[];
+
+/* The completion script of shell ("bash" or "zsh") for the n commands of cmds and the global
+ * options (client/cli/completion.c): 0, or -EINVAL for another shell. */
+int bkctl_completion_script(FILE *out, const char *shell, const bkctl_command *cmds, size_t n);
+
 /* Parse the global options that may appear anywhere before "--" (--url, --key-file, --key-id,
- * -o/--output, --timeout, --help) together with the command's own short/long options; getopt
- * semantics. Returns the option character, -1 at the end, or '?' on error (already reported). */
-int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		 const struct option *longopts, int *want_help);
+ * -o/--output, --timeout, --help) together with the command's own (cmd->options; cmd NULL for
+ * none); getopt semantics. Returns the option's val, -1 at the end (after printing the command's
+ * --help when asked for it: *want_help set), or '?' on error (already reported, with a pointer to
+ * the command's --help). */
+int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *want_help);
 
 /* The global options as the library takes them (client/cli/report.c). */
 bk_client_options bkctl_client_options(const bkctl *ctl);
@@ -60,9 +102,14 @@ bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
 /* The exit code for a failed call, after reporting it on stderr. */
 int bkctl_fail(const bkctl *ctl, const bk_status *st);
 
-/* A command's --help (client/cli/options.c); bkctl_global_help is the global options' part. */
+/* A command's --help (client/cli/options.c): its usage line, summary, options, notes and the
+ * global options. bkctl_options_help prints a table of options as --help shows them. */
 void bkctl_usage(FILE *out, const bkctl_command *cmd);
-extern const char bkctl_global_help[];
+void bkctl_options_help(FILE *out, const bkctl_option *opts);
+
+/* A command line the command cannot take: its usage line and where its --help is, on stderr;
+ * BKCTL_EXIT_USAGE. */
+int bkctl_usage_error(const bkctl_command *cmd);
 
 /* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
  * up: 0, or -1 if s is not that. */

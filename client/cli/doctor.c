@@ -276,7 +276,7 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	const char *sec[N_SECTIONS];
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", NULL, &help)) != -1)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1)
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;

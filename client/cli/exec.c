@@ -470,16 +470,6 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin, bool
 
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_OUTPUT_LIMIT = 2000, OPT_RAW };
-	static const struct option longopts[] = {
-		{ "timeout", required_argument, NULL, 'T' }, { "workdir", required_argument, NULL, 'w' },
-		{ "cwd", required_argument, NULL, 'C' },     { "env", required_argument, NULL, 'e' },
-		{ "stdin", no_argument, NULL, 'i' },         { "interactive", no_argument, NULL, 'i' },
-		{ "shell", required_argument, NULL, 's' },   { "tty", no_argument, NULL, 't' },
-		{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
-		{ "raw", no_argument, NULL, OPT_RAW },
-		{ 0 },
-	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
 	bk_exec_request rq = { 0 };
 	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
@@ -491,9 +481,9 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "w:C:e:is:t", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
-		case 'T':
+		case BKCTL_OPT_TIMEOUT:
 			if (bkctl_parse_seconds(optarg, &rq.timeout_ms) < 0) {
 				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
 				goto usage;
@@ -516,7 +506,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case 't':
 			prq.tty = true;
 			break;
-		case OPT_OUTPUT_LIMIT:
+		case BKCTL_OPT_OUTPUT_LIMIT:
 			if (bkctl_parse_size(optarg, &rq.stdout_limit) < 0) {
 				fprintf(stderr, "%s: --output-limit %s: expected bytes, e.g. 4096, 64K, 16M, 1G\n",
 					ctl->prog, optarg);
@@ -525,7 +515,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			rq.stderr_limit = rq.stdout_limit;
 			collect = true;
 			break;
-		case OPT_RAW:
+		case BKCTL_OPT_RAW:
 			raw = true;
 			break;
 		default:
@@ -536,6 +526,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_OK;
 	if ((optind < argc) == (rq.shell != NULL)) {
 		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
+		bkctl_usage_error(cmd);
 		goto usage;
 	}
 	if (!rq.shell)
@@ -569,7 +560,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		prq.rows = prq.cols = 0; /* 24x80 */
 	return exec_streamed(ctl, &prq, raw);
 usage:
-	/* A bad command line is one more way for the command not to run (bkctl(1)). */
-	bkctl_usage(stderr, cmd);
+	/* A bad command line is one more way for the command not to run (bkctl(1)); what was wrong
+	 * is said already. */
 	return BKCTL_EXIT_EXEC_FAILED;
 }

@@ -267,17 +267,16 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 
 /* --- shared by the commands ------------------------------------------------------------------ */
 
-/* Parse the command's options (shortopts/longopts, each handled by on_opt); false on a usage
- * error or after --help, with *exit_code set. */
+/* Parse the command's options (each handled by on_opt); false on a usage error or after --help,
+ * with *exit_code set. */
 typedef bool (*option_fn)(bkctl *ctl, void *arg, int opt, const char *optarg_);
 
-static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-			  const struct option *longopts, option_fn on_opt, void *arg, int min_args, int max_args,
-			  int *exit_code)
+static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, option_fn on_opt, void *arg,
+			  int min_args, int max_args, int *exit_code)
 {
 	int opt, help = 0;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, shortopts, longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		if (opt == '?' || opt == ':' || !on_opt(ctl, arg, opt, optarg)) {
 			*exit_code = BKCTL_EXIT_USAGE;
 			return false;
@@ -288,8 +287,7 @@ static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char *
 		return false;
 	}
 	if (argc - optind < min_args || (max_args >= 0 && argc - optind > max_args)) {
-		bkctl_usage(stderr, cmd);
-		*exit_code = BKCTL_EXIT_USAGE;
+		*exit_code = bkctl_usage_error(cmd);
 		return false;
 	}
 	return true;
@@ -1025,10 +1023,10 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 		}
 		r->jobs = (unsigned)jobs;
 		return true;
-	case 'R':
+	case BKCTL_OPT_RESUME:
 		r->resume_id = val;
 		return true;
-	case 'S':
+	case BKCTL_OPT_SHA256:
 		r->sha256 = true;
 		return true;
 	default:
@@ -1038,19 +1036,13 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 
 int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "recursive", no_argument, NULL, 'r' },  { "no-clobber", no_argument, NULL, 'n' },
-		{ "keep-mode", no_argument, NULL, 'p' },  { "compress", no_argument, NULL, 'z' },
-		{ "jobs", required_argument, NULL, 'j' }, { "resume", required_argument, NULL, 'R' },
-		{ "sha256", no_argument, NULL, 'S' },     { 0 },
-	};
 	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER };
 	const char *why;
 	char *const *args;
 	bk_status st;
 	int n, code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "rnpzj:", longopts, cp_option, &r, 2, -1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, cp_option, &r, 2, -1, &code))
 		return code;
 	args = argv + optind;
 	n = argc - optind;
@@ -1134,9 +1126,6 @@ static void ls_entry(const bkctl *ctl, bk_json *j, const ls_opts *o, const bk_fi
 
 int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "long", no_argument, NULL, 'l' },
-						  { "all", no_argument, NULL, 'a' },
-						  { 0 } };
 	char token[BK_PAGE_TOKEN_MAX] = "", next[BK_PAGE_TOKEN_MAX];
 	bk_json j = { .out = stdout };
 	ls_opts o = { .tty = isatty(STDOUT_FILENO) };
@@ -1146,7 +1135,7 @@ int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "la", longopts, ls_option, &o, 0, 1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, ls_option, &o, 0, 1, &code))
 		return code;
 	path = optind < argc ? bkctl_sandbox_arg(argv[optind]) : ".";
 	c = bkctl_connect(ctl, &code);
@@ -1214,7 +1203,7 @@ int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "", NULL, no_option, NULL, 1, 1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, no_option, NULL, 1, 1, &code))
 		return code;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -1282,8 +1271,8 @@ static bool path_option(bkctl *ctl, void *arg, int opt, const char *val)
  * {"<count_key>": N, "errors": [...]}. */
 typedef int (*path_op)(bk_client *c, const char *path, const path_opts *o, uint64_t *count, bk_status *st);
 
-static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		     const struct option *longopts, path_op op, const char *count_key)
+static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, path_op op,
+		     const char *count_key)
 {
 	bkctl_failures failures = { 0 };
 	path_opts o = { 0 };
@@ -1291,7 +1280,7 @@ static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, shortopts, longopts, path_option, &o, 1, -1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, path_option, &o, 1, -1, &code))
 		return code;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -1327,9 +1316,8 @@ static int rm_one(bk_client *c, const char *path, const path_opts *o, uint64_t *
 
 int bkctl_rm(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "recursive", no_argument, NULL, 'r' }, { 0 } };
 
-	return each_path(ctl, cmd, argc, argv, "r", longopts, rm_one, "removed");
+	return each_path(ctl, cmd, argc, argv, rm_one, "removed");
 }
 
 static int mkdir_one(bk_client *c, const char *path, const path_opts *o, uint64_t *count, bk_status *st)
@@ -1342,16 +1330,12 @@ static int mkdir_one(bk_client *c, const char *path, const path_opts *o, uint64_
 
 int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "parents", no_argument, NULL, 'p' },
-						  { "mode", required_argument, NULL, 'm' },
-						  { 0 } };
 
-	return each_path(ctl, cmd, argc, argv, "pm:", longopts, mkdir_one, "created");
+	return each_path(ctl, cmd, argc, argv, mkdir_one, "created");
 }
 
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "force", no_argument, NULL, 'f' }, { 0 } };
 	_cleanup_free_ char *to = NULL;
 	const char *from, *dst;
 	_cleanup_file_info_ bk_file_info info = { 0 };
@@ -1360,7 +1344,7 @@ int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "f", longopts, path_option, &o, 2, 2, &code))
+	if (!parse_options(ctl, cmd, argc, argv, path_option, &o, 2, 2, &code))
 		return code;
 	from = bkctl_sandbox_arg(argv[optind]);
 	dst = bkctl_sandbox_arg(argv[optind + 1]);

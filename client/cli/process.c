@@ -25,7 +25,7 @@
 static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
 {
 	if (optind != argc - 1 || !argv[optind][0]) {
-		bkctl_usage(stderr, cmd);
+		bkctl_usage_error(cmd);
 		return NULL;
 	}
 	return argv[optind];
@@ -35,7 +35,7 @@ static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
  * when --help was shown), or the exit code of a bad command line. */
 static int no_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *help)
 {
-	while (bkctl_getopt(ctl, cmd, argc, argv, "", NULL, help) != -1)
+	while (bkctl_getopt(ctl, cmd, argc, argv, help) != -1)
 		return BKCTL_EXIT_USAGE;
 	return 0;
 }
@@ -101,20 +101,6 @@ static int parse_signal(const char *s, int *sig)
 
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS };
-	static const struct option longopts[] = {
-		{ "expose", required_argument, NULL, OPT_EXPOSE },
-		{ "tag", required_argument, NULL, OPT_TAG },
-		{ "tty", no_argument, NULL, 't' },
-		{ "stdin", no_argument, NULL, 'i' },
-		{ "max-runtime", required_argument, NULL, OPT_MAX_RUNTIME },
-		{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
-		{ "lossless", no_argument, NULL, OPT_LOSSLESS },
-		{ "workdir", required_argument, NULL, 'w' },
-		{ "env", required_argument, NULL, 'e' },
-		{ "shell", required_argument, NULL, 's' },
-		{ 0 },
-	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
 	bk_process_request rq = { 0 };
 	bk_process_started started;
@@ -128,9 +114,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_STATUS;
 	}
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "tiw:e:s:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
-		case OPT_EXPOSE:
+		case BKCTL_OPT_EXPOSE:
 			errno = 0;
 			port = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || errno || port < 1 || port > 65535) {
@@ -139,7 +125,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			}
 			rq.expose_port = (uint32_t)port;
 			break;
-		case OPT_TAG:
+		case BKCTL_OPT_TAG:
 			rq.tag = optarg;
 			break;
 		case 't':
@@ -148,20 +134,20 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case 'i':
 			rq.stdin_open = true;
 			break;
-		case OPT_MAX_RUNTIME:
+		case BKCTL_OPT_MAX_RUNTIME:
 			if (bkctl_parse_seconds(optarg, &rq.max_runtime_ms) < 0) {
 				fprintf(stderr, "%s: --max-runtime %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
 					optarg);
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_RING_SIZE:
+		case BKCTL_OPT_RING_SIZE:
 			if (bkctl_parse_size(optarg, &rq.ring_size) < 0) {
 				fprintf(stderr, "%s: --ring-size %s: expected bytes, e.g. 64K, 16M\n", ctl->prog, optarg);
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_LOSSLESS:
+		case BKCTL_OPT_LOSSLESS:
 			rq.lossless = true;
 			break;
 		case 'w':
@@ -182,8 +168,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_OK;
 	if ((optind < argc) == (rq.shell != NULL)) {
 		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
+		return bkctl_usage_error(cmd);
 	}
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
@@ -237,10 +222,8 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 	if (code || help)
 		return code;
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
@@ -387,14 +370,6 @@ static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state 
 
 int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_FROM = 2000, OPT_STDERR, OPT_RAW };
-	static const struct option longopts[] = {
-		{ "follow", no_argument, NULL, 'f' },
-		{ "from", required_argument, NULL, OPT_FROM },
-		{ "stderr", no_argument, NULL, OPT_STDERR },
-		{ "raw", no_argument, NULL, OPT_RAW },
-		{ 0 },
-	};
 	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
 	bool raw = false;
 	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
@@ -406,12 +381,12 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "f", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
 		case 'f':
 			follow = true;
 			break;
-		case OPT_FROM:
+		case BKCTL_OPT_FROM:
 			errno = 0;
 			from = strtoull(optarg, &end, 10);
 			if (end == optarg || *end || errno || optarg[0] == '-') {
@@ -419,10 +394,10 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_STDERR:
+		case BKCTL_OPT_STDERR:
 			l.stream = BK_STREAM_STDERR;
 			break;
-		case OPT_RAW:
+		case BKCTL_OPT_RAW:
 			raw = true;
 			break;
 		default:
@@ -467,7 +442,6 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "close", no_argument, NULL, 'c' }, { 0 } };
 	_cleanup_free_ uint8_t *buf = NULL;
 	_cleanup_close_ int file = -1;
 	uint64_t total = 0, written;
@@ -477,8 +451,8 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_status st;
 	bk_client *c;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != 'c')
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_CLOSE)
 			return BKCTL_EXIT_USAGE;
 		close_after = true;
 	}
@@ -567,19 +541,13 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 
 int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_KILL_AFTER = 2000 };
-	static const struct option longopts[] = {
-		{ "signal", required_argument, NULL, 's' },
-		{ "kill-after", required_argument, NULL, OPT_KILL_AFTER },
-		{ 0 },
-	};
 	uint32_t kill_after_ms = 0;
 	int opt, help = 0, code, sig = SIGTERM;
 	const char *id;
 	bk_status st;
 	bk_client *c;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "s:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
 		case 's':
 			if (parse_signal(optarg, &sig) < 0) {
@@ -588,7 +556,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_KILL_AFTER:
+		case BKCTL_OPT_KILL_AFTER:
 			if (bkctl_parse_seconds(optarg, &kill_after_ms) < 0) {
 				fprintf(stderr, "%s: --kill-after %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
 					optarg);
@@ -619,7 +587,6 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' }, { 0 } };
 	uint32_t timeout_ms = 0;
 	struct timespec start;
 	bk_process_status ps;
@@ -628,9 +595,9 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != 'T' || bkctl_parse_seconds(optarg, &timeout_ms) < 0) {
-			if (opt == 'T')
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_TIMEOUT || bkctl_parse_seconds(optarg, &timeout_ms) < 0) {
+			if (opt == BKCTL_OPT_TIMEOUT)
 				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
 			return BKCTL_EXIT_USAGE;
 		}
@@ -744,8 +711,6 @@ static int load_new_key(const bkctl *ctl, const char *path, bk_keyring **ring)
 
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_NEW_KEY = 2000 };
-	static const struct option longopts[] = { { "new-key", required_argument, NULL, OPT_NEW_KEY }, { 0 } };
 	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
 	const char *new_key_path = NULL;
 	bk_reset_request rq = { 0 };
@@ -754,17 +719,15 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != OPT_NEW_KEY)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_NEW_KEY)
 			return BKCTL_EXIT_USAGE;
 		new_key_path = optarg;
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	if (new_key_path) {
 		code = load_new_key(ctl, new_key_path, &ring);
 		if (code)

@@ -20,8 +20,6 @@ typedef struct sync_opts {
 	const char *patterns[PATTERNS_MAX];
 } sync_opts;
 
-enum { OPT_TO = 2000, OPT_FROM, OPT_ID, OPT_MIRROR, OPT_DEFAULTS, OPT_PATH };
-
 /* --- the progress line ------------------------------------------------------------------------- */
 
 struct bar {
@@ -105,34 +103,24 @@ static void bar_stop(struct bar *b, bool running)
 static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, bool push, bool pull,
 		  sync_opts *o, int *exit_code)
 {
-	static const struct option longopts[] = {
-		{ "to", required_argument, NULL, OPT_TO },
-		{ "from", required_argument, NULL, OPT_FROM },
-		{ "id", required_argument, NULL, OPT_ID },
-		{ "exclude", required_argument, NULL, 'x' },
-		{ "mirror", no_argument, NULL, OPT_MIRROR },
-		{ "default-excludes", no_argument, NULL, OPT_DEFAULTS },
-		{ "path", required_argument, NULL, OPT_PATH },
-		{ 0 },
-	};
 	int opt, help = 0;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "x:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		bool ok = true;
 		switch (opt) {
-		case OPT_TO:
+		case BKCTL_OPT_TO:
 			ok = push;
 			o->rq.url = optarg;
 			break;
-		case OPT_FROM:
+		case BKCTL_OPT_FROM:
 			ok = !push;
 			o->rq.url = optarg;
 			break;
-		case OPT_ID:
+		case BKCTL_OPT_ID:
 			ok = push || pull;
 			o->rq.snapshot = optarg;
 			break;
-		case OPT_PATH:
+		case BKCTL_OPT_PATH:
 			ok = push || pull;
 			o->rq.path = optarg;
 			break;
@@ -141,11 +129,11 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 			if (ok)
 				o->patterns[o->rq.n_exclude++] = optarg;
 			break;
-		case OPT_MIRROR:
+		case BKCTL_OPT_MIRROR:
 			ok = pull;
 			o->rq.mirror = true;
 			break;
-		case OPT_DEFAULTS:
+		case BKCTL_OPT_DEFAULT_EXCLUDES:
 			ok = push;
 			o->rq.default_excludes = true;
 			break;
@@ -164,8 +152,7 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 		return false;
 	}
 	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		*exit_code = BKCTL_EXIT_USAGE;
+		*exit_code = bkctl_usage_error(cmd);
 		return false;
 	}
 	o->rq.exclude = o->patterns;
@@ -292,22 +279,17 @@ static int run_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
  * from the key: nothing is asked of a server. */
 static int run_prefix(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { 0 } };
 	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
 	char prefix[BK_STORE_PREFIX_LEN + 1];
 	const bk_key *key;
 	int help = 0, c;
 
-	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1)
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1)
 		return BKCTL_EXIT_USAGE;
-	if (help) {
-		bkctl_usage(stdout, cmd);
+	if (help)
 		return BKCTL_EXIT_OK;
-	}
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	if ((c = bkctl_key(ctl, "a store prefix is the key's", &ring, &key)) != 0)
 		return c;
 	if (bk_key_store_prefix(key, prefix) < 0) {
@@ -348,6 +330,5 @@ int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (strcmp(sub, "prefix") == 0)
 		return run_prefix(ctl, cmd, argc - 1, argv + 1);
 	fprintf(stderr, "bkctl sync: push, pull, ls or prefix, not '%s'\n", sub);
-	bkctl_usage(stderr, cmd);
-	return BKCTL_EXIT_USAGE;
+	return bkctl_usage_error(cmd);
 }

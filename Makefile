@@ -79,14 +79,15 @@ CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
-.PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
+.PHONY: all help gen gen-check layout-check docs docs-check deps test-deps test test-unit test-integration test-python test-fuzz \
         test-san bench run run-stop install uninstall clean
 
 all: $(BINS) $(LIBS)
 
 help:
 	@echo "make            build boxkited, bkctl, libboxkite into build/"
-	@echo "make deps       install the Debian packages the build and tests need (as root)"
+	@echo "make deps       install the Debian packages the build and make run need (as root)"
+	@echo "make test-deps  those and what the tests need besides, npm packages included (make test runs it)"
 	@echo "make test       deps + build + every test tier, then again under ASan+UBSan; ends with each tier's time"
 	@echo "make test-TIER  one tier (unit wire fuzz integration workloads files python k8s install ...);"
 	@echo "                T=NAME runs only the tests whose names hold NAME, TEST_TIMEOUT=S a Python test's limit"
@@ -322,8 +323,13 @@ uninstall:
 	for d in $(addprefix $(DESTDIR),$(INST_OWN_DIRS)); do [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
 	$(call ldconfig,uninstall)
 
+# make deps: what the build, make run and README's walkthrough need; make test-deps (make test
+# runs it) all the test tiers' besides, npm packages included.
 deps:
-	@scripts/install-deps
+	@scripts/install-deps build
+
+test-deps:
+	@scripts/install-deps test
 
 run: deps
 	$(MAKE) -s all

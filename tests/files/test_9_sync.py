@@ -726,7 +726,7 @@ import sigv4_proxy  # noqa: E402
 
 
 class S3Store(FileStore):
-    """s3rver (npm, pinned in tests/files/s3/package-lock.json, installed by make deps) on a free
+    """s3rver (npm, pinned in tests/files/s3/package-lock.json, installed by make test-deps) on a free
     loopback port: a real S3-speaking server, its objects kept on disk under self.dir as
     KEY._S3rver_object, where the tests count them; reads, writes and deletions of the tests go
     through its S3 API (curl --aws-sigv4), as a user of the store would make them. s3rver 3.7.1
@@ -739,11 +739,11 @@ class S3Store(FileStore):
     @staticmethod
     def skip_reason():
         if not shutil.which("node"):
-            return "no node: s3rver cannot run (make deps installs nodejs)"
+            return "no node: s3rver cannot run (make test-deps installs nodejs)"
         if not os.path.exists(S3RVER):
-            return "%s is missing: run make deps (npm ci in tests/files/s3)" % S3RVER
+            return "%s is missing: run make test-deps (npm ci in tests/files/s3)" % S3RVER
         if not shutil.which("curl"):
-            return "no curl (make deps installs it)"
+            return "no curl (make test-deps installs it)"
         return None
 
     def __init__(self):

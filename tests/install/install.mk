@@ -14,6 +14,8 @@
 #                      make run-stop stops the daemon it kept and removes its directory.
 #   test_4_completion  bkctl completion bash and zsh, run by the real shells: what each command's
 #                      --help lists is what completes, and what completes is what bkctl takes.
+#   test_5_deps        make deps installs what the build links and nothing of the tests'; make
+#                      test-deps the rest (stand-ins for dpkg-query, apt-get and npm record it).
 # It needs root, util-linux (unshare, pivot_root), bash, zsh, pkg-config and /usr/bin/python3; a test
 # that cannot run here says SKIP and why. tests/integration/run.py runs it.
 

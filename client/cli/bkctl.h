@@ -278,5 +278,7 @@ typedef struct bkctl_cp_summary {
 
 void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s);
 void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s);
+/* Its --sha256 lines alone, as sha256sum prints them (part of the text summary). */
+void bkctl_cp_digests_text(FILE *out, const bkctl_cp_summary *s);
 
 #endif

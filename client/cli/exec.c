@@ -468,9 +468,25 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin, bool
 	return code;
 }
 
+/* -t: the command's terminal stands for ours, so it gets our TERM (as docker exec -t does), unless
+ * -e TERM=... says otherwise; without one of ours, the sandbox's default. */
+static void pass_our_term(bk_env_var *env, size_t *n)
+{
+	const char *term = getenv("TERM");
+
+	if (!term || !term[0])
+		return;
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp(env[i].name, "TERM") == 0)
+			return;
+	}
+	env[(*n)++] = (bk_env_var){ .name = "TERM", .value = term };
+}
+
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	/* One per -e at most, and our TERM. */
+	_cleanup_free_ bk_env_var *env = calloc((size_t)argc + 1, sizeof(*env));
 	bk_exec_request rq = { 0 };
 	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
 	bk_process_request prq = { .lease_ms = LEASE_MS, .lossless = true };
@@ -549,6 +565,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (collect)
 		return exec_collected(ctl, &rq, want_stdin, raw);
+	if (prq.tty)
+		pass_our_term(env, &rq.n_env);
 	prq.argv = rq.argv;
 	prq.shell = rq.shell;
 	prq.cwd = rq.cwd;

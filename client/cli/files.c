@@ -15,6 +15,7 @@
 #include "bkctl.h"
 #include "cleanup.h"
 #include "clock.h"
+#include "fullio.h"
 #include "json.h"
 #include "mkdir.h"
 
@@ -256,6 +257,11 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 		bkctl_put_text(out, s->skipped[i].path);
 		fprintf(out, " (%s)\n", s->skipped[i].reason);
 	}
+	bkctl_cp_digests_text(out, s);
+}
+
+void bkctl_cp_digests_text(FILE *out, const bkctl_cp_summary *s)
+{
 	/* As sha256sum prints them: two spaces between the hash and the name. */
 	for (size_t i = 0; i < s->n_digests; i++) {
 		char hex[65];
@@ -363,6 +369,8 @@ typedef struct cp_file {
 	bool has_sha256;    /* copied with --sha256: sha256 is its plain SHA-256, checked both sides */
 	uint8_t sha256[32];
 	uint64_t reported;  /* bytes of it counted in the progress line */
+	bool from_stdin;    /* cp - :FILE: the source is our standard input (cp_run.stdin_copy) */
+	bool to_stdout;     /* cp :FILE -: the copy is our standard output */
 	struct cp_run *run;
 } cp_file;
 
@@ -385,6 +393,7 @@ typedef struct cp_run {
 	unsigned jobs;
 	mode_t umask;
 	char flags[32];     /* the transfer options, for the resume command */
+	int stdin_copy;     /* cp - :FILE: our standard input, spooled to an unnamed file; else -1 */
 
 	/* The plan: directories to make first (parents before children), then files. */
 	cp_dir *dirs;
@@ -512,7 +521,8 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		.progress = cp_progress,
 		.progress_arg = f,
 	};
-	_cleanup_close_ int fd = open(f->src, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = f->from_stdin ? fcntl(r->stdin_copy, F_DUPFD_CLOEXEC, 0)
+					       : open(f->src, O_RDONLY | O_CLOEXEC);
 	_cleanup_file_info_ bk_file_info info = { 0 };
 	char id[64] = "";
 	bk_status st;
@@ -528,7 +538,8 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
 		return true;
 	}
-	if (id[0] && cp_resumable(code))
+	/* What was read from our standard input is not there to read again. */
+	if (id[0] && cp_resumable(code) && !f->from_stdin)
 		return cp_failed(r, f->src, &st, id, bkctl_cp_resume_command(r->flags, id, f->src, f->dst));
 	/* Nothing to resume: let the server drop what it holds now rather than at expiry. */
 	if (id[0])
@@ -554,6 +565,17 @@ static bool cp_download(cp_run *r, cp_file *f)
 	struct stat sb;
 	bool ok;
 
+	if (f->to_stdout) {
+		/* As it arrives, as cat shows a file: what came before a failure stays written (the exit
+		 * status says it failed). */
+		if (bk_download_fd(r->client, f->src, STDOUT_FILENO, &o, &info, &st) != BK_OK)
+			return cp_failed(r, f->src, &st, NULL, NULL);
+		f->size = info.size;
+		f->has_sha256 = info.has_sha256;
+		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
+		bk_file_info_free(&info);
+		return true;
+	}
 	if (r->no_clobber && lstat(f->dst, &sb) == 0) {
 		bk_status_errno(&st, EEXIST, "%s", f->dst);
 		return cp_failed(r, f->src, &st, NULL, NULL);
@@ -955,6 +977,75 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 	return BK_OK;
 }
 
+/* Our standard input to its end into an unnamed temporary file (it is uploaded as a file is: its
+ * size known, read with pread): the file, or -errno. */
+static int cp_spool_stdin(uint64_t *size)
+{
+	const char *dir = getenv("TMPDIR");
+	_cleanup_free_ uint8_t *buf = malloc(1u << 20);
+	_cleanup_close_ int fd = -1;
+
+	if (!buf)
+		return -ENOMEM;
+	fd = open(dir && dir[0] ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (*size = 0;;) {
+		ssize_t n = read(STDIN_FILENO, buf, 1u << 20);
+		int rv;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return TAKE_FD(fd);
+		if ((rv = bk_write_full(fd, buf, (size_t)n)) < 0)
+			return rv;
+		*size += (uint64_t)n;
+	}
+}
+
+/* cp - :FILE and cp :FILE -: our standard input or output stands for the local file (as with
+ * docker cp, though it carries the file's bytes here, not a tar archive); ./- is a file named -. */
+static int cp_plan_std(cp_run *r, char *const *args, int n, bk_status *st)
+{
+	const char *remote = bkctl_path_parse(args[r->direction == BKCTL_CP_UPLOAD ? 1 : 0]).path;
+	_cleanup_file_info_ bk_file_info info = { 0 };
+	uint64_t size = 0;
+	int fd, code;
+
+	if (n != 2)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "- (standard %s) goes with one %s only",
+				     r->direction == BKCTL_CP_UPLOAD ? "input" : "output",
+				     r->direction == BKCTL_CP_UPLOAD ? "destination" : "source");
+	if (r->recursive || r->resume_id || r->keep_mode)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+				     "-r, -p and --resume need a local file or directory, not -");
+	code = bk_file_stat(r->client, remote, &info, st);
+	if (r->direction == BKCTL_CP_DOWNLOAD) {
+		if (code != BK_OK)
+			return code;
+		if (info.type != BK_FILE_REGULAR)
+			return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+					     "%s is not a regular file: - takes one file's bytes", remote);
+		cp_add_file(r, remote, bkctl_strdup("-"), info.size, info.mode);
+		r->files[r->n_files - 1].to_stdout = true;
+		return BK_OK;
+	}
+	if (remote[strlen(remote) - 1] == '/' || (code == BK_OK && info.type == BK_FILE_DIRECTORY))
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+				     "%s is a directory, and standard input has no name: give the file's path, :%s/NAME",
+				     remote, remote);
+	fd = cp_spool_stdin(&size);
+	if (fd < 0)
+		return bk_status_errno(st, -fd, "reading our standard input into a temporary file");
+	r->stdin_copy = fd;
+	cp_add_file(r, "-", bkctl_strdup(remote), size, 0644);
+	r->files[r->n_files - 1].from_stdin = true;
+	return BK_OK;
+}
+
 /* The files copied with their plain SHA-256, in the order of the plan, named by their local
  * side (the source of an upload, the copy of a download): what sha256sum -c checks. */
 static void cp_collect_digests(cp_run *r)
@@ -993,6 +1084,8 @@ static void cp_run_free(cp_run *r)
 	free(r->sum.skipped);
 	free(r->sum.digests);
 	bkctl_failures_free(&r->sum.failures);
+	if (r->stdin_copy >= 0)
+		close(r->stdin_copy);
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -1036,7 +1129,8 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 
 int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER };
+	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER, .stdin_copy = -1 };
+	bool std_in, std_out;
 	const char *why;
 	char *const *args;
 	bk_status st;
@@ -1049,6 +1143,14 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	r.direction = bkctl_cp_direction(n, args, &why);
 	if (r.direction < 0) {
 		fprintf(stderr, "%s: %s\n", ctl->prog, why);
+		return BKCTL_EXIT_USAGE;
+	}
+	std_out = r.direction == BKCTL_CP_DOWNLOAD && strcmp(args[n - 1], "-") == 0;
+	std_in = false;
+	for (int i = 0; r.direction == BKCTL_CP_UPLOAD && i < n - 1; i++)
+		std_in = std_in || strcmp(args[i], "-") == 0;
+	if (std_out && ctl->json) {
+		fprintf(stderr, "%s: -o json and - both write to standard output\n", ctl->prog);
 		return BKCTL_EXIT_USAGE;
 	}
 	if (r.resume_id && (r.direction != BKCTL_CP_UPLOAD || n != 2 || r.recursive)) {
@@ -1066,7 +1168,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!r.client)
 		return code;
 	clock_gettime(CLOCK_MONOTONIC, &r.start);
-	code = cp_plan(&r, args, n, &st);
+	code = std_in || std_out ? cp_plan_std(&r, args, n, &st) : cp_plan(&r, args, n, &st);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
 		goto out;
@@ -1081,6 +1183,8 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	cp_clear_bar(&r);
 	if (ctl->json)
 		bkctl_cp_summary_json(stdout, &r.sum);
+	else if (std_out) /* the file's bytes are our output; with --sha256 its line goes to stderr */
+		bkctl_cp_digests_text(stderr, &r.sum);
 	else
 		bkctl_cp_summary_text(stdout, &r.sum);
 	code = r.sum.failures.exit_code;

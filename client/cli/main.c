@@ -116,7 +116,8 @@ static const bkctl_command commands[] = {
 	  "Runs a probe as a sandboxed command and checks what it sees against SECURITY.md (layer 3):\n"
 	  "identity, capabilities, no_new_privs, seccomp, network, PID namespace, cgroup, rlimits,\n"
 	  "writable mounts. Exits 1 if a check fails.\n" },
-	{ "cp", bkctl_cp, "copy files and trees into or out of the sandbox", "SRC... :DST | :SRC... DST",
+	{ "cp", bkctl_cp, "copy files and trees into or out of the sandbox",
+	  "SRC... :DST | :SRC... DST | - :FILE | :FILE -",
 	  OPTIONS({ "recursive", 'r', 'r', NULL, "copy directory trees, their symlinks as symlinks" },
 		  { "no-clobber", 'n', 'n', NULL, "refuse to replace an existing file" },
 		  { "keep-mode", 'p', 'p', NULL, "keep the permission bits (rwx only)" },
@@ -130,7 +131,8 @@ static const bkctl_command commands[] = {
 	  "A sandbox path is :PATH, relative to /workspace or absolute under /workspace or /tmp. A file\n"
 	  "copied onto a directory goes inside it; missing parents are made. A symlink whose target\n"
 	  "leads out of the workspace is refused on upload. Exit status as the other commands, from the\n"
-	  "worst failure; the others are still copied.\n",
+	  "worst failure; the others are still copied. - is our standard input (cp - :FILE) or output\n"
+	  "(cp :FILE -), one file's bytes; ./- is a local file named -.\n",
 	  BKCTL_COMPLETE_FILE },
 	{ "ls", bkctl_ls, "list a sandbox directory", "[PATH]",
 	  OPTIONS({ "long", 'l', 'l', NULL, "type and mode, uid:gid, size, mtime, name, symlink target" },

@@ -536,7 +536,16 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 		return code;
 	code = bk_process_close_stdin(c, id, &st);
 	bk_client_close(c);
-	return code == BK_OK ? BKCTL_EXIT_OK : bkctl_fail(ctl, &st);
+	if (code != BK_OK)
+		return bkctl_fail(ctl, &st);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", id);
+		bk_json_bool(&j, "closed", true);
+		bk_json_end_object(&j);
+	}
+	return BKCTL_EXIT_OK;
 }
 
 int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
@@ -581,6 +590,14 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		if (st.code == BK_FAILED_PRECONDITION)
 			fprintf(stderr, "%s: %s has ended already (bkctl ps shows how)\n", ctl->prog, id);
 		return code;
+	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", id);
+		bk_json_int(&j, "signal", sig);
+		bk_json_uint(&j, "kill_after_ms", kill_after_ms);
+		bk_json_end_object(&j);
 	}
 	return BKCTL_EXIT_OK;
 }
@@ -755,15 +772,18 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_json_begin_object(&j, NULL);
 		bk_json_uint(&j, "processes_killed", res.processes_killed);
 		bk_json_uint(&j, "entries_removed", res.entries_removed);
-		if (new_key_path)
+		if (new_key_path) {
 			bk_json_string(&j, "key_id", rq.new_key_id);
+			bk_json_string(&j, "key_file", new_key_path);
+		}
 		bk_json_end_object(&j);
 	} else {
 		printf("reset: %llu processes killed, %llu entries removed, workspace and tmp verified empty\n",
 		       (unsigned long long)res.processes_killed, (unsigned long long)res.entries_removed);
 		if (new_key_path)
-			printf("reset: boxkited now accepts only key '%s' of %s; the previous key is refused\n",
-			       rq.new_key_id, new_key_path);
+			printf("reset: boxkited now accepts only key '%s' of %s; the previous key is refused\n"
+			       "reset: from now on: export BOXKITE_KEY_FILE=%s (or --key-file %s)\n",
+			       rq.new_key_id, new_key_path, new_key_path, new_key_path);
 	}
 	return BKCTL_EXIT_OK;
 }

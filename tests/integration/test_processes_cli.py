@@ -506,6 +506,23 @@ class InteractiveTerminal(unittest.TestCase):
         t.read_until(rb"/dev/pts/\d+")
         self.assertEqual(t.wait(), 0, t.out)
 
+    def test_the_command_gets_our_term_and_clear_clears(self):
+        # As docker exec -t: the remote terminal stands for ours, and full-screen programs need its
+        # type (it was TERM=dumb, and clear failed).
+        script = 'echo "term=$TERM-$((1+1))"; clear; echo "clear=$?-$((2+2))"'
+        t = Terminal([str(bkit.BKCTL), "exec", "-it", "--", "sh", "-c", script],
+                     dict(bkctl_env(), TERM="xterm-256color"))
+        t.read_until(rb"term=xterm-256color-2\r\n")
+        m = t.read_until(rb"clear=(\d+)-4")
+        self.assertEqual(m.group(1), b"0", t.out)
+        self.assertIn(b"\x1b[H\x1b[2J", t.out)  # what xterm-256color's terminfo says clears
+        self.assertEqual(t.wait(), 0, t.out)
+        # -e TERM=... is the caller's choice, kept.
+        t = Terminal([str(bkit.BKCTL), "exec", "-it", "-e", "TERM=vt100", "--", "sh", "-c", 'echo "term=$TERM-$((1+1))"'],
+                     dict(bkctl_env(), TERM="xterm-256color"))
+        t.read_until(rb"term=vt100-2\r\n")
+        self.assertEqual(t.wait(), 0, t.out)
+
     def test_raw_mode_is_given_back(self):
         script = f"stty -g; {bkit.BKCTL} exec -it -- sh -c 'exit 3'; echo rc=$?; stty -g"
         t = Terminal(["/bin/sh", "-c", script], bkctl_env())

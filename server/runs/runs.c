@@ -34,7 +34,6 @@ struct bk_runs {
 	bk_outbox_item *outbox;    /* posted, to be sent once the lock is let go */
 	uint64_t next_id;
 	int64_t wakes_at;          /* when the I/O thread wakes next (0: only for an event) */
-	size_t waiting;            /* calls waiting on runs (bk_run_wait) */
 };
 
 static struct bk_run_watch wake_watch; /* the eventfd's tag */
@@ -291,7 +290,6 @@ void bk_run_wait(bk_run *run, bk_run_waiter *w, int64_t deadline_ms)
 	w->deadline_ms = deadline_ms;
 	w->next = run->waiters;
 	run->waiters = w;
-	rs->waiting++;
 	wake_by(rs, deadline_ms);
 }
 
@@ -301,23 +299,16 @@ void bk_run_notify(bk_run *run, int64_t now, bool force)
 		bk_run_waiter *w = *pp;
 		bk_run_waiter *next = w->next;
 
-		if (run->ops->answer(run, w, now, force || now >= w->deadline_ms)) {
+		if (run->ops->answer(run, w, now, force || now >= w->deadline_ms))
 			*pp = next;
-			run->rs->waiting--;
-		} else {
+		else
 			pp = &w->next;
-		}
 	}
 }
 
 bk_run_waiter *bk_run_unwait_all(bk_run *run)
 {
-	bk_run_waiter *all = run->waiters;
-
-	for (bk_run_waiter *w = all; w; w = w->next)
-		run->rs->waiting--;
-	run->waiters = NULL;
-	return all;
+	return TAKE_PTR(run->waiters);
 }
 
 /* --- the run's life -------------------------------------------------------------------------- */

@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 3
+SONAME_MAJOR := 4
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -56,7 +56,7 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/transport/,nng.c door.c http.c proxy.c httpreq.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
-              $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
+              $(addprefix server/runs/,ring.c marks.c runs.c exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
@@ -65,7 +65,7 @@ EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
-BKCTL_SRC  := $(addprefix client/cli/,main.c options.c completion.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c \
+BKCTL_SRC  := $(addprefix client/cli/,main.c options.c completion.c report.c exec.c process.c logs.c doctor.c files.c kube.c verify.c sync.c \
               preview.c json.c quote.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "boxkite/boxkite.h"
+#include "json.h"
 #include "keys.h"
 
 /* Exit codes (bkctl(1), EXIT STATUS). `exec` instead exits with the command's own status. */
@@ -175,7 +176,7 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
-int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv); /* client/cli/logs.c */
 int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
@@ -183,6 +184,44 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+
+/* A process's status in JSON, under key (client/cli/process.c). */
+void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps);
+
+/* --- bkctl logs' parts that need no server (client/cli/logs.c; tests/unit/test_bkctl_text.c) */
+
+/* ms since the epoch as RFC 3339 in UTC with milliseconds, "2026-12-02T10:20:30.123Z". */
+#define BKCTL_TIME_LEN 32
+void bkctl_format_time(int64_t ms, char out[BKCTL_TIME_LEN]);
+
+/* --since: a time ago ("90" or "90s", "10m", "2h", "1d", fractions allowed) from now_ms, or an RFC
+ * 3339 time ("2026-12-02T10:20:30Z", ".123" and "+01:00" allowed), as ms since the epoch: 0, or -1
+ * if s is neither. */
+int bkctl_parse_since(const char *s, int64_t now_ms, int64_t *since_ms);
+
+/* --tail N: the output's pieces, in order, as far as its last N lines need them (the earlier
+ * ones are let go as later ones come: at most N lines and a piece are kept). */
+typedef struct bkctl_tail_piece {
+	int stream;              /* enum bk_stream */
+	int64_t time_ms;
+	uint8_t *data;
+	size_t len;
+} bkctl_tail_piece;
+
+typedef struct bkctl_tail {
+	uint64_t lines;
+	bkctl_tail_piece *v;     /* v[head .. n) are kept */
+	size_t head, n;
+	uint64_t newlines;       /* in what is kept */
+} bkctl_tail;
+
+void bkctl_tail_init(bkctl_tail *t, uint64_t lines);
+/* Keep a copy of the next piece (out of memory, bkctl exits). */
+void bkctl_tail_add(bkctl_tail *t, int stream, int64_t time_ms, const uint8_t *data, size_t len);
+/* Where the last N lines start: piece index (v[index], or n for none) and the bytes of it to skip. A
+ * last line without its newline is a line. */
+size_t bkctl_tail_start(const bkctl_tail *t, size_t *skip);
+void bkctl_tail_free(bkctl_tail *t);
 
 /* --- The file commands' parts that need no server (client/cli/files.c; tested by
  * tests/unit/test_bkctl_files.c). */

@@ -354,10 +354,15 @@ static int stream_exit(const bkctl *ctl, const bk_process_status *ps)
 			ctl->prog, (double)ps->duration_us / 1e6);
 		return BKCTL_EXIT_EXEC_TIMEOUT;
 	}
-	if (ps->lease_expired)
-		fprintf(stderr, "%s: the command was killed because bkctl did not reach boxkited for %d s (its lease)\n",
+	/* Killed because we did not follow it (stopped with ^Z, or cut off from boxkited): bkctl's
+	 * failure, not the command's status, so 125 as bkctl exec --help says. */
+	if (ps->lease_expired) {
+		fprintf(stderr, "%s: the command was killed because bkctl did not reach boxkited for %d s (its lease: "
+				"a bkctl stopped or cut off that long counts as gone)\n",
 			ctl->prog, LEASE_MS / 1000);
-	else if (ps->oom_killed)
+		return BKCTL_EXIT_EXEC_FAILED;
+	}
+	if (ps->oom_killed)
 		fprintf(stderr, "%s: killed by the out-of-memory killer (memory limit)\n", ctl->prog);
 	else if (ps->signal && ps->signal != SIGINT && ps->signal != SIGPIPE) /* as a shell, quiet for those */
 		fprintf(stderr, "%s: killed by signal %d (%s)\n", ctl->prog, ps->signal, strsignal(ps->signal));

@@ -55,11 +55,12 @@ static const bkctl_command commands[] = {
 		    "the command's output as it is, control sequences too (without -t, on\n"
 		    "a terminal they are shown escaped, \\x1b: they are the command's)" }),
 	  "^C is passed to the command as SIGINT; a second ^C kills it and everything it started;\n"
-	  "SIGTERM or SIGHUP to bkctl stops it (SIGTERM, SIGKILL 5 s later). A bkctl that dies or loses\n"
-	  "boxkited leaves nothing running: the command is killed 15 s after bkctl last called. With\n"
-	  "-o json (one Exec call) stdin is read whole first, at most 8 MiB. Exit status: the command's;\n"
-	  "128+N if signal N killed it; 124 on timeout; 125 if bkctl or the server failed (the command\n"
-	  "did not run, or was killed when bkctl could not follow it).\n" },
+	  "SIGTERM or SIGHUP to bkctl stops it (SIGTERM, SIGKILL 5 s later). A bkctl that dies, loses\n"
+	  "boxkited or is stopped (^Z) leaves nothing running: the command is killed 15 s after bkctl\n"
+	  "last called. With -o json (one Exec call) stdin is read whole first, at most 8 MiB.\n"
+	  "Exit status: the command's; 128+N if signal N killed it; 124 on timeout; 125 if bkctl or the\n"
+	  "server failed (the command did not run, or was killed when bkctl could not follow it: a\n"
+	  "stopped bkctl exits 125 when it goes on).\n" },
 	{ "start", bkctl_start, "start a background process and print its id", "-- CMD [ARGS...] | --shell STRING",
 	  OPTIONS({ "stdin", 'i', 'i', NULL, "keep its stdin open for bkctl send (else it reads EOF)" },
 		  { "tty", 't', 't', NULL, "a terminal instead of pipes (its stderr is then on stdout)" },
@@ -81,14 +82,22 @@ static const bkctl_command commands[] = {
 	{ "ps", bkctl_ps, "list background processes, running and ended", "", NULL, "" },
 	{ "logs", bkctl_logs, "print a background process's output", "ID",
 	  OPTIONS({ "follow", 'f', 'f', NULL, "go on printing as it is produced, until the process ends" },
-		  { "from", 0, BKCTL_OPT_FROM, "N", "from byte offset N of the stream (default 0)" },
-		  { "stderr", 0, BKCTL_OPT_STDERR, NULL, "its stderr instead of its stdout" },
+		  { "tail", 'n', 'n', "N", "from its last N lines (default: all it keeps)" },
+		  { "since", 0, BKCTL_OPT_SINCE, "TIME",
+		    "what was written since TIME: a time ago (30s, 10m, 2h, 1d) or an\n"
+		    "RFC 3339 time (2026-01-02T15:04:05Z)" },
+		  { "timestamps", 't', 't', NULL, "each line after the time it was written (RFC 3339, UTC)" },
+		  { "stdout", 0, BKCTL_OPT_STDOUT, NULL, "its stdout alone" },
+		  { "stderr", 0, BKCTL_OPT_STDERR, NULL, "its stderr alone" },
+		  { "from", 0, BKCTL_OPT_FROM, "N", "from byte offset N of the one stream (stdout unless --stderr)" },
 		  { "raw", 0, BKCTL_OPT_RAW, NULL,
 		    "the output as it is, control sequences too (on a terminal they are\n"
 		    "shown escaped, \\x1b: they are the command's)" }),
-	  "Output the ring dropped before it was read is reported on stderr as bytes lost, with the\n"
-	  "offset output goes on from. -o json prints one read (at most 1 MiB) with the offset to go on\n"
-	  "from (\"next\").\n" },
+	  "Both streams by default, its stdout to ours and its stderr to ours, in the order boxkited\n"
+	  "read them (writes to the two closer together than its reads may show in either order, as\n"
+	  "with docker logs). Output the ring dropped before it was read is reported on stderr as\n"
+	  "bytes lost, with the offset output goes on from. -o json prints one read of one stream (at\n"
+	  "most 1 MiB) with the offset to go on from (\"next\").\n" },
 	{ "send", bkctl_send, "write to a background process's stdin", "ID [FILE]",
 	  OPTIONS({ "close", 0, BKCTL_OPT_CLOSE, NULL, "close its stdin after the data (the command reads EOF)" }),
 	  "Reads FILE (or our standard input, or - for it) to its end, in chunks as they come.\n",

@@ -17,8 +17,6 @@
 
 /* send: the most one ProcessWrite carries. */
 #define SEND_CHUNK (1u << 20)
-/* logs without -f: what one read asks of the stream. */
-#define LOGS_READ_MAX (1u << 20)
 
 /* The one positional argument most commands take: a process id. NULL after reporting a usage
  * error. */
@@ -60,7 +58,7 @@ static void status_text(const bk_process_status *ps, char *out, size_t size)
 		snprintf(out, size, "exited %d%s", ps->exit_code, why);
 }
 
-static void status_json(bk_json *j, const char *key, const bk_process_status *ps)
+void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps)
 {
 	bk_json_begin_object(j, key);
 	bk_json_bool(j, "running", ps->running);
@@ -242,7 +240,7 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				bk_json_bytes(&j, NULL, (const uint8_t *)procs[i].argv[a], strlen(procs[i].argv[a]));
 			bk_json_end_array(&j);
 			bk_json_bytes(&j, "tag", (const uint8_t *)procs[i].tag, strlen(procs[i].tag));
-			status_json(&j, "status", &procs[i].status);
+			bkctl_process_status_json(&j, "status", &procs[i].status);
 			bk_json_uint(&j, "expose_port", procs[i].expose_port);
 			bk_json_int(&j, "started_ms", procs[i].started_ms);
 			bk_json_bool(&j, "tty", procs[i].tty);
@@ -271,172 +269,6 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		}
 	}
 	bk_process_list_free(procs, n);
-	return BKCTL_EXIT_OK;
-}
-
-/* logs: the one stream shown, where it is, and what the other is skipped to. */
-typedef struct logs_state {
-	const bkctl *ctl;
-	int stream;              /* enum bk_stream */
-	bkctl_term out;          /* our stdout: control sequences escaped on a terminal */
-} logs_state;
-
-static bool logs_output(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len)
-{
-	logs_state *l = arg;
-	int ret = 0;
-
-	(void)offset;
-	if (stream == l->stream)
-		ret = bkctl_term_write(&l->out, data, len);
-	return ret != -EPIPE; /* false: nobody reads us any more */
-}
-
-static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
-{
-	logs_state *l = arg;
-
-	if (stream == l->stream)
-		fprintf(stderr, "%s: %llu bytes lost: the ring dropped them before they were read; "
-				"output goes on from offset %llu\n",
-			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
-}
-
-/* Where the stream not shown ends now, so that reads skip what it already holds, and whether
- * the process still runs. */
-static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, bk_status *st)
-{
-	bk_process_info *procs;
-	size_t n;
-	int code = bk_process_list(c, &procs, &n, st);
-
-	if (code != BK_OK)
-		return code;
-	*end = 0;
-	*running = false;
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(procs[i].id, id) == 0) {
-			*end = stream == BK_STREAM_STDERR ? procs[i].stdout_end : procs[i].stderr_end;
-			*running = procs[i].status.running;
-		}
-	}
-	bk_process_list_free(procs, n);
-	return BK_OK;
-}
-
-/* logs without -f: what the stream holds from `from` to its end now. With -o json, one read's
- * answer (at most LOGS_READ_MAX bytes): "next" says where the following call goes on. */
-static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state *l, uint64_t from, uint64_t other,
-		     bk_status *st)
-{
-	for (;;) {
-		uint64_t so = l->stream == BK_STREAM_STDOUT ? from : other;
-		uint64_t se = l->stream == BK_STREAM_STDERR ? from : other;
-		bk_process_output o;
-		bk_stream_chunk *ch;
-		bool done;
-		int code = bk_process_read(c, id, so, se, LOGS_READ_MAX, 0, &o, st);
-
-		if (code != BK_OK)
-			return code;
-		ch = l->stream == BK_STREAM_STDERR ? &o.err : &o.out;
-		if (ctl->json) {
-			bk_json j = { .out = stdout };
-			bk_json_begin_object(&j, NULL);
-			bk_json_string(&j, "process_id", id);
-			bk_json_string(&j, "stream", l->stream == BK_STREAM_STDERR ? "stderr" : "stdout");
-			bk_json_uint(&j, "offset", ch->offset);
-			bk_json_uint(&j, "lost", ch->lost);
-			bk_json_bytes(&j, "data", ch->data, ch->len);
-			bk_json_uint(&j, "next", ch->offset + ch->len);
-			bk_json_uint(&j, "end", ch->end);
-			bk_json_bool(&j, "eof", ch->eof);
-			status_json(&j, "status", &o.status);
-			bk_json_end_object(&j);
-			bk_process_output_free(&o);
-			return BK_OK;
-		}
-		if (ch->lost)
-			logs_lost(l, l->stream, ch->offset, ch->lost);
-		done = !logs_output(l, l->stream, ch->offset, ch->data, ch->len);
-		from = ch->offset + ch->len;
-		other = l->stream == BK_STREAM_STDERR ? o.out.end : o.err.end;
-		done = done || !ch->len || from >= ch->end;
-		bk_process_output_free(&o);
-		if (done)
-			return BK_OK;
-	}
-}
-
-int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
-{
-	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
-	bool raw = false;
-	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
-	uint64_t from = 0, other = 0;
-	bool follow = false, running;
-	const char *id;
-	char *end;
-	bk_status st;
-	bk_client *c;
-	int opt, help = 0, code;
-
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
-		switch (opt) {
-		case 'f':
-			follow = true;
-			break;
-		case BKCTL_OPT_FROM:
-			errno = 0;
-			from = strtoull(optarg, &end, 10);
-			if (end == optarg || *end || errno || optarg[0] == '-') {
-				fprintf(stderr, "%s: --from %s: expected a byte offset\n", ctl->prog, optarg);
-				return BKCTL_EXIT_USAGE;
-			}
-			break;
-		case BKCTL_OPT_STDERR:
-			l.stream = BK_STREAM_STDERR;
-			break;
-		case BKCTL_OPT_RAW:
-			raw = true;
-			break;
-		default:
-			return BKCTL_EXIT_USAGE;
-		}
-	}
-	if (help)
-		return BKCTL_EXIT_OK;
-	if (!(id = one_id(cmd, argc, argv)))
-		return BKCTL_EXIT_USAGE;
-	if (follow && ctl->json) {
-		fprintf(stderr, "%s: -f streams the output as text; -o json reads what is there now\n", ctl->prog);
-		return BKCTL_EXIT_USAGE;
-	}
-	bkctl_term_init(&l.out, STDOUT_FILENO, raw);
-	c = bkctl_connect(ctl, &code);
-	if (!c)
-		return code;
-	code = other_end(c, id, l.stream, &other, &running, &st);
-	/* An ended process's last bytes may reach its rings just after its end: following it returns
-	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
-	if (code == BK_OK && (follow || (!running && !ctl->json))) {
-		uint64_t so = l.stream == BK_STREAM_STDOUT ? from : other;
-		uint64_t se = l.stream == BK_STREAM_STDERR ? from : other;
-		code = bk_process_follow(c, id, &so, &se, &h, NULL, &st);
-		if (code == BK_CANCELLED)
-			code = BK_OK; /* our stdout was closed */
-	} else if (code == BK_OK) {
-		code = logs_once(ctl, c, id, &l, from, other, &st);
-	}
-	bkctl_term_flush(&l.out);
-	bk_client_close(c);
-	if (code != BK_OK) {
-		code = bkctl_fail(ctl, &st);
-		if (st.code == BK_OUT_OF_RANGE)
-			fprintf(stderr, "%s: --from %llu is past what the process has written so far (bkctl ps shows it)\n",
-				ctl->prog, (unsigned long long)from);
-		return code;
-	}
 	return BKCTL_EXIT_OK;
 }
 
@@ -643,7 +475,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);
 		bk_json_string(&j, "process_id", id);
-		status_json(&j, "status", &ps);
+		bkctl_process_status_json(&j, "status", &ps);
 		bk_json_end_object(&j);
 	} else {
 		char text[64];

@@ -59,10 +59,19 @@ static void *bar_thread(void *arg)
 		pthread_mutex_lock(&b->lock);
 		if (code != BK_OK || !p.running || b->done)
 			continue;
-		/* A push learns its total only at its end: bytes so far, files so far. */
-		bkctl_progress_line(line, sizeof(line), p.bytes_done, p.bytes_total ? p.bytes_total : p.bytes_done,
-				    (double)bk_elapsed_us(&start) / 1e6, (size_t)p.files_done,
-				    (size_t)(p.files_total ? p.files_total : p.files_done));
+		if (strcmp(p.operation, "push") == 0) {
+			/* A push learns its total only at its end: what it did so far, this push's own
+			 * work (an unchanged file is walked, not read: its bytes are not this push's). */
+			char walked[32], up[32];
+			bkctl_human_bytes(p.bytes_done, walked, sizeof(walked));
+			bkctl_human_bytes(p.bytes_uploaded, up, sizeof(up));
+			snprintf(line, sizeof(line), "%llu files (%s) walked, %llu read, %llu blobs uploaded (%s)  %.1f s",
+				 (unsigned long long)p.files_done, walked, (unsigned long long)p.files_read,
+				 (unsigned long long)p.blobs_uploaded, up, (double)bk_elapsed_us(&start) / 1e6);
+		} else {
+			bkctl_progress_line(line, sizeof(line), p.bytes_done, p.bytes_total, (double)bk_elapsed_us(&start) / 1e6,
+					    (size_t)p.files_done, (size_t)p.files_total);
+		}
 		fprintf(stderr, "\r\033[K%s %s", p.operation, line);
 		b->drawn = true;
 	}

@@ -472,6 +472,15 @@ typedef struct bk_process_handlers {
 	 * here on other threads may write, signal or resize it. Return false not to follow it (it
 	 * is killed and removed; the call returns BK_CANCELLED). */
 	bool (*started)(void *arg, const char *id);
+	/* May be NULL. Set, it is called instead of output: both streams' bytes in the order
+	 * boxkited read them (docs/PROTOCOL.md, "ProcessRead": its marks), each piece with the wall
+	 * clock time it was read (ms since the Unix epoch). Writes to the two streams closer
+	 * together than boxkited's reads of them may come in either order (as with docker logs). */
+	bool (*output_at)(void *arg, int stream, uint64_t offset, int64_t time_ms, const uint8_t *data, size_t len);
+	/* Stop once both streams are read as far as they reached at the first read (BK_OK, *status
+	 * the process's status then, running or not): what a process wrote so far, without
+	 * waiting for more. */
+	bool until_now;
 	void *arg;
 } bk_process_handlers;
 
@@ -562,6 +571,7 @@ typedef struct bk_sync_progress {
 	char operation[8];       /* "push", "pull", "" */
 	char snapshot[BK_SNAPSHOT_ID_MAX + 1];
 	uint64_t files_done, bytes_done, files_total, bytes_total, blobs_uploaded;
+	uint64_t files_read, bytes_uploaded; /* push: files read (new or changed), bytes put in the store */
 	int64_t started_ms;
 	int status;              /* once ended */
 	char message[512];

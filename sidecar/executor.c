@@ -32,6 +32,7 @@
 #include "exec/netns.h"
 #include "exec/sandbox.h"
 #include "exec/spawn.h"
+#include "exec/userns.h"
 #include "files/fileworker.h"
 #include "keys.h"
 #include "log.h"
@@ -64,6 +65,7 @@ struct executor {
 	bk_roots roots;       /* cfg's */
 	int epfd;
 	int self_net;         /* our own network namespace, to come back to after a Connect */
+	int userns;           /* the sandbox's user namespace, made before the drop, until the spawner takes it */
 	uint32_t armed;     /* the events the channel is registered for */
 	bk_seccomp seccomp;
 	bk_spawner spawner;
@@ -725,6 +727,20 @@ static int executor_setup(struct executor *ex)
 		bk_error_free(err);
 		return -1;
 	}
+	/* The sandbox's own user namespace: the kernel's per-user limits counted per sandbox. Made
+	 * before the executor narrows itself: mapping root needs CAP_SETFCAP, which it then drops.
+	 * Where none can be made, every sandbox of the node shares them, and the profile says so. */
+	uid_t owner;
+	ret = bk_userns_make(&owner, &err);
+	if (ret < 0) {
+		bk_log(BK_LOG_ERROR, "executor: no user namespace of the sandbox's own (%s): the kernel's per-user "
+				     "limits are shared with every sandbox of uid %u",
+		       bk_error_msg(err), (unsigned)scfg.uid);
+		bk_error_free(err);
+		err = NULL;
+	} else {
+		ex->userns = ret;
+	}
 	/* An executor with more privilege than it documents does not run. */
 	if (drop_capabilities() < 0) {
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
@@ -735,6 +751,12 @@ static int executor_setup(struct executor *ex)
 		bk_error_free(err);
 		return -1;
 	}
+	if (ex->userns >= 0) {
+		ex->spawner.userns = TAKE_FD(ex->userns);
+		/* Joining it gives a process every capability there, the bounding set full: all of it
+		 * is dropped then, not only what the executor's set held. */
+		ex->spawner.creds.bounding = bk_capbset_all();
+	}
 	if (ex->cgroups.mode == BK_CGROUP_NONE)
 		bk_log(BK_LOG_ERROR, "executor: no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
 	if (bk_netns_pool_start(&ex->netns, NETNS_POOL_DEPTH, &err) < 0) {
@@ -743,8 +765,8 @@ static int executor_setup(struct executor *ex)
 		err = NULL;
 	}
 	snprintf(ex->profile, sizeof(ex->profile),
-		 "bk1:netns-fresh,pidns-nested,uid-%u,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
-		 ex->seccomp.id,
+		 "bk1:netns-fresh,pidns-nested,uid-%u,userns-%s,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
+		 ex->spawner.userns >= 0 ? "own" : "none", ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
 	/* A restarted sidecar: what the last executor ran must not run on unwatched. */
@@ -778,6 +800,7 @@ static void executor_teardown(struct executor *ex)
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
 	ex->self_net = bk_close(ex->self_net);
+	ex->userns = bk_close(ex->userns);
 	bk_seccomp_free(&ex->seccomp);
 	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
@@ -847,7 +870,7 @@ static int receive_configure(struct executor *ex)
 
 int bk_executor_main(int sock)
 {
-	struct executor ex = { .epfd = -1, .self_net = -1 };
+	struct executor ex = { .epfd = -1, .self_net = -1, .userns = -1 };
 	sigset_t none;
 	int status = 0;
 

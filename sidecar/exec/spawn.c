@@ -156,7 +156,11 @@ static int exec_child(void *arg)
 	if (root_fd < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
-	/* 5. The sandbox user, no capabilities in any set, no_new_privs. */
+	/* 5. The sandbox's user namespace, where the per-user limits of the kernel are the sandbox's
+	 *    own (exec/userns.h) — everything above needed the node's; then the sandbox user, no
+	 *    capabilities in any set, no_new_privs. */
+	if (c->sp->userns >= 0 && setns(c->sp->userns, CLONE_NEWUSER) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_USERNS);
 	bk_step failed = bk_child_drop_privileges(&c->sp->creds);
 	if (failed)
 		bk_child_fail(rfd, failed);
@@ -240,7 +244,7 @@ int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_
 		     bk_error **err)
 {
 	memset(sp, 0, sizeof(*sp));
-	sp->self_pidns = sp->init_fd = -1;
+	sp->self_pidns = sp->init_fd = sp->userns = -1;
 	/* Opened here, outside any sandbox, and executed by descriptor in each exec's mount
 	 * namespace: the sandbox's root need not hold it, and nothing in the sandbox can swap it. */
 	sp->init_fd = open(init_path, O_RDONLY | O_CLOEXEC);
@@ -277,6 +281,7 @@ void bk_spawner_fini(bk_spawner *sp)
 	sp->stack = NULL;
 	sp->self_pidns = bk_close(sp->self_pidns);
 	sp->init_fd = bk_close(sp->init_fd);
+	sp->userns = bk_close(sp->userns);
 }
 
 /* An exec child bk_spawn made and is leaving without handing over: killed and reaped. */

@@ -27,6 +27,7 @@ typedef struct bk_spawner {
 	const bk_seccomp *seccomp;
 	bk_child_creds creds;
 	int init_fd;      /* boxkite-init, executed by descriptor as each exec's PID 1 */
+	int userns;       /* the sandbox's user namespace (exec/userns.h), joined before the drop; -1: none */
 	int self_pidns;   /* our own PID namespace, to restore pid_for_children after a clone */
 	void *stack;      /* the one child stack: CLONE_VFORK keeps the parent off it until execve */
 	size_t stack_size;

@@ -3444,7 +3444,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[29] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[30] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3475,11 +3475,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
   { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
+  { "STEP_USERNS", "BOXKITE__EXECUTOR__STEP__STEP_USERNS", 29 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 29}
+{0, 0},{0, 30}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[29] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[30] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3510,6 +3511,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
   { "STEP_TERMINAL", 27 },
+  { "STEP_USERNS", 29 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3518,9 +3520,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  29,
+  30,
   boxkite__executor__step__enum_values_by_number,
-  29,
+  30,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -103,7 +103,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * a devpts instance of the exec's own on /dev/pts
    */
-  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28,
+  /*
+   * joining the sandbox's user namespace (sidecar/exec/userns.h)
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_USERNS = 29
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

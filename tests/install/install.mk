@@ -6,12 +6,14 @@
 #                      make install into a scratch root's /usr/local: the program starts with no
 #                      rpath (ldconfig ran), and make uninstall removes exactly what install put.
 #   test_2_walkthrough the commands of README.md's walkthrough, extracted from it (so the two
-#                      cannot drift), run as written by bash in a scratch root (a mount and PID
-#                      namespace of its own, pivoted into a tmpfs that shows the host's /usr and
-#                      /etc through overlays): their output is checked against what README.md
-#                      shows, and nothing lands on the machine itself.
+#                      cannot drift), run as written by bash in a scratch root (a mount, PID and
+#                      network namespace of its own, pivoted into a tmpfs that shows the host's
+#                      /usr and /etc through overlays): their output is checked against what
+#                      README.md shows, from make install through processes and a preview to
+#                      stopping the daemon, and nothing lands on the machine itself.
 #   test_3_make_run    make run's script leaves nothing behind; KEEP=1 through a pipe ends;
-#                      make run-stop stops the daemon it kept and removes its directory.
+#                      make run-stop stops the daemon it kept and removes its directory; README's
+#                      set-up (make deps, make run) as written in a scratch root.
 #   test_4_completion  bkctl completion bash and zsh, run by the real shells: what each command's
 #                      --help lists is what completes, and what completes is what bkctl takes.
 #   test_5_deps        make deps installs what the build links and nothing of the tests'; make

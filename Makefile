@@ -62,7 +62,7 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
-              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c) \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c meminfo.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c completion.c report.c exec.c process.c logs.c doctor.c files.c kube.c verify.c sync.c \

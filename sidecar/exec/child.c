@@ -46,6 +46,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_TERMINAL] = "terminal",
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
 	[BOXKITE__EXECUTOR__STEP__STEP_USERNS] = "join the sandbox's user namespace",
+	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO] = "mount /proc/meminfo",
 };
 
 /* A step a child can fail at (STEP_NONE is not one). */

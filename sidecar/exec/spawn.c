@@ -44,6 +44,32 @@ static int netns_flag(const bk_spawn_request *rq)
 	return rq->netns >= 0 ? 0 : CLONE_NEWNET;
 }
 
+/* text as /proc/meminfo, read-only: a file on a tmpfs mounted for the purpose on /proc/sys (a
+ * directory every exec has, and only for the moment), bound over /proc/meminfo, and the tmpfs
+ * detached again. Raw system calls only. */
+static int mount_meminfo(const char *text)
+{
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	while (text[len])
+		len++;
+	if (mount("tmpfs", "/proc/sys", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0700") < 0)
+		return -1;
+	fd = open("/proc/sys/meminfo", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	n = fd >= 0 ? write(fd, text, len) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)len || mount("/proc/sys/meminfo", "/proc/meminfo", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/proc/meminfo", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0) {
+		umount2("/proc/sys", MNT_DETACH);
+		return -1;
+	}
+	return umount2("/proc/sys", MNT_DETACH);
+}
+
 static int set_rlimit(int resource, uint64_t value)
 {
 	struct rlimit rl = { .rlim_cur = value, .rlim_max = value };
@@ -138,6 +164,11 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
+	/*    ...whose meminfo is the exec's memory limit, where a memory cgroup sets one: what free,
+	 *    top and the runtimes that size themselves by it see (exec/meminfo.h). Read-only: nothing
+	 *    in the exec can change what the next reader sees. */
+	if (rq->meminfo && mount_meminfo(rq->meminfo) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO);
 	/*    ...and a devpts instance of its own on /dev/pts (the sandbox's /dev/ptmx leads to it):
 	 *    the terminals it makes can be opened by its own processes only, none of another
 	 *    exec's is there to open — before, a process without a terminal read and wrote another

@@ -48,6 +48,7 @@ typedef struct bk_spawn_request {
 	bk_spawn_limits limits;
 	const bk_sandbox_ns *ns;
 	int netns;         /* a fresh network namespace from the pool (lo up), or -1: make one */
+	const char *meminfo; /* the exec's /proc/meminfo (exec/meminfo.h), or NULL: the node's */
 	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
 	unsigned short rows, cols;
 } bk_spawn_request;

@@ -3444,7 +3444,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[30] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[31] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3476,11 +3476,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[3
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
   { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
   { "STEP_USERNS", "BOXKITE__EXECUTOR__STEP__STEP_USERNS", 29 },
+  { "STEP_MOUNT_MEMINFO", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO", 30 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 30}
+{0, 0},{0, 31}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[30] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[31] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -3492,6 +3493,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
   { "STEP_MOUNT_DEVPTS", 28 },
+  { "STEP_MOUNT_MEMINFO", 30 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
   { "STEP_NONE", 0 },
@@ -3520,9 +3522,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  30,
+  31,
   boxkite__executor__step__enum_values_by_number,
-  30,
+  31,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

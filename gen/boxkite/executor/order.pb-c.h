@@ -107,7 +107,11 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * joining the sandbox's user namespace (sidecar/exec/userns.h)
    */
-  BOXKITE__EXECUTOR__STEP__STEP_USERNS = 29
+  BOXKITE__EXECUTOR__STEP__STEP_USERNS = 29,
+  /*
+   * the exec's own /proc/meminfo, its memory limit (sidecar/exec/meminfo.h)
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO = 30
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

@@ -16,10 +16,11 @@
 /* How long the server may hold a ProcessWrite whose process does not read before it answers
  * with what went in. */
 #define WRITE_WAIT_MS 60000
-/* Each read of bk_process_follow() long-polls this long. A call that waits keeps the process's
- * lease for its whole wait, also when its client died meanwhile (the server learns of that only
- * when it answers): short, so that a dead follower's lease runs out soon after. */
-#define FOLLOW_WAIT_MS 10000
+/* Each read of bk_process_follow() long-polls this long (BK_FOLLOW_POLL_MS). A call that waits
+ * keeps the process's lease for its whole wait, also when its client died meanwhile (the server
+ * learns of that only when it answers): short, so that a dead follower's lease runs out soon
+ * after. */
+#define FOLLOW_WAIT_MS BK_FOLLOW_POLL_MS
 /* A process that ended while a stream is still open (a descendant held it, and the server has
  * not seen it close yet) answers reads at once: between two such reads, this pause. */
 #define FOLLOW_DRAIN_PAUSE_NS (50 * 1000 * 1000)
@@ -574,6 +575,10 @@ int bk_reset(bk_client *c, const bk_reset_request *rq, bk_reset_result *out, bk_
 	memset(out, 0, sizeof(*out));
 	if (rq && (rq->new_key_id || rq->new_key)) {
 		bk_error *err = NULL;
+		if (!rq->new_key || rq->new_key_len != BK_RESET_KEY_LEN)
+			return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+					     "the new key is %zu bytes: a reset installs a key of %d bytes", rq->new_key_len,
+					     BK_RESET_KEY_LEN);
 		/* The next tenant's secret travels in the request's body, which the MAC authenticates
 		 * but does not hide. */
 		if (!bk_client_private(c))

@@ -436,6 +436,11 @@ class StdinKillWaitPrune(unittest.TestCase):
         bkit.defer(D.bkctl, "kill", "-s", "KILL", pid)
         r = D.bkctl("wait", "--timeout", "0.5", pid)
         self.assertEqual((r.returncode, r.stdout), (1, "%s running\n" % pid), r.stderr)
+        # A long-poll longer than the client's own timeout (--timeout before the command: 1 s) is
+        # not cut by it: the wait asked for comes on top (boxkite.h, "Timeouts").
+        r = D.bkctl("--timeout", "1", "wait", "--timeout", "3", pid)
+        self.assertEqual((r.returncode, r.stdout), (1, "%s running\n" % pid), r.stderr)
+        self.assertNotIn("DEADLINE_EXCEEDED", r.stderr)
 
     def test_max_runtime_and_an_exit_code(self):
         pid = start("--max-runtime", "1", "--", "sleep", "60")

@@ -53,7 +53,11 @@ static const bkctl_command commands[] = {
 		    "--exec-output, 1M; at most its --exec-output-max)" },
 		  { "raw", 0, BKCTL_OPT_RAW, NULL,
 		    "the command's output as it is, control sequences too (without -t, on\n"
-		    "a terminal they are shown escaped, \\x1b: they are the command's)" }),
+		    "a terminal they are shown escaped, \\x1b: they are the command's)" },
+		  { "allow-net", 0, BKCTL_OPT_ALLOW_NET, "HOST:PORT",
+		    "let the command reach HOST:PORT through the sidecar's egress proxy\n"
+		    "(a name, *.DOMAIN, an address or CIDR; a port or *), within\n"
+		    "boxkited's --egress-allow; repeatable. Without it: no network" }),
 	  "^C is passed to the command as SIGINT; a second ^C kills it and everything it started;\n"
 	  "SIGTERM or SIGHUP to bkctl stops it (SIGTERM, SIGKILL 5 s later). A bkctl that dies, loses\n"
 	  "boxkited or is stopped (^Z) leaves nothing running: the command is killed 15 s after bkctl\n"
@@ -76,7 +80,8 @@ static const bkctl_command commands[] = {
 		    "reader (logs -f) instead of losing its oldest bytes" },
 		  { "workdir", 'w', 'w', "DIR", "working directory, as for exec" },
 		  { "env", 'e', 'e', "NAME=VALUE", ENV_HELP },
-		  { "shell", 's', 's', "STRING", SHELL_HELP }),
+		  { "shell", 's', 's', "STRING", SHELL_HELP },
+		  { "allow-net", 0, BKCTL_OPT_ALLOW_NET, "HOST:PORT", "as for exec (not with --expose)" }),
 	  "It runs with exec's isolation until it ends, is killed, or boxkited resets; its record stays\n"
 	  "(ps, logs, wait) until bkctl prune.\n" },
 	{ "ps", bkctl_ps, "list background processes, running and ended", "", NULL, "" },

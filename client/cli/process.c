@@ -100,6 +100,7 @@ static int parse_signal(const char *s, int *sig)
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	_cleanup_free_ const char **allow = calloc((size_t)argc, sizeof(*allow));
 	bk_process_request rq = { 0 };
 	bk_process_started started;
 	bk_status st;
@@ -108,7 +109,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	unsigned long port;
 	char *end;
 
-	if (!env) {
+	if (!env || !allow) {
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_STATUS;
 	}
@@ -148,6 +149,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case BKCTL_OPT_LOSSLESS:
 			rq.lossless = true;
 			break;
+		case BKCTL_OPT_ALLOW_NET:
+			allow[rq.n_allow_net++] = optarg;
+			break;
 		case 'w':
 			rq.cwd = optarg;
 			break;
@@ -171,6 +175,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
+	rq.allow_net = rq.n_allow_net ? allow : NULL;
 	/* The size of the terminal bkctl runs on, if it does; else the server's 24x80. */
 	if (rq.tty && bkctl_terminal_size(&rq.rows, &rq.cols) < 0)
 		rq.rows = rq.cols = 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egresspolicy.h"
 
 static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_PIDNS] = "new PID namespace",
@@ -46,6 +47,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_TERMINAL] = "terminal",
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
 	[BOXKITE__EXECUTOR__STEP__STEP_USERNS] = "join the sandbox's user namespace",
+	[BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA] = "egress CA bundle at " BK_EGRESS_CA_DIR,
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO] = "mount /proc/meminfo",
 };
 

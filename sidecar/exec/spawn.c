@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "egresspolicy.h"
 #include "cleanup.h"
 #include "exec/init/init_status.h"
 
@@ -33,6 +34,7 @@ struct child_ctx {
 	int stdin_r, stdout_w, stderr_w, report_w, status_w;
 	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
 	int *pidfd; /* of the exec's init, however it was made (bk_spawn's) */
+	char ca_opts[64]; /* the CA tmpfs's mount options, made before the clone */
 };
 
 #define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_PIDFD)
@@ -42,32 +44,6 @@ struct child_ctx {
 static int netns_flag(const bk_spawn_request *rq)
 {
 	return rq->netns >= 0 ? 0 : CLONE_NEWNET;
-}
-
-/* text as /proc/meminfo, read-only: a file on a tmpfs mounted for the purpose on /proc/sys (a
- * directory every exec has, and only for the moment), bound over /proc/meminfo, and the tmpfs
- * detached again. Raw system calls only. */
-static int mount_meminfo(const char *text)
-{
-	size_t len = 0;
-	ssize_t n;
-	int fd;
-
-	while (text[len])
-		len++;
-	if (mount("tmpfs", "/proc/sys", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0700") < 0)
-		return -1;
-	fd = open("/proc/sys/meminfo", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-	n = fd >= 0 ? write(fd, text, len) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n != (ssize_t)len || mount("/proc/sys/meminfo", "/proc/meminfo", NULL, MS_BIND, NULL) < 0 ||
-	    mount(NULL, "/proc/meminfo", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) < 0) {
-		umount2("/proc/sys", MNT_DETACH);
-		return -1;
-	}
-	return umount2("/proc/sys", MNT_DETACH);
 }
 
 static int set_rlimit(int resource, uint64_t value)
@@ -117,6 +93,64 @@ out:
 	return ret;
 }
 
+/* A tmpfs mounted on dir (with opts) holding one file, path, of len bytes of data, mode 0444,
+ * written as root: 0, or -1 (errno says why). Raw system calls only. */
+static int tmpfs_file(const char *dir, const char *opts, const char *path, const char *data, size_t len)
+{
+	size_t off = 0;
+	int fd;
+
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		return -1;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -1;
+	while (off < len) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	/* Closed first: a file open for writing keeps a remount read-only busy. */
+	close(fd);
+	if (off != len) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Step 2, for a grant that reaches a brokered destination: the proxy's CA bundle, in a tmpfs of
+ * the exec's own on the sandbox's BK_EGRESS_CA_DIR, written as root and then read-only — the
+ * command can read what it trusts, and change nothing of it. */
+static int mount_ca(const struct child_ctx *c)
+{
+	const bk_spawn_request *rq = c->rq;
+
+	if (tmpfs_file(BK_EGRESS_CA_DIR, c->ca_opts, BK_EGRESS_CA_FILE, rq->ca_bundle, rq->ca_len) < 0)
+		return -1;
+	return mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+/* Step 2, where a memory cgroup limits the exec: text as its /proc/meminfo, read-only — a file on
+ * a tmpfs mounted for the purpose on /proc/sys (a directory every exec has, and only for the
+ * moment), bound over /proc/meminfo, and the tmpfs detached again. */
+static int mount_meminfo(const char *text)
+{
+	size_t len = 0;
+
+	while (text[len])
+		len++;
+	if (tmpfs_file("/proc/sys", "size=16k,mode=0700", "/proc/sys/meminfo", text, len) < 0 ||
+	    mount("/proc/sys/meminfo", "/proc/meminfo", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/proc/meminfo", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0) {
+		umount2("/proc/sys", MNT_DETACH);
+		return -1;
+	}
+	return umount2("/proc/sys", MNT_DETACH);
+}
+
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
  * from clone) until it becomes the exec's init. Each step is one of DESIGN.md §3, in order; any
  * failure is reported by name. */
@@ -128,12 +162,9 @@ static int exec_child(void *arg)
 	int root_fd, cwd_fd;
 
 	/* 0. A session of its own, without a controlling terminal: whatever terminal boxkited was
-	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. Then below
-	 *    boxkited in the CPU's eyes (child.h); raising one's nice value needs no privilege, and
-	 *    with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. */
 	if (setsid() < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SESSION);
-	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 
 	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
 	 *    (sidecar/exec/cgroup.h, "Staging"), so from its first instruction it is charged to its
@@ -176,6 +207,9 @@ static int exec_child(void *arg)
 	/*    (A container without /dev/pts has no terminal anywhere to reach: nothing to mount on.) */
 	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, BK_DEVPTS_OPTIONS) < 0 && errno != ENOENT)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS);
+	/*    ...with, for a brokered grant, what it is to trust... */
+	if (rq->ca_bundle && mount_ca(c) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA);
 	/*    ...and a cgroup namespace rooted at its own cgroup: /proc/self/cgroup shows "/", not
 	 *    the host's cgroup paths and the executor's pid. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
@@ -223,6 +257,12 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
 	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd }, 3) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
+	/*    Below boxkited in the CPU's eyes (child.h) from here on: not before, since the
+	 *    executor waits for this child (CLONE_VFORK), and every step above at nice 10 was one
+	 *    the rest of the machine could preempt with the executor held up behind it. Raising
+	 *    one's nice value needs no privilege, and with RLIMIT_NICE 0 (step 6) the command cannot
+	 *    lower it again. */
+	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 	if (bk_child_seccomp(c->sp->seccomp) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 
@@ -376,6 +416,8 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		return bk_error_errno(err, errno, "pipe2");
 	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0)
 		return bk_error_errno(err, errno, "socketpair for the terminal");
+	/* Room for the bundle, and no more files than it. */
+	snprintf(ctx.ca_opts, sizeof(ctx.ca_opts), "size=%zu,nr_inodes=4,mode=0755", rq->ca_len + 65536);
 	/* The init's command line: built here, the child may not allocate. */
 	while (rq->argv[argc])
 		argc++;

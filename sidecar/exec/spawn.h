@@ -48,6 +48,11 @@ typedef struct bk_spawn_request {
 	bk_spawn_limits limits;
 	const bk_sandbox_ns *ns;
 	int netns;         /* a fresh network namespace from the pool (lo up), or -1: make one */
+	/* A grant reaching a brokered destination: the egress proxy's CA bundle (read in the
+	 * child, CLONE_VM), written to a read-only tmpfs on BK_EGRESS_CA_DIR in the exec's mount
+	 * namespace. NULL: none. */
+	const char *ca_bundle;
+	size_t ca_len;
 	const char *meminfo; /* the exec's /proc/meminfo (exec/meminfo.h), or NULL: the node's */
 	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
 	unsigned short rows, cols;

@@ -61,20 +61,20 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
               $(addprefix server/runs/,ring.c marks.c runs.c exec.c process.c) \
-              $(addprefix server/files/,files.c fileindex.c) \
+              $(addprefix server/files/,files.c fileindex.c watch.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c \
                 meminfo.c) \
-              $(addprefix sidecar/files/,fsops.c fileworker.c)
+              $(addprefix sidecar/files/,fsops.c fileworker.c watcher.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
               egress/confine.c
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c completion.c report.c exec.c process.c logs.c doctor.c files.c kube.c verify.c sync.c \
-              preview.c json.c quote.c)
+              preview.c json.c quote.c watch.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))

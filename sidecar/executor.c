@@ -549,7 +549,7 @@ static void files_stop(struct executor *ex)
 static void files_start(struct executor *ex)
 {
 	const bk_fileworker_config fcfg = { .roots = &ex->roots, .creds = &ex->spawner.creds,
-					    .filter = &ex->files_filter };
+					    .filter = &ex->files_filter, .userns = ex->spawner.userns };
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__FilesReady ready = BOXKITE__EXECUTOR__FILES_READY__INIT;
 	bk_error *err = NULL;

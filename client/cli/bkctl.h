@@ -185,6 +185,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* A process's status in JSON, under key (client/cli/process.c). */
 void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps);

@@ -100,7 +100,7 @@ class ReadmeWalkthrough(unittest.TestCase):
         commands = [cmd for cmd, _ in steps]
         stop = commands.index("kill %1")
         self.assertEqual(stop, len(commands) - 1, "the daemon is stopped before the walkthrough's end")
-        for needed in ("bkctl start", "bkctl ps", "bkctl preview", "bkctl logs", "bkctl kill"):
+        for needed in ("bkctl watch", "bkctl start", "bkctl ps", "bkctl preview", "bkctl logs", "bkctl kill"):
             self.assertTrue(any(needed in c for c in commands[:stop]), "%s is not in the walkthrough" % needed)
         self.assertIn("--preview-listen", [c for c in commands if c.startswith("boxkited ")][0])
         path = os.path.join(self.tmp, "walkthrough.sh")

@@ -38,11 +38,13 @@ static int sandbox_init(void)
 	if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		perror("boxkite-init: PR_SET_CHILD_SUBREAPER");
 
+	/* Exactly these blocked (the executor started us with every signal blocked, so that none
+	 * sent meanwhile was lost): the others, unhandled, are ignored as by any PID 1. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigprocmask(SIG_SETMASK, &set, NULL);
 	for (;;) {
 		sig = sigwaitinfo(&set, NULL);
 		if (sig < 0) {
@@ -118,7 +120,8 @@ static int exec_init(int status_fd, char **argv)
 	pid_t child, pid;
 
 	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
-	 * before the command starts, so none sent meanwhile is lost. */
+	 * before the command starts (and since before our execve: the executor's child blocked them
+	 * all), so none sent meanwhile is lost. */
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	child = start_command(status_fd, argv);

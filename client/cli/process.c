@@ -319,9 +319,11 @@ static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
 			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
 }
 
-/* Where the stream not shown ends now, so that reads skip what it already holds, and whether
- * the process still runs. */
-static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, bk_status *st)
+/* Where the stream not shown ends now, so that reads skip what it already holds, whether the
+ * process still runs, and the epoch its id is of now (every read after names it: a boxkited
+ * restarted meanwhile is not followed into its own process of that id). */
+static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, uint64_t *epoch,
+		     bk_status *st)
 {
 	bk_process_info *procs;
 	size_t n;
@@ -335,6 +337,7 @@ static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bo
 		if (strcmp(procs[i].id, id) == 0) {
 			*end = stream == BK_STREAM_STDERR ? procs[i].stdout_end : procs[i].stderr_end;
 			*running = procs[i].status.running;
+			*epoch = procs[i].epoch;
 		}
 	}
 	bk_process_list_free(procs, n);
@@ -343,8 +346,8 @@ static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bo
 
 /* logs without -f: what the stream holds from `from` to its end now. With -o json, one read's
  * answer (at most LOGS_READ_MAX bytes): "next" says where the following call goes on. */
-static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state *l, uint64_t from, uint64_t other,
-		     bk_status *st)
+static int logs_once(const bkctl *ctl, bk_client *c, const char *id, uint64_t epoch, logs_state *l, uint64_t from,
+		     uint64_t other, bk_status *st)
 {
 	for (;;) {
 		uint64_t so = l->stream == BK_STREAM_STDOUT ? from : other;
@@ -352,7 +355,7 @@ static int logs_once(const bkctl *ctl, bk_client *c, const char *id, logs_state 
 		bk_process_output o;
 		bk_stream_chunk *ch;
 		bool done;
-		int code = bk_process_read(c, id, so, se, LOGS_READ_MAX, 0, &o, st);
+		int code = bk_process_read(c, id, &epoch, so, se, LOGS_READ_MAX, 0, &o, st);
 
 		if (code != BK_OK)
 			return code;
@@ -398,7 +401,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
 	bool raw = false;
 	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
-	uint64_t from = 0, other = 0;
+	uint64_t from = 0, other = 0, epoch = 0;
 	bool follow = false, running;
 	const char *id;
 	char *end;
@@ -441,17 +444,17 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = other_end(c, id, l.stream, &other, &running, &st);
+	code = other_end(c, id, l.stream, &other, &running, &epoch, &st);
 	/* An ended process's last bytes may reach its rings just after its end: following it returns
 	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
 	if (code == BK_OK && (follow || (!running && !ctl->json))) {
 		uint64_t so = l.stream == BK_STREAM_STDOUT ? from : other;
 		uint64_t se = l.stream == BK_STREAM_STDERR ? from : other;
-		code = bk_process_follow(c, id, &so, &se, &h, NULL, &st);
+		code = bk_process_follow(c, id, &epoch, &so, &se, &h, NULL, &st);
 		if (code == BK_CANCELLED)
 			code = BK_OK; /* our stdout was closed */
 	} else if (code == BK_OK) {
-		code = logs_once(ctl, c, id, &l, from, other, &st);
+		code = logs_once(ctl, c, id, epoch, &l, from, other, &st);
 	}
 	bkctl_term_flush(&l.out);
 	bk_client_close(c);
@@ -518,10 +521,10 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		}
 		if (n == 0) {
 			if (close_after)
-				code = bk_process_close_stdin(c, id, &st);
+				code = bk_process_close_stdin(c, id, 0, &st);
 			break;
 		}
-		code = bk_process_write(c, id, buf, (size_t)n, false, &written, &st);
+		code = bk_process_write(c, id, 0, buf, (size_t)n, false, &written, &st);
 		total += written;
 		if (code != BK_OK)
 			break;
@@ -560,7 +563,7 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = bk_process_close_stdin(c, id, &st);
+	code = bk_process_close_stdin(c, id, 0, &st);
 	bk_client_close(c);
 	return code == BK_OK ? BKCTL_EXIT_OK : bkctl_fail(ctl, &st);
 }
@@ -606,7 +609,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = bk_process_signal(c, id, sig, kill_after_ms, &st);
+	code = bk_process_signal(c, id, 0, sig, kill_after_ms, &st);
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
@@ -621,6 +624,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' }, { 0 } };
 	uint32_t timeout_ms = 0;
+	uint64_t epoch = 0;
 	struct timespec start;
 	bk_process_status ps;
 	const char *id;
@@ -643,12 +647,14 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!c)
 		return code;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	/* Long-polls of at most the server's maximum, until it ends or our --timeout is up. */
+	/* Long-polls of at most the server's maximum, until it ends or our --timeout is up; each after
+	 * the first names the epoch the first found, so that a boxkited restarted meanwhile is not
+	 * waited on for its own process of that id. */
 	for (;;) {
 		uint64_t waited_ms = bk_elapsed_us(&start) / 1000;
 		uint32_t left = timeout_ms ? (waited_ms >= timeout_ms ? 0 : timeout_ms - (uint32_t)waited_ms)
 					   : BK_PROCESS_LONG_POLL_MAX_MS;
-		code = bk_process_wait(c, id, left, &ps, &st);
+		code = bk_process_wait(c, id, &epoch, left, &ps, &st);
 		if (code != BK_OK || !ps.running || (timeout_ms && left == 0))
 			break;
 	}
@@ -694,7 +700,7 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			if (procs[i].status.running)
 				continue;
-			if (bk_process_remove(c, procs[i].id, &st) == BK_OK)
+			if (bk_process_remove(c, procs[i].id, procs[i].epoch, &st) == BK_OK)
 				removed++;
 			else
 				bkctl_failures_add(ctl, &f, procs[i].id, &st, NULL, NULL);
@@ -702,7 +708,7 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_process_list_free(procs, n);
 	} else {
 		for (int i = optind; i < argc; i++) {
-			if (bk_process_remove(c, argv[i], &st) == BK_OK)
+			if (bk_process_remove(c, argv[i], 0, &st) == BK_OK)
 				removed++;
 			else
 				bkctl_failures_add(ctl, &f, argv[i], &st, NULL, NULL);

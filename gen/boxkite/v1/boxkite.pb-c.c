@@ -5047,7 +5047,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor 
   (ProtobufCMessageInit) boxkite__v1__process_start_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[3] =
 {
   {
     "process_id",
@@ -5073,15 +5073,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_response__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   1,   /* field[1] = isolation_profile */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_start_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor =
 {
@@ -5091,7 +5104,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor
   "Boxkite__V1__ProcessStartResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartResponse),
-  2,
+  3,
   boxkite__v1__process_start_response__field_descriptors,
   boxkite__v1__process_start_response__field_indices_by_name,
   1,  boxkite__v1__process_start_response__number_ranges,
@@ -5304,7 +5317,7 @@ const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor =
   (ProtobufCMessageInit) boxkite__v1__stream_chunk__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[6] =
 {
   {
     "process_id",
@@ -5366,8 +5379,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_read_request__field_indices_by_name[] = {
+  5,   /* field[5] = epoch */
   3,   /* field[3] = max_bytes */
   0,   /* field[0] = process_id */
   2,   /* field[2] = stderr_offset */
@@ -5377,7 +5403,7 @@ static const unsigned boxkite__v1__process_read_request__field_indices_by_name[]
 static const ProtobufCIntRange boxkite__v1__process_read_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
 {
@@ -5387,14 +5413,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
   "Boxkite__V1__ProcessReadRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadRequest),
-  5,
+  6,
   boxkite__v1__process_read_request__field_descriptors,
   boxkite__v1__process_read_request__field_indices_by_name,
   1,  boxkite__v1__process_read_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_read_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[5] =
 {
   {
     "stdout",
@@ -5432,8 +5458,34 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_read_response__field_indices_by_name[] = {
+  4,   /* field[4] = epoch */
+  3,   /* field[3] = retry_after_ms */
   2,   /* field[2] = status */
   1,   /* field[1] = stderr */
   0,   /* field[0] = stdout */
@@ -5441,7 +5493,7 @@ static const unsigned boxkite__v1__process_read_response__field_indices_by_name[
 static const ProtobufCIntRange boxkite__v1__process_read_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor =
 {
@@ -5451,14 +5503,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor 
   "Boxkite__V1__ProcessReadResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadResponse),
-  3,
+  5,
   boxkite__v1__process_read_response__field_descriptors,
   boxkite__v1__process_read_response__field_indices_by_name,
   1,  boxkite__v1__process_read_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[4] =
 {
   {
     "process_id",
@@ -5496,16 +5548,29 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWriteRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_write_request__field_indices_by_name[] = {
   2,   /* field[2] = close */
   1,   /* field[1] = data */
+  3,   /* field[3] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_write_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor =
 {
@@ -5515,14 +5580,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor 
   "Boxkite__V1__ProcessWriteRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWriteRequest),
-  3,
+  4,
   boxkite__v1__process_write_request__field_descriptors,
   boxkite__v1__process_write_request__field_indices_by_name,
   1,  boxkite__v1__process_write_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_write_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field_descriptors[2] =
 {
   {
     "written",
@@ -5536,14 +5601,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWriteResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_write_response__field_indices_by_name[] = {
+  1,   /* field[1] = retry_after_ms */
   0,   /* field[0] = written */
 };
 static const ProtobufCIntRange boxkite__v1__process_write_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_write_response__descriptor =
 {
@@ -5553,14 +5631,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_write_response__descriptor
   "Boxkite__V1__ProcessWriteResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWriteResponse),
-  1,
+  2,
   boxkite__v1__process_write_response__field_descriptors,
   boxkite__v1__process_write_response__field_indices_by_name,
   1,  boxkite__v1__process_write_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_write_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__field_descriptors[2] =
 {
   {
     "process_id",
@@ -5574,14 +5652,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessCloseStdinRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_close_stdin_request__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_close_stdin_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_request__descriptor =
 {
@@ -5591,7 +5682,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_request__descr
   "Boxkite__V1__ProcessCloseStdinRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessCloseStdinRequest),
-  1,
+  2,
   boxkite__v1__process_close_stdin_request__field_descriptors,
   boxkite__v1__process_close_stdin_request__field_indices_by_name,
   1,  boxkite__v1__process_close_stdin_request__number_ranges,
@@ -5616,7 +5707,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_response__desc
   (ProtobufCMessageInit) boxkite__v1__process_close_stdin_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[4] =
 {
   {
     "process_id",
@@ -5654,8 +5745,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessSignalRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_signal_request__field_indices_by_name[] = {
+  3,   /* field[3] = epoch */
   2,   /* field[2] = kill_after_ms */
   0,   /* field[0] = process_id */
   1,   /* field[1] = signal */
@@ -5663,7 +5767,7 @@ static const unsigned boxkite__v1__process_signal_request__field_indices_by_name
 static const ProtobufCIntRange boxkite__v1__process_signal_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor =
 {
@@ -5673,7 +5777,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor
   "Boxkite__V1__ProcessSignalRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessSignalRequest),
-  3,
+  4,
   boxkite__v1__process_signal_request__field_descriptors,
   boxkite__v1__process_signal_request__field_indices_by_name,
   1,  boxkite__v1__process_signal_request__number_ranges,
@@ -5698,7 +5802,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_signal_response__descripto
   (ProtobufCMessageInit) boxkite__v1__process_signal_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -5724,15 +5828,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_wait_request__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   0,   /* field[0] = process_id */
   1,   /* field[1] = wait_ms */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor =
 {
@@ -5742,14 +5859,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor =
   "Boxkite__V1__ProcessWaitRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWaitRequest),
-  2,
+  3,
   boxkite__v1__process_wait_request__field_descriptors,
   boxkite__v1__process_wait_request__field_indices_by_name,
   1,  boxkite__v1__process_wait_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_wait_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[3] =
 {
   {
     "status",
@@ -5763,14 +5880,40 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_wait_response__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
+  1,   /* field[1] = retry_after_ms */
   0,   /* field[0] = status */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor =
 {
@@ -5780,14 +5923,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor 
   "Boxkite__V1__ProcessWaitResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWaitResponse),
-  1,
+  3,
   boxkite__v1__process_wait_response__field_descriptors,
   boxkite__v1__process_wait_response__field_indices_by_name,
   1,  boxkite__v1__process_wait_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_wait_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -5813,15 +5956,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessResizeRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_resize_request__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   0,   /* field[0] = process_id */
   1,   /* field[1] = size */
 };
 static const ProtobufCIntRange boxkite__v1__process_resize_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor =
 {
@@ -5831,7 +5987,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor
   "Boxkite__V1__ProcessResizeRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessResizeRequest),
-  2,
+  3,
   boxkite__v1__process_resize_request__field_descriptors,
   boxkite__v1__process_resize_request__field_indices_by_name,
   1,  boxkite__v1__process_resize_request__number_ranges,
@@ -5856,7 +6012,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_resize_response__descripto
   (ProtobufCMessageInit) boxkite__v1__process_resize_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field_descriptors[2] =
 {
   {
     "process_id",
@@ -5870,14 +6026,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessRemoveRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_remove_request__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_remove_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor =
 {
@@ -5887,7 +6056,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor
   "Boxkite__V1__ProcessRemoveRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessRemoveRequest),
-  1,
+  2,
   boxkite__v1__process_remove_request__field_descriptors,
   boxkite__v1__process_remove_request__field_indices_by_name,
   1,  boxkite__v1__process_remove_request__number_ranges,
@@ -6072,7 +6241,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_list_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__process_list_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_descriptors[2] =
 {
   {
     "processes",
@@ -6086,14 +6255,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessListResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_list_response__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = processes */
 };
 static const ProtobufCIntRange boxkite__v1__process_list_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor =
 {
@@ -6103,7 +6285,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor 
   "Boxkite__V1__ProcessListResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessListResponse),
-  1,
+  2,
   boxkite__v1__process_list_response__field_descriptors,
   boxkite__v1__process_list_response__field_indices_by_name,
   1,  boxkite__v1__process_list_response__number_ranges,

@@ -17,7 +17,7 @@ OPT        := -O2 -g
 endif
 
 # The soname's number is the ABI's, not the release's: docs/ABI.md says what changes it.
-SONAME_MAJOR := 4
+SONAME_MAJOR := 5
 VERSION      := $(shell sed -n 's/.*BK_VERSION "\(.*\)"/\1/p' common/version.h)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -35,19 +35,23 @@ LDLIBS_FRONT  := -lnng -lprotobuf-c -lcrypto -lcap -lzstd -lcurl -lpthread
 LDLIBS_EXEC   := -lprotobuf-c -lcrypto -lcap -lseccomp -lpthread
 LDLIBS_SERVER := $(sort $(LDLIBS_FRONT) $(LDLIBS_EXEC))
 LDLIBS_CLIENT := -lnng -lprotobuf-c -lcrypto -lzstd -lpthread
+LDLIBS_EGRESS := -lprotobuf-c -lssl -lcrypto -lcap -lseccomp -lpthread
 
 PROTO_V1   := proto/boxkite/v1/boxkite.proto
 PROTO_EXEC := proto/boxkite/executor/order.proto
 PROTO_STORE := proto/boxkite/store/snapshot.proto
+PROTO_EGRESS := proto/boxkite/egress/egress.proto
 GEN_V1     := gen/boxkite/v1/boxkite.pb-c.c
 GEN_EXEC   := gen/boxkite/executor/order.pb-c.c
 GEN_STORE  := gen/boxkite/store/snapshot.pb-c.c
+GEN_EGRESS := gen/boxkite/egress/egress.pb-c.c
 # The Python package's messages (sdk/python): proto/'s public protos, generated into its source.
 PY_GEN     := sdk/python/src
 
 # common/ is shared by all three programs; channel and log by the two halves of boxkited only.
 COMMON_SRC := common/error.c common/status.c common/keys.c common/envelope.c common/contenthash.c common/envpolicy.c \
-              common/sbpath.c common/secretfile.c common/nngclose.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c
+              common/sbpath.c common/secretfile.c common/nngclose.c common/utf8.c common/fullio.c common/mkdir.c common/tls.c common/preview.c \
+              common/egresspolicy.c
 DAEMON_SRC := common/channel.c common/log.c
 # The front (boxkited): server/ only.
 # Its rooms (docs/ARCHITECTURE.md, "Module map and layer rule"); main.c is the composition root.
@@ -62,8 +66,11 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
-              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c) \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c)
+# The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
+EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
+              egress/confine.c
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
               quote.c)
@@ -71,12 +78,13 @@ BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC))
+CORE_OBJ   := $(call obj,$(COMMON_SRC) $(DAEMON_SRC) $(GEN_V1) $(GEN_EXEC) $(GEN_EGRESS))
 FRONT_OBJ  := $(call obj,$(FRONT_SRC))
 EXEC_OBJ   := $(call obj,$(EXEC_SRC))
+EGRESS_OBJ := $(call obj,$(EGRESS_SRC))
 CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 
-BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/bkctl $(B)/boxkite-init
+BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/boxkite-egress $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
 .PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
@@ -105,7 +113,7 @@ help:
 define gen_into
 	rm -rf $(1)/boxkite $(1)/python $(2)/boxkite/v1 $(2)/boxkite/store
 	mkdir -p $(1)/python $(2)
-	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE)
+	protoc-c --c_out=$(1) -Iproto $(PROTO_V1) $(PROTO_EXEC) $(PROTO_STORE) $(PROTO_EGRESS)
 	protoc --python_out=$(2) --pyi_out=$(2) -Iproto $(PROTO_V1) $(PROTO_STORE)
 	protoc --python_out=$(1)/python -Iproto/boxkite/executor $(PROTO_EXEC)
 endef
@@ -152,8 +160,9 @@ $(B)/obj/sidecar/exec/spawn.o $(B)/obj/sidecar/exec/child.o: OPT := $(subst -fsa
 
 $(B)/obj/server/%.o $(B)/obj/tools/limits_doc.o: CPPFLAGS += -Iserver
 # The bounds table names the front's and the executor's constants both.
-$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar
+$(B)/obj/tools/bounds_doc.o: CPPFLAGS += -Iserver -Isidecar -Iegress
 $(B)/obj/sidecar/%.o $(B)/obj/tools/filter_doc.o: CPPFLAGS += -Isidecar
+$(B)/obj/egress/%.o $(B)/obj/tools/egress_filter_doc.o: CPPFLAGS += -Iegress
 # The client's two programs see their own folder only: the CLI cannot include the library's
 # private call.h (it uses the public header, like any program linked with libboxkite).
 $(B)/pic/client/lib/%.o: CPPFLAGS += -Iclient/lib
@@ -162,14 +171,16 @@ $(B)/obj/client/cli/%.o: CPPFLAGS += -Iclient/cli
 # The layout (docs/ARCHITECTURE.md, "Module map and layer rule"), checked:
 # - every header name once in the tree, and sidecar/ includes nothing of server/ (the include
 #   paths above make that a compile error too);
-# - no link cycle: within each of the front, the executor, the library, the CLI and common/, no two
-#   object files need each other, directly or through others (scripts/link-cycles);
+# - no link cycle: within each of the front, the executor, the egress proxy, the library, the CLI
+#   and common/, no two object files need each other, directly or through others
+#   (scripts/link-cycles);
 # - bkctl takes from the library only what libboxkite.so exports.
 LINK_GROUPS := front $(FRONT_OBJ) $(call obj,server/main.c) -- executor $(EXEC_OBJ) $(call obj,sidecar/main.c) \
+	-- egress $(EGRESS_OBJ) $(call obj,egress/main.c) \
 	-- libboxkite $(call pic,$(CLIENT_SRC)) -- bkctl $(BKCTL_OBJ) -- common $(call obj,$(COMMON_SRC) $(DAEMON_SRC))
-layout-check: $(FRONT_OBJ) $(EXEC_OBJ) $(call obj,server/main.c sidecar/main.c $(COMMON_SRC) $(DAEMON_SRC)) \
+layout-check: $(FRONT_OBJ) $(EXEC_OBJ) $(EGRESS_OBJ) $(call obj,server/main.c sidecar/main.c egress/main.c $(COMMON_SRC) $(DAEMON_SRC)) \
 		$(BKCTL_OBJ) $(B)/libboxkite.so.$(VERSION)
-	@dups=$$(find common server sidecar client include tests bench tools -name '*.h' -printf '%f\n' | sort | uniq -d); \
+	@dups=$$(find common server sidecar egress client include tests bench tools -name '*.h' -printf '%f\n' | sort | uniq -d); \
 	if [ -n "$$dups" ]; then echo "layout-check: header names used twice: $$dups" >&2; exit 1; fi; \
 	for h in $$(find server -name '*.h' -printf '%f\n'); do \
 	  if grep -rn -E "#include \"([a-z]+/)*$$h\"" sidecar >&2; then \
@@ -189,7 +200,8 @@ layout-check: $(FRONT_OBJ) $(EXEC_OBJ) $(call obj,server/main.c sidecar/main.c $
 $(B)/libbkcore.a: $(CORE_OBJ)
 $(B)/libbkfront.a: $(FRONT_OBJ)
 $(B)/libbkexec.a: $(EXEC_OBJ)
-$(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a:
+$(B)/libbkegress.a: $(EGRESS_OBJ)
+$(B)/libbkcore.a $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkegress.a:
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -200,18 +212,26 @@ $(B)/boxkited: $(call obj,server/main.c) $(B)/libbkfront.a $(B)/libbkcore.a
 $(B)/boxkite-executor: $(call obj,sidecar/main.c) $(B)/libbkexec.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EXEC)
 
+# The egress proxy: executed by boxkite-executor as a user of its own, built from egress/ and
+# common/.
+$(B)/boxkite-egress: $(call obj,egress/main.c) $(B)/libbkegress.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EGRESS)
+
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
 # the project's include paths (its <spawn.h> is libc's).
 $(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_status.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
-# Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's list of the
-# seccomp filter, from the filter's own tables, and its table of what any party can make boxkited
-# hold, from the bounds' constants and the configuration's defaults; docs/PROTOCOL.md's limits,
-# from the server's constants and method table.
+# Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's lists of the
+# seccomp filters, the sandbox's and the egress proxy's, from their own tables, and its table of
+# what any party can make boxkited hold, from the bounds' constants and the configuration's
+# defaults; docs/PROTOCOL.md's limits, from the server's constants and method table.
 $(B)/bk-filter-doc: $(call obj,tools/filter_doc.c sidecar/exec/filter.c common/error.c common/status.c)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp
+
+$(B)/bk-egress-filter-doc: $(call obj,tools/egress_filter_doc.c egress/confine.c common/error.c common/status.c)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ -lseccomp -lcap
 
 $(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
@@ -219,9 +239,9 @@ $(B)/bk-limits-doc: $(call obj,tools/limits_doc.c) $(B)/libbkfront.a $(B)/libbkc
 $(B)/bk-bounds-doc: $(call obj,tools/bounds_doc.c) $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_FRONT)
 
-DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md limits:$(B)/bk-limits-doc:docs/PROTOCOL.md \
-	     bounds:$(B)/bk-bounds-doc:SECURITY.md
-DOC_TOOLS := $(B)/bk-filter-doc $(B)/bk-limits-doc $(B)/bk-bounds-doc
+DOC_PARTS := seccomp:$(B)/bk-filter-doc:SECURITY.md egress-seccomp:$(B)/bk-egress-filter-doc:SECURITY.md \
+	     limits:$(B)/bk-limits-doc:docs/PROTOCOL.md bounds:$(B)/bk-bounds-doc:SECURITY.md
+DOC_TOOLS := $(B)/bk-filter-doc $(B)/bk-egress-filter-doc $(B)/bk-limits-doc $(B)/bk-bounds-doc
 
 docs: $(DOC_TOOLS)
 	@for p in $(DOC_PARTS); do \
@@ -275,6 +295,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/libexec/boxkite
 	install -m 0755 $(B)/boxkite-init $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-init
 	install -m 0755 $(B)/boxkite-executor $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-executor
+	install -m 0755 $(B)/boxkite-egress $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-egress
 	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
 	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so

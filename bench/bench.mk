@@ -24,6 +24,9 @@
 #   sync               bench/sync.sh: a 1 GiB source-like workspace pushed to a file:// store
 #                      (full, then after changing 1 % of the files) and pulled into an empty
 #                      one, beside tar -c | zstd -1 of the same tree in the same run.
+#   egress             bench/egress.sh: 64 MiB from an upstream on loopback through the egress proxy
+#                      (a forwarded request and a CONNECT tunnel) beside the same fetch direct, and
+#                      the first-byte latency the proxy adds; its CPU per GiB relayed.
 # Percentiles are nearest-rank, computed one way for all (bench/stats.h).
 # BENCH_ARGS passes options to the drivers, e.g. `make bench BENCH_ARGS="--iterations 5000"`.
 
@@ -57,3 +60,4 @@ bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench $(
 	bench/files.sh $(B)
 	bench/process.sh $(B)
 	bench/sync.sh $(B)
+	bench/egress.sh $(B)

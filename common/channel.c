@@ -313,3 +313,37 @@ int bk_channel_recv(bk_channel *ch, const ProtobufCMessageDescriptor *desc, Prot
 		*nfds = got;
 	return 0;
 }
+
+static bool known_fields_only(const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	if (m->n_unknown_fields)
+		return false;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *at = (const char *)m + f->offset;
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			const ProtobufCMessage *const *v = *(const ProtobufCMessage *const *const *)at;
+			for (size_t k = 0; k < n; k++)
+				if (!known_fields_only(v[k]))
+					return false;
+			continue;
+		}
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)((const char *)m + f->quantifier_offset) != f->id)
+			continue;
+		if (*(const ProtobufCMessage *const *)at && !known_fields_only(*(const ProtobufCMessage *const *)at))
+			return false;
+	}
+	return true;
+}
+
+bool bk_message_canonical(const ProtobufCMessage *m, size_t len)
+{
+	return known_fields_only(m) && protobuf_c_message_get_packed_size(m) == len;
+}

@@ -97,6 +97,13 @@ bool bk_channel_broken(bk_channel *ch);
  * closed; -EBADMSG for a truncated packet; or another -errno. */
 int bk_channel_recv_raw(bk_channel *ch, const uint8_t **buf, size_t *len, int *fds, size_t *nfds, bool *lost);
 
+/* Whether m, decoded from len bytes, is what protobuf-c itself would write for it: no unknown
+ * field at any depth (protobuf-c keeps and re-encodes them, so the size alone would let a field
+ * of another version through in a nested message) and the same length (a string with a NUL
+ * byte, acted on up to the NUL, re-encodes shorter). What every end of a channel checks before it
+ * acts on a packet. */
+bool bk_message_canonical(const ProtobufCMessage *m, size_t len);
+
 /* bk_channel_recv_raw(), then decode the packet as desc (free with
  * protobuf_c_message_free_unpacked(msg, NULL)): -EBADMSG when it does not decode (its
  * descriptors closed). */

@@ -112,3 +112,27 @@ void bk_log_call(const bk_log_request *r)
 	}
 	emit(&l);
 }
+
+void bk_log_egress_decision(const bk_log_egress *e)
+{
+	struct line l = { .len = 0 };
+
+	put_time(&l);
+	put(&l, ",\"level\":\"info\",\"egress\":\"%s\",\"exec\":%llu,\"key\":", e->verdict,
+	    (unsigned long long)e->exec_id);
+	put_string(&l, e->key_id ? e->key_id : "");
+	put(&l, ",\"method\":");
+	put_string(&l, e->method ? e->method : "");
+	put(&l, ",\"asked\":");
+	put_string(&l, e->asked ? e->asked : "");
+	put(&l, ",\"addr\":");
+	put_string(&l, e->addr ? e->addr : "");
+	put(&l, ",\"brokered\":%s,\"bytes_up\":%llu,\"bytes_down\":%llu,\"duration_us\":%llu",
+	    e->brokered ? "true" : "false", (unsigned long long)e->bytes_up, (unsigned long long)e->bytes_down,
+	    (unsigned long long)e->duration_us);
+	if (e->reason) {
+		put(&l, ",\"reason\":");
+		put_string(&l, e->reason);
+	}
+	emit(&l);
+}

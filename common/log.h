@@ -3,6 +3,7 @@
 #ifndef BK_LOG_H
 #define BK_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,5 +24,20 @@ typedef struct bk_log_request {
 } bk_log_request;
 
 void bk_log_call(const bk_log_request *r);
+
+/* The egress proxy's audit line: one per decision (docs/PROTOCOL.md, "Egress"). */
+typedef struct bk_log_egress {
+	const char *verdict;    /* "allowed", "refused" or "failed" (granted, not reachable) */
+	uint64_t exec_id;
+	const char *key_id;     /* the key that started the exec */
+	const char *method;     /* may be untrusted text: escaped and cut; NULL when none was read */
+	const char *asked;      /* the destination as the request named it: untrusted, likewise */
+	const char *addr;       /* the address dialled, NULL when none */
+	const char *reason;     /* why refused or failed; NULL when allowed */
+	bool brokered;          /* the operator's credential headers were added */
+	uint64_t bytes_up, bytes_down, duration_us;
+} bk_log_egress;
+
+void bk_log_egress_decision(const bk_log_egress *e);
 
 #endif

@@ -15,7 +15,8 @@
 #include "sync/store.h"
 #include "version.h"
 
-enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT };
+enum opt_type { OPT_STRING, OPT_LISTEN, OPT_STORE, OPT_UINT, OPT_SIZE, OPT_SECONDS, OPT_FLAG, OPT_ROOT, OPT_EGRESS_ALLOW,
+		OPT_EGRESS_CREDENTIAL };
 
 struct option_def {
 	const char *name;
@@ -84,6 +85,14 @@ static const struct option_def option_defs[] = {
 	{ "s3-path-style", OPT_FLAG, FIELD(s3_path_style), "", "s3:// stores: ENDPOINT/BUCKET/KEY addressing instead of BUCKET.ENDPOINT/KEY" },
 	{ "s3-credentials", OPT_STRING, FIELD(s3_credentials), "PATH", "s3:// stores: a file 'ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]' (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)" },
 	{ "sync-on-reset", OPT_STRING, FIELD(sync_on_reset), "URL", "push a final snapshot of /workspace to URL before a reset wipes it" },
+	{ "egress-allow", OPT_EGRESS_ALLOW, FIELD(egress_allow), "HOST:PORT", "the egress ceiling: a destination a request may grant its command (a name, *.DOMAIN, an address or CIDR; a port or *); repeatable. None: no egress" },
+	{ "egress-credential", OPT_EGRESS_CREDENTIAL, FIELD(egress_credential), "HOST:PORT=FILE", "add FILE's header lines (mode 0600) to requests to HOST:PORT through the egress proxy; repeatable" },
+	{ "egress", OPT_STRING, FIELD(egress_path), "PATH", "the boxkite-egress binary (default: next to boxkited)" },
+	{ "egress-uid", OPT_UINT, FIELD(egress_uid), "UID", "the egress proxy's user and group (default 65533)" },
+	{ "egress-connections", OPT_UINT, FIELD(egress_connections), "N", "egress connections one command may have open at once (default 32)" },
+	{ "egress-idle", OPT_SECONDS, FIELD(egress_idle_ms), "SECONDS", "end an egress connection with no byte either way for this long (default 60)" },
+	{ "egress-connect-timeout", OPT_SECONDS, FIELD(egress_connect_ms), "SECONDS", "to read a request head, resolve and dial, and shake hands (default 10)" },
+	{ "egress-header-max", OPT_SIZE, FIELD(egress_header_max), "BYTES", "largest request head the egress proxy reads, 1K-64K (default 16K)" },
 };
 
 static void config_defaults(bk_config *cfg)
@@ -115,6 +124,11 @@ static void config_defaults(bk_config *cfg)
 	cfg->file_max = 16ull << 30;
 	cfg->uploads_max = 64;
 	cfg->upload_idle_ms = 900000;
+	cfg->egress_uid = 65533;
+	cfg->egress_connections = 32;
+	cfg->egress_idle_ms = 60000;
+	cfg->egress_connect_ms = 10000;
+	cfg->egress_header_max = 16384;
 }
 
 void bk_config_free(bk_config *cfg)
@@ -142,6 +156,14 @@ void bk_config_free(bk_config *cfg)
 	free(cfg->s3_endpoint);
 	free(cfg->s3_region);
 	free(cfg->s3_credentials);
+	for (size_t i = 0; i < cfg->negress_allow; i++)
+		free(cfg->egress_allow[i]);
+	free(cfg->egress_ceiling);
+	for (size_t i = 0; i < cfg->negress_credential; i++) {
+		free(cfg->egress_credential[i].destination);
+		free(cfg->egress_credential[i].path);
+	}
+	free(cfg->egress_path);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -218,6 +240,36 @@ static int apply_option(bk_config *cfg, const struct option_def *def, const char
 	case OPT_ROOT: {
 		int ret = bk_roots_add(&cfg->roots, value, err);
 		return ret < 0 ? bk_error_prefix(err, ret, "--root %s", value) : 0;
+	}
+	case OPT_EGRESS_ALLOW: {
+		bk_egress_pattern p;
+		int ret;
+		if (cfg->negress_allow == BK_EGRESS_CEILING_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-allow: at most %d patterns",
+					    BK_EGRESS_CEILING_MAX);
+		if ((ret = bk_egress_pattern_parse(value, &p, err)) < 0)
+			return bk_error_prefix(err, ret, "--egress-allow %s", value);
+		if (!(cfg->egress_allow[cfg->negress_allow] = strdup(value)))
+			return bk_error_errno(err, ENOMEM, "--egress-allow");
+		cfg->negress_allow++;
+		return 0;
+	}
+	case OPT_EGRESS_CREDENTIAL: {
+		bk_egress_credential *c = &cfg->egress_credential[cfg->negress_credential];
+		const char *eq = strchr(value, '=');
+		int ret;
+		if (cfg->negress_credential == BK_EGRESS_CREDENTIALS_MAX)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential: at most %d",
+					    BK_EGRESS_CREDENTIALS_MAX);
+		if (!eq || eq[1] != '/')
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential %s: expected HOST:PORT=/ABSOLUTE/FILE", value);
+		if (!(c->destination = strndup(value, (size_t)(eq - value))) || !(c->path = strdup(eq + 1)))
+			return bk_error_errno(err, ENOMEM, "--egress-credential");
+		cfg->negress_credential++;
+		if ((ret = bk_egress_destination_parse(c->destination, &c->host, &c->port, err)) < 0)
+			return bk_error_prefix(err, ret, "--egress-credential %s", value);
+		return 0;
 	}
 	case OPT_FLAG:
 		if (strcmp(value, "true") && strcmp(value, "1") && strcmp(value, "yes"))
@@ -311,6 +363,40 @@ static int next_to_self(const char *name, char **out, bk_error **err)
 	return 0;
 }
 
+/* The egress settings, once all are read: the ceiling parsed, each credential's destination
+ * within it, the proxy's user apart from every other. */
+static int egress_finish(bk_config *cfg, bk_error **err)
+{
+	int ret;
+
+	if (cfg->negress_allow == 0) {
+		if (cfg->negress_credential)
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential without --egress-allow: no destination is reachable");
+		return 0;
+	}
+	if ((ret = bk_egress_patterns_parse(cfg->egress_allow, cfg->negress_allow, &cfg->egress_ceiling, err)) < 0)
+		return bk_error_prefix(err, ret, "--egress-allow");
+	for (size_t i = 0; i < cfg->negress_credential; i++) {
+		const bk_egress_credential *c = &cfg->egress_credential[i];
+		if (!bk_egress_patterns_match(cfg->egress_ceiling, cfg->negress_allow, &c->host, c->port))
+			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+					    "--egress-credential %s: not within --egress-allow", c->destination);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(cfg->egress_credential[j].destination, c->destination) == 0)
+				return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-credential %s: given twice",
+						    c->destination);
+	}
+	if (cfg->egress_uid == 0 || cfg->egress_uid == cfg->sandbox_uid || cfg->egress_uid == cfg->front_uid)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL,
+				    "--egress-uid %u: neither 0, the sandbox's nor the front's uid", cfg->egress_uid);
+	if (cfg->egress_header_max < 1024 || cfg->egress_header_max > 65536)
+		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--egress-header-max: 1K-64K");
+	if (!cfg->egress_path && (ret = next_to_self("boxkite-egress", &cfg->egress_path, err)) < 0)
+		return ret;
+	return 0;
+}
+
 /* Defaults that depend on other settings, and settings that contradict each other. */
 static int config_finish(bk_config *cfg, bk_error **err)
 {
@@ -393,7 +479,7 @@ static int config_finish(bk_config *cfg, bk_error **err)
 				    "--exec-output-budget is below two streams of --exec-output: no exec would fit");
 	if (cfg->exec_output > cfg->exec_output_max)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "--exec-output is above --exec-output-max");
-	return 0;
+	return egress_finish(cfg, err);
 }
 
 size_t bk_config_descriptors(const bk_config *cfg)
@@ -432,7 +518,9 @@ static void usage(FILE *out)
 
 int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 {
-	enum { OPT_CONFIG = 1000, OPT_HELP, OPT_VERSION };
+	/* getopt_long returns an option's val: each row's is its index past OPT_ROW, so that no row
+	 * can come back as '?' or ':' (63 and 58 once there were as many rows). */
+	enum { OPT_CONFIG = 1000, OPT_HELP, OPT_VERSION, OPT_ROW = 2000 };
 	struct option longopts[BK_ARRAY_SIZE(option_defs) + 4];
 	bool listen_from_flags = false;
 	size_t n = 0;
@@ -442,7 +530,7 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 	for (size_t i = 0; i < BK_ARRAY_SIZE(option_defs); i++)
 		longopts[n++] = (struct option){ option_defs[i].name,
 						 option_defs[i].type == OPT_FLAG ? no_argument : required_argument, NULL,
-						 (int)i };
+						 OPT_ROW + (int)i };
 	longopts[n++] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
 	longopts[n++] = (struct option){ "help", no_argument, NULL, OPT_HELP };
 	longopts[n++] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
@@ -471,15 +559,15 @@ int bk_config_parse(bk_config *cfg, int argc, char **argv, bk_error **err)
 			return bk_error_set(err, BK_INVALID_ARGUMENT, EINVAL, "bad command line");
 		}
 		/* --listen flags replace the file's list rather than adding to it. */
-		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) && option_defs[c].type == OPT_LISTEN &&
-		    !listen_from_flags) {
+		size_t row = (size_t)(c - OPT_ROW);
+		bool is_row = c >= OPT_ROW && row < BK_ARRAY_SIZE(option_defs);
+		if (is_row && option_defs[row].type == OPT_LISTEN && !listen_from_flags) {
 			listen_from_flags = true;
 			for (size_t i = 0; i < cfg->nlisten; i++)
 				free(cfg->listen[i]);
 			cfg->nlisten = 0;
 		}
-		if (c >= 0 && (size_t)c < BK_ARRAY_SIZE(option_defs) &&
-		    (ret = apply_option(cfg, &option_defs[c], optarg ? optarg : "true", err)) < 0)
+		if (is_row && (ret = apply_option(cfg, &option_defs[row], optarg ? optarg : "true", err)) < 0)
 			return ret;
 	}
 	if (optind < argc)

@@ -7,11 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egresspolicy.h"
 #include "error.h"
 #include "sbpath.h"
 
 #define BK_LISTEN_MAX 8
 #define BK_SYNC_STORES_MAX 8
+#define BK_EGRESS_CREDENTIALS_MAX 64
+
+/* --egress-credential HOST:PORT=FILE */
+typedef struct bk_egress_credential {
+	char *destination;
+	char *path;
+	bk_egress_host host;     /* the destination, parsed */
+	uint16_t port;
+} bk_egress_credential;
 
 typedef struct bk_config {
 	char *listen[BK_LISTEN_MAX];
@@ -82,6 +92,19 @@ typedef struct bk_config {
 	char *s3_region;
 	bool s3_path_style;       /* endpoint/bucket/key rather than bucket.endpoint/key */
 	char *s3_credentials;     /* a file "ACCESS_KEY_ID SECRET [TOKEN]"; NULL: the AWS_* environment */
+
+	/* Egress (docs/PROTOCOL.md, "Egress"): none without a ceiling */
+	char *egress_allow[BK_EGRESS_CEILING_MAX]; /* the ceiling, as given */
+	size_t negress_allow;
+	bk_egress_pattern *egress_ceiling;         /* the same, parsed (negress_allow of them) */
+	bk_egress_credential egress_credential[BK_EGRESS_CREDENTIALS_MAX];
+	size_t negress_credential;
+	char *egress_path;        /* the boxkite-egress binary */
+	unsigned egress_uid;      /* the proxy's user and group */
+	unsigned egress_connections; /* per exec, at once */
+	int64_t egress_idle_ms;
+	int64_t egress_connect_ms;
+	size_t egress_header_max;
 } bk_config;
 
 /* The descriptors the front may hold at once, each kind bounded by a setting: the fixed ones

@@ -116,6 +116,8 @@ static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cf
 {
 	Boxkite__Executor__Configure c = BOXKITE__EXECUTOR__CONFIGURE__INIT;
 	Boxkite__Executor__Root roots[BK_ROOTS_MAX], *root_ptrs[BK_ROOTS_MAX];
+	Boxkite__Executor__Egress egress = BOXKITE__EXECUTOR__EGRESS__INIT;
+	Boxkite__Executor__EgressCredential creds[BK_EGRESS_CREDENTIALS_MAX], *cred_ptrs[BK_EGRESS_CREDENTIALS_MAX];
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	bk_reply *reply = NULL;
 	int ret;
@@ -145,6 +147,26 @@ static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cf
 	}
 	c.n_roots = cfg->roots.n;
 	c.roots = root_ptrs;
+	/* The egress proxy, which the executor starts and keeps: only with a ceiling. */
+	if (cfg->negress_allow) {
+		egress.ceiling = (char **)cfg->egress_allow;
+		egress.n_ceiling = cfg->negress_allow;
+		for (size_t i = 0; i < cfg->negress_credential; i++) {
+			boxkite__executor__egress_credential__init(&creds[i]);
+			creds[i].destination = cfg->egress_credential[i].destination;
+			creds[i].path = cfg->egress_credential[i].path;
+			cred_ptrs[i] = &creds[i];
+		}
+		egress.n_credentials = cfg->negress_credential;
+		egress.credentials = cred_ptrs;
+		egress.path = cfg->egress_path;
+		egress.uid = cfg->egress_uid;
+		egress.max_connections = cfg->egress_connections;
+		egress.idle_ms = (uint32_t)cfg->egress_idle_ms;
+		egress.connect_ms = (uint32_t)cfg->egress_connect_ms;
+		egress.header_max = (uint32_t)cfg->egress_header_max;
+		c.egress = &egress;
+	}
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE;
 	order.configure = &c;
 	ret = bk_link_call(link, &order, &reply, NULL, NULL, err);

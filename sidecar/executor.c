@@ -25,13 +25,16 @@
 #include "boxkite/executor/order.pb-c.h"
 #include "channel.h"
 #include "clock.h"
+#include "egresspolicy.h"
 #include "envpolicy.h"
 #include "exec/cgroup.h"
 #include "exec/filter.h"
 #include "exec/init/init_status.h"
 #include "exec/netns.h"
+#include "exec/proxyctl.h"
 #include "exec/sandbox.h"
 #include "exec/spawn.h"
+#include "exec/userns.h"
 #include "files/fileworker.h"
 #include "keys.h"
 #include "log.h"
@@ -48,6 +51,8 @@ typedef Boxkite__Executor__Reply reply_t;
 #define NETNS_POOL_DEPTH 8
 /* A file worker that died is started again, at most this often. */
 #define FILES_RETRY_MS 1000
+/* The egress proxy's first start answers within this, or boxkited does not start. */
+#define EGRESS_START_MS 10000
 
 struct exec_entry {
 	struct exec_entry *next;
@@ -55,6 +60,12 @@ struct exec_entry {
 	int pidfd;
 	int status_fd; /* the init's word on how its command ended (init/init_status.h) */
 	bk_exec_cgroup cgroup;
+	/* A granted exec: its listener (the proxy's copy may die with the proxy; this one is
+	 * handed to the next), its grant and the key that asked, for that next proxy. -1: none. */
+	int egress_listener;
+	char **egress;
+	size_t n_egress;
+	char key_id[65];
 };
 
 struct executor {
@@ -64,6 +75,7 @@ struct executor {
 	bk_roots roots;       /* cfg's */
 	int epfd;
 	int self_net;         /* our own network namespace, to come back to after a Connect */
+	int userns;           /* the sandbox's user namespace, made before the drop, until the spawner takes it */
 	uint32_t armed;     /* the events the channel is registered for */
 	bk_seccomp seccomp;
 	bk_spawner spawner;
@@ -74,6 +86,8 @@ struct executor {
 	bk_fileworker files;
 	int64_t files_started_ms;        /* when the current (or last) worker was started */
 	int64_t files_retry_at;          /* when to start one again, 0: none due */
+	bk_proxyctl egress;              /* the egress proxy, when configured */
+	uint32_t egress_armed;           /* the events its channel is registered for (0: none) */
 	struct exec_entry *execs;
 	/* Reset's KillAll: the order to answer once every exec is reaped (0: none), how many it
 	 * killed, and whether Spawn is held off. */
@@ -84,7 +98,7 @@ struct executor {
 };
 
 /* epoll tags that are not exec entries */
-static char tag_channel, tag_sandbox, tag_files;
+static char tag_channel, tag_sandbox, tag_files, tag_egress_pid, tag_egress_channel;
 
 /* Answers and events go out (or wait in the queue) without the executor ever waiting. */
 static int send_reply(struct executor *ex, reply_t *reply, const int *fds, size_t nfds)
@@ -181,7 +195,46 @@ static int check_spawn(const bk_roots *roots, const bk_order *o, bk_error **err)
 	}
 	if (s->tty ? s->rows == 0 || s->rows > 65535 || s->cols == 0 || s->cols > 65535 : s->rows || s->cols)
 		return bk_error_invalid(err, "a terminal's size is 1-65535 rows and columns, and only a terminal has one");
+	/* A grant: well-formed here, within the ceiling when served (bk_proxyctl_check). A process
+	 * in the sandbox's network namespace shares the pod's network: no grant means anything
+	 * there. */
+	if (s->n_egress > BK_EGRESS_GRANT_MAX || strlen(s->key_id) > 64)
+		return bk_error_invalid(err, "a grant of at most 64 patterns, a key id of at most 64 bytes");
+	if (s->n_egress && s->sandbox_net)
+		return bk_error_invalid(err, "a grant and the sandbox's network namespace");
+	for (size_t i = 0; i < s->n_egress; i++) {
+		bk_egress_pattern p;
+		int ret = bk_egress_pattern_parse(s->egress[i], &p, err);
+		if (ret < 0)
+			return ret;
+	}
 	return bk_order_check_path(roots, s->cwd, err);
+}
+
+/* An exec entry and what it holds besides its process: its grant's copy and its listener. */
+static void exec_entry_free(struct exec_entry *e)
+{
+	bk_close(e->egress_listener);
+	for (size_t i = 0; i < e->n_egress; i++)
+		free(e->egress[i]);
+	free(e->egress);
+	free(e);
+}
+
+/* A granted exec's network namespace, with the proxy's listener in it, and its grant kept for
+ * a proxy started later. */
+static int egress_prepare(struct executor *ex, const Boxkite__Executor__Spawn *s, struct exec_entry *e, int *netns,
+			  bk_error **err)
+{
+	e->egress = calloc(s->n_egress, sizeof(*e->egress));
+	if (!e->egress)
+		return bk_error_errno(err, ENOMEM, "the grant");
+	for (size_t i = 0; i < s->n_egress; i++, e->n_egress++)
+		if (!(e->egress[i] = strdup(s->egress[i])))
+			return bk_error_errno(err, ENOMEM, "the grant");
+	snprintf(e->key_id, sizeof(e->key_id), "%s", s->key_id);
+	*netns = bk_netns_pool_take(&ex->netns);
+	return bk_proxyctl_listener(&ex->egress, ex->self_net, netns, &e->egress_listener, err);
 }
 
 /* The exec e did not start: the executor leaves its cgroup for a fresh one (sidecar/exec/
@@ -192,7 +245,7 @@ static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, 
 {
 	cgroups_restage(ex);
 	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-	free(e);
+	exec_entry_free(e);
 	return reply_failure(ex, id, errnum, child_step, step, message);
 }
 
@@ -224,6 +277,13 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		return reply_error(ex, id, EINVAL, "order", bk_error_msg(err));
 	if (exec_find(ex, s->exec_id))
 		return reply_error(ex, id, EEXIST, "order", "exec id in use");
+	/* A grant within this executor's own ceiling, whatever the front checked; one reaching a
+	 * brokered destination needs the proxy's CA, which a proxy starting again has not sent yet. */
+	bool brokered = false;
+	if (s->n_egress && (ret = bk_proxyctl_check(&ex->egress, s->egress, s->n_egress, &brokered, &err)) < 0)
+		return reply_error(ex, id, -ret, "egress", bk_error_msg(err));
+	if (brokered && !ex->egress.ready)
+		return reply_error(ex, id, EAGAIN, "egress", "the egress proxy is starting: its CA is not there yet");
 
 	argv = calloc(s->n_argv + 1, sizeof(*argv));
 	envp = calloc(s->n_env + 1, sizeof(*envp));
@@ -232,15 +292,22 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		free(e);
 		return reply_error(ex, id, ENOMEM, "order", "out of memory");
 	}
+	e->egress_listener = -1;
 	memcpy(argv, s->argv, s->n_argv * sizeof(*argv));
 	memcpy(envp, s->env, s->n_env * sizeof(*envp));
 	cwd_rel = cwd + strlen(root->path);
 	cwd_rel = *cwd_rel == '/' ? cwd_rel + 1 : ".";
 
 	e->id = s->exec_id;
+	int netns = -1;
+	if (s->n_egress && (ret = egress_prepare(ex, s, e, &netns, &err)) < 0) {
+		exec_entry_free(e);
+		return reply_error(ex, id, -ret, "egress", bk_error_msg(err));
+	}
 	ret = bk_cgroups_take(&ex->cgroups, &e->cgroup, &err);
 	if (ret < 0) {
-		free(e);
+		bk_close(netns);
+		exec_entry_free(e);
 		return reply_error(ex, id, -ret, "cgroup", bk_error_msg(err));
 	}
 	bk_spawn_request rq = {
@@ -259,8 +326,13 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 		},
 		.ns = &ex->sandbox.ns,
 		/* A process that exposes a port: the sandbox's own network namespace, the one
-		 * exception (DESIGN.md §5); every other command a fresh one. */
-		.netns = s->sandbox_net ? fcntl(ex->sandbox.ns.net, F_DUPFD_CLOEXEC, 3) : bk_netns_pool_take(&ex->netns),
+		 * exception (DESIGN.md §5); a granted one, the fresh namespace its listener is in;
+		 * every other command a fresh one. */
+		.netns = s->sandbox_net ? fcntl(ex->sandbox.ns.net, F_DUPFD_CLOEXEC, 3)
+			 : s->n_egress  ? netns
+					: bk_netns_pool_take(&ex->netns),
+		.ca_bundle = brokered ? ex->egress.bundle : NULL,
+		.ca_len = brokered ? ex->egress.bundle_len : 0,
 		.tty = s->tty,
 		.rows = (unsigned short)s->rows,
 		.cols = (unsigned short)s->cols,
@@ -287,6 +359,9 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	e->status_fd = TAKE_FD(out.status_r);
 	e->next = ex->execs;
 	ex->execs = e;
+	/* It runs: the proxy serves its listener from now until it ends. */
+	if (e->egress_listener >= 0)
+		bk_proxyctl_open(&ex->egress, e->id, e->egress, e->n_egress, e->key_id, e->egress_listener);
 
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_SPAWNED;
@@ -392,7 +467,10 @@ static void exec_remove(struct executor *ex, struct exec_entry *e)
 	bk_close(e->pidfd);
 	bk_close(e->status_fd);
 	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
-	free(e);
+	/* Its connections end with it. */
+	if (e->egress_listener >= 0)
+		bk_proxyctl_close(&ex->egress, e->id);
+	exec_entry_free(e);
 }
 
 /* The exec's init exited: its PID namespace, and so every process of the exec, is gone by the
@@ -488,6 +566,55 @@ static void files_exited(struct executor *ex)
 	status = bk_fileworker_reap(&ex->files);
 	bk_log(BK_LOG_ERROR, "executor: the file worker exited (wait status %#x): starting another", (unsigned)status);
 	ex->files_retry_at = ex->files_started_ms + FILES_RETRY_MS;
+}
+
+/* --- the egress proxy ------------------------------------------------------------------------ */
+
+/* Watch the running proxy: its pidfd, and its channel for its answer (and for flushing). */
+static void egress_arm(struct executor *ex)
+{
+	bk_proxyctl *pc = &ex->egress;
+	uint32_t want;
+
+	if (pc->pid <= 0) {
+		/* Its descriptors were closed with it, which took them out of the epoll set. */
+		ex->egress_armed = 0;
+		return;
+	}
+	want = EPOLLIN | (bk_channel_queued(&pc->ch) ? EPOLLOUT : 0);
+	if (!ex->egress_armed) {
+		if (epoll_ctl(ex->epfd, EPOLL_CTL_ADD, pc->pidfd,
+			      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = &tag_egress_pid }) < 0 ||
+		    epoll_ctl(ex->epfd, EPOLL_CTL_ADD, pc->ch.fd,
+			      &(struct epoll_event){ .events = want, .data.ptr = &tag_egress_channel }) < 0) {
+			/* Unwatched, its death would go unseen: started again instead. */
+			bk_proxyctl_lost(pc, "it cannot be watched");
+			return;
+		}
+	} else if (want != ex->egress_armed &&
+		   epoll_ctl(ex->epfd, EPOLL_CTL_MOD, pc->ch.fd,
+			     &(struct epoll_event){ .events = want, .data.ptr = &tag_egress_channel }) < 0) {
+		bk_proxyctl_lost(pc, "its channel cannot be watched");
+		return;
+	}
+	ex->egress_armed = want;
+}
+
+/* The proxy is ready: every running granted exec's listener and grant to it (again, after a
+ * restart: what the last one served died with it). */
+static void egress_reopen(struct executor *ex)
+{
+	for (struct exec_entry *e = ex->execs; e; e = e->next)
+		if (e->egress_listener >= 0)
+			bk_proxyctl_open(&ex->egress, e->id, e->egress, e->n_egress, e->key_id, e->egress_listener);
+}
+
+static void egress_restart(struct executor *ex)
+{
+	_cleanup_error_ bk_error *err = NULL;
+
+	if (bk_proxyctl_start(&ex->egress, &err) < 0)
+		bk_log(BK_LOG_ERROR, "executor: %s", bk_error_msg(err));
 }
 
 /* --- the sandbox ----------------------------------------------------------------------------- */
@@ -631,6 +758,31 @@ static int check_configure(const bk_roots *roots, const bk_order *o, bk_error **
 		return bk_error_invalid(err, "the key file is not an absolute path");
 	if (c->n_roots == 0 || c->n_roots > BK_ROOTS_MAX)
 		return bk_error_invalid(err, "1 to 8 roots");
+	if (c->egress) {
+		const Boxkite__Executor__Egress *e = c->egress;
+		bk_egress_pattern p;
+		bk_egress_host h;
+		uint16_t port;
+		int ret;
+		if (e->n_ceiling == 0 || e->n_ceiling > BK_EGRESS_CEILING_MAX ||
+		    e->n_credentials > BK_PROXYCTL_CREDENTIALS_MAX)
+			return bk_error_invalid(err, "egress: 1-256 ceiling patterns, at most 64 credentials");
+		for (size_t i = 0; i < e->n_ceiling; i++)
+			if ((ret = bk_egress_pattern_parse(e->ceiling[i], &p, err)) < 0)
+				return bk_error_prefix(err, ret, "egress ceiling");
+		for (size_t i = 0; i < e->n_credentials; i++) {
+			if ((ret = bk_egress_destination_parse(e->credentials[i]->destination, &h, &port, err)) < 0)
+				return bk_error_prefix(err, ret, "egress credential");
+			if (e->credentials[i]->path[0] != '/')
+				return bk_error_invalid(err, "egress: a credential's file is an absolute path");
+		}
+		if (e->path[0] != '/')
+			return bk_error_invalid(err, "egress: the proxy is not an absolute path");
+		if (e->uid == 0 || e->uid == c->sandbox_uid || e->uid == c->front_uid)
+			return bk_error_invalid(err, "egress: the proxy's user is neither root, the sandbox's nor the front's");
+		if (!e->max_connections || !e->idle_ms || !e->connect_ms || e->header_max < 1024 || e->header_max > 65536)
+			return bk_error_invalid(err, "egress: limits of at least 1, a head of 1-64 KiB");
+	}
 	for (size_t i = 0; i < c->n_roots; i++) {
 		char spec[BK_ROOT_PATH_MAX + 8];
 		if (snprintf(spec, sizeof(spec), "%s%s", c->roots[i]->path, c->roots[i]->read_only ? ":ro" : "") >=
@@ -725,6 +877,20 @@ static int executor_setup(struct executor *ex)
 		bk_error_free(err);
 		return -1;
 	}
+	/* The sandbox's own user namespace: the kernel's per-user limits counted per sandbox. Made
+	 * before the executor narrows itself: mapping root needs CAP_SETFCAP, which it then drops.
+	 * Where none can be made, every sandbox of the node shares them, and the profile says so. */
+	uid_t owner;
+	ret = bk_userns_make(&owner, &err);
+	if (ret < 0) {
+		bk_log(BK_LOG_ERROR, "executor: no user namespace of the sandbox's own (%s): the kernel's per-user "
+				     "limits are shared with every sandbox of uid %u",
+		       bk_error_msg(err), (unsigned)scfg.uid);
+		bk_error_free(err);
+		err = NULL;
+	} else {
+		ex->userns = ret;
+	}
 	/* An executor with more privilege than it documents does not run. */
 	if (drop_capabilities() < 0) {
 		bk_log(BK_LOG_ERROR, "executor: cannot narrow the executor's capabilities: %s", strerror(errno));
@@ -735,6 +901,12 @@ static int executor_setup(struct executor *ex)
 		bk_error_free(err);
 		return -1;
 	}
+	if (ex->userns >= 0) {
+		ex->spawner.userns = TAKE_FD(ex->userns);
+		/* Joining it gives a process every capability there, the bounding set full: all of it
+		 * is dropped then, not only what the executor's set held. */
+		ex->spawner.creds.bounding = bk_capbset_all();
+	}
 	if (ex->cgroups.mode == BK_CGROUP_NONE)
 		bk_log(BK_LOG_ERROR, "executor: no per-exec cgroups (%s): limits are rlimits only", ex->cgroups.why_none);
 	if (bk_netns_pool_start(&ex->netns, NETNS_POOL_DEPTH, &err) < 0) {
@@ -742,9 +914,26 @@ static int executor_setup(struct executor *ex)
 		bk_error_free(err);
 		err = NULL;
 	}
+	/* The egress proxy, before the sandbox: a configuration it refuses (a credential file of the
+	 * wrong mode or form) stops boxkited at start-up, not at the first granted exec. */
+	if (bk_proxyctl_init(&ex->egress, ex->cfg->egress, ex->spawner.creds.bounding, &err) < 0 ||
+	    (bk_proxyctl_on(&ex->egress) && (bk_proxyctl_start(&ex->egress, &err) < 0 ||
+					     bk_proxyctl_wait_ready(&ex->egress, EGRESS_START_MS, &err) < 0))) {
+		bk_log(BK_LOG_ERROR, "executor: egress: %s", bk_error_msg(err));
+		bk_error_free(err);
+		return -1;
+	}
+	if (bk_proxyctl_on(&ex->egress)) {
+		reply_t ready = BOXKITE__EXECUTOR__REPLY__INIT;
+		Boxkite__Executor__EgressReady er = BOXKITE__EXECUTOR__EGRESS_READY__INIT;
+		ready.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_EGRESS_READY;
+		ready.egress_ready = &er;
+		send_reply(ex, &ready, &ex->egress.stats_fd, 1);
+		egress_arm(ex);
+	}
 	snprintf(ex->profile, sizeof(ex->profile),
-		 "bk1:netns-fresh,pidns-nested,uid-%u,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
-		 ex->seccomp.id,
+		 "bk1:netns-fresh,pidns-nested,uid-%u,userns-%s,caps-none,nnp,seccomp-%08x,cgroup-%s,rlimits", scfg.uid,
+		 ex->spawner.userns >= 0 ? "own" : "none", ex->seccomp.id,
 		 ex->cgroups.mode == BK_CGROUP_V1 ? "v1" : ex->cgroups.mode == BK_CGROUP_V2 ? "v2" : "none");
 	bk_sandbox_init(&ex->sandbox, &scfg);
 	/* A restarted sidecar: what the last executor ran must not run on unwatched. */
@@ -773,11 +962,13 @@ static void executor_teardown(struct executor *ex)
 		exec_remove(ex, ex->execs);
 	}
 	files_stop(ex);
+	bk_proxyctl_fini(&ex->egress);
 	bk_sandbox_stop(&ex->sandbox);
 	bk_cgroups_fini(&ex->cgroups);
 	bk_netns_pool_stop(&ex->netns);
 	bk_spawner_fini(&ex->spawner);
 	ex->self_net = bk_close(ex->self_net);
+	ex->userns = bk_close(ex->userns);
 	bk_seccomp_free(&ex->seccomp);
 	free(ex->files_filter.filter);
 	bk_channel_fini(&ex->ch);
@@ -847,7 +1038,7 @@ static int receive_configure(struct executor *ex)
 
 int bk_executor_main(int sock)
 {
-	struct executor ex = { .epfd = -1, .self_net = -1 };
+	struct executor ex = { .epfd = -1, .self_net = -1, .userns = -1 };
 	sigset_t none;
 	int status = 0;
 
@@ -867,6 +1058,7 @@ int bk_executor_main(int sock)
 	 * spelled out; the front's umask 077 must not narrow them. */
 	umask(0);
 	ex.netns.sock = -1;
+	bk_proxyctl_init(&ex.egress, NULL, 0, NULL);
 	/* No bound on what the executor queues for the front: it bounds it by not reading orders
 	 * past CHANNEL_PAUSE_BYTES (its events are bounded by the execs it runs). */
 	if (bk_channel_init(&ex.ch, sock, SIZE_MAX) < 0)
@@ -907,6 +1099,8 @@ int bk_executor_main(int sock)
 		int64_t due = ex.sandbox.ready ? -1 : retry_at;
 		if (ex.files_retry_at && (due < 0 || ex.files_retry_at < due))
 			due = ex.files_retry_at;
+		if (ex.egress.retry_at && (due < 0 || ex.egress.retry_at < due))
+			due = ex.egress.retry_at;
 		int timeout = due < 0 ? -1 : due > now ? (int)(due - now) : 0;
 		int n = epoll_wait(ex.epfd, evs, 16, timeout);
 
@@ -922,6 +1116,8 @@ int bk_executor_main(int sock)
 		}
 		if (ex.files_retry_at && bk_clock_monotonic_ms() >= ex.files_retry_at)
 			files_start(&ex);
+		if (ex.egress.retry_at && bk_clock_monotonic_ms() >= ex.egress.retry_at)
+			egress_restart(&ex);
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 			if (tag == &tag_channel) {
@@ -940,11 +1136,20 @@ int bk_executor_main(int sock)
 				sandbox_lost(&ex);
 			} else if (tag == &tag_files) {
 				files_exited(&ex);
+			} else if (tag == &tag_egress_pid) {
+				if (ex.egress.pid > 0)
+					bk_proxyctl_lost(&ex.egress, "it exited");
+			} else if (tag == &tag_egress_channel) {
+				if (bk_proxyctl_readable(&ex.egress) == 1)
+					egress_reopen(&ex);
 			} else {
 				exec_exited(&ex, tag);
 			}
 		}
-		/* Answers and events made this round (an exit, a lost sandbox) may have queued. */
+		/* Answers and events made this round (an exit, a lost sandbox) may have queued; so may
+		 * orders to the egress proxy, which may have been started, or lost. */
+		if (bk_proxyctl_on(&ex.egress))
+			egress_arm(&ex);
 		if (bk_channel_broken(&ex.ch) || channel_arm(&ex) < 0) {
 			status = 1;
 			break;

@@ -25,37 +25,6 @@ int bk_order_check_path(const bk_roots *roots, const char *path, bk_error **err)
 	return bk_sandbox_path(roots, path, norm, sizeof(norm), NULL, err);
 }
 
-/* No unknown field anywhere in m: protobuf-c keeps and re-encodes them, so the size check alone
- * would let a field of another version through in a nested message. */
-static bool known_fields_only(const ProtobufCMessage *m)
-{
-	const ProtobufCMessageDescriptor *d = m->descriptor;
-
-	if (m->n_unknown_fields)
-		return false;
-	for (unsigned i = 0; i < d->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &d->fields[i];
-		const char *at = (const char *)m + f->offset;
-
-		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
-			continue;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
-			const ProtobufCMessage *const *v = *(const ProtobufCMessage *const *const *)at;
-			for (size_t k = 0; k < n; k++)
-				if (!known_fields_only(v[k]))
-					return false;
-			continue;
-		}
-		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-		    *(const uint32_t *)((const char *)m + f->quantifier_offset) != f->id)
-			continue;
-		if (*(const ProtobufCMessage *const *)at && !known_fields_only(*(const ProtobufCMessage *const *)at))
-			return false;
-	}
-	return true;
-}
-
 static const bk_order_row *find_row(const bk_order_table *t, Boxkite__Executor__Order__KindCase kind)
 {
 	for (size_t i = 0; i < t->n; i++)
@@ -77,7 +46,7 @@ int bk_order_decode(const bk_order_table *t, const bk_roots *roots, const uint8_
 		return -EBADMSG;
 	/* Only what protobuf-c itself would write: a string with a NUL byte would be acted on up to
 	 * the NUL, and an unknown field means a front of another version. */
-	if (o->id == 0 || !known_fields_only(&o->base) || protobuf_c_message_get_packed_size(&o->base) != len) {
+	if (o->id == 0 || !bk_message_canonical(&o->base, len)) {
 		bk_order_free(o);
 		return -EBADMSG;
 	}

@@ -7,6 +7,7 @@
 
 #include "boundary/link.h"
 #include "config.h"
+#include "egress.h"
 #include "exec/child.h"
 #include "rpc/call.h"
 #include "rpc/server.h"
@@ -79,6 +80,12 @@ int main(void)
 	       cfg.exec_pids);
 	printf("| pseudo-terminals | sandbox | %d per exec or process, in a devpts of its own | ENOSPC |\n",
 	       BK_EXEC_PTYS);
+	printf("| connections through the egress proxy | sandbox (an exec granted a destination) | %u per exec "
+	       "at once (`--egress-connections`), %d in all; a request head %s (`--egress-header-max`) within %" PRId64
+	       " s, and as long to dial (`--egress-connect-timeout`); %" PRId64 " s idle (`--egress-idle`); every "
+	       "connection ends with its exec | 503; 431; 408, 502; closed |\n",
+	       cfg.egress_connections, BK_EGRESS_CONNS_TOTAL, bytes(cfg.egress_header_max, a, sizeof(a)),
+	       (int64_t)cfg.egress_connect_ms / 1000, (int64_t)cfg.egress_idle_ms / 1000);
 	printf("| the executor's connect to an exposed port | sandbox | none: begun without waiting, the relay "
 	       "waits %d s | 502 |\n",
 	       BK_PROXY_CONNECT_WAIT_MS / 1000);

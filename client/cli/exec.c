@@ -480,7 +480,7 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin, bool
 
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_OUTPUT_LIMIT = 2000, OPT_RAW };
+	enum { OPT_OUTPUT_LIMIT = 2000, OPT_RAW, OPT_ALLOW_NET };
 	static const struct option longopts[] = {
 		{ "timeout", required_argument, NULL, 'T' }, { "workdir", required_argument, NULL, 'w' },
 		{ "cwd", required_argument, NULL, 'C' },     { "env", required_argument, NULL, 'e' },
@@ -488,16 +488,18 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		{ "shell", required_argument, NULL, 's' },   { "tty", no_argument, NULL, 't' },
 		{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
 		{ "raw", no_argument, NULL, OPT_RAW },
+		{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
 		{ 0 },
 	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	_cleanup_free_ const char **allow = calloc((size_t)argc, sizeof(*allow));
 	bk_exec_request rq = { 0 };
 	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
 	bk_process_request prq = { .lease_ms = LEASE_MS, .lossless = true };
 	bool want_stdin = false, collect = false, raw = false;
 	int opt, help = 0;
 
-	if (!env) {
+	if (!env || !allow) {
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
@@ -538,6 +540,10 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case OPT_RAW:
 			raw = true;
 			break;
+		case OPT_ALLOW_NET:
+			/* The server checks the pattern and that its ceiling covers it. */
+			allow[rq.n_allow_net++] = optarg;
+			break;
 		default:
 			goto usage;
 		}
@@ -551,6 +557,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
+	rq.allow_net = rq.n_allow_net ? allow : NULL;
 	if (!want_stdin)
 		warn_unread_pipe(ctl);
 	collect = collect || ctl->json;
@@ -573,6 +580,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	prq.cwd = rq.cwd;
 	prq.env = rq.env;
 	prq.n_env = rq.n_env;
+	prq.allow_net = rq.allow_net;
+	prq.n_allow_net = rq.n_allow_net;
 	prq.stdin_open = want_stdin;
 	prq.max_runtime_ms = rq.timeout_ms;
 	if (prq.tty && bkctl_terminal_size(&prq.rows, &prq.cols) < 0)

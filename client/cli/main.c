@@ -36,7 +36,10 @@ static const bkctl_command commands[] = {
 	  "                       BYTES of stdout and of stderr each, e.g. 64M (default: boxkited's\n"
 	  "                       --exec-output, 1M; at most its --exec-output-max)\n"
 	  "  --raw                the command's output as it is, control sequences too (without -t, on\n"
-	  "                       a terminal they are shown escaped, \\x1b: they are the command's)\n",
+	  "                       a terminal they are shown escaped, \\x1b: they are the command's)\n"
+	  "  --allow-net HOST:PORT  let the command reach HOST:PORT through the sidecar's egress proxy\n"
+	  "                       (a name, *.DOMAIN, an address or CIDR; a port or *), within\n"
+	  "                       boxkited's --egress-allow; repeatable. Without it: no network\n",
 	  "^C is passed to the command as SIGINT; a second ^C kills it and everything it started;\n"
 	  "SIGTERM or SIGHUP to bkctl stops it (SIGTERM, SIGKILL 5 s later). A bkctl that dies or loses\n"
 	  "boxkited leaves nothing running: the command is killed 15 s after bkctl last called. With\n"
@@ -55,7 +58,8 @@ static const bkctl_command commands[] = {
 	  "                       reader (logs -f) instead of losing its oldest bytes\n"
 	  "  -w, --workdir DIR    working directory, as for exec\n"
 	  "  -e, --env NAME=VALUE set a variable (repeatable)\n"
-	  "  -s, --shell STRING   run STRING with /bin/sh -c\n",
+	  "  -s, --shell STRING   run STRING with /bin/sh -c\n"
+	  "  --allow-net HOST:PORT  as for exec (not with --expose)\n",
 	  "It runs with exec's isolation until it ends, is killed, or boxkited resets; its record stays\n"
 	  "(ps, logs, wait) until bkctl prune.\n" },
 	{ "ps", bkctl_ps, "list background processes, running and ended", "", "", "" },

@@ -101,7 +101,7 @@ static int parse_signal(const char *s, int *sig)
 
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS };
+	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS, OPT_ALLOW_NET };
 	static const struct option longopts[] = {
 		{ "expose", required_argument, NULL, OPT_EXPOSE },
 		{ "tag", required_argument, NULL, OPT_TAG },
@@ -113,9 +113,11 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "shell", required_argument, NULL, 's' },
+		{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
 		{ 0 },
 	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	_cleanup_free_ const char **allow = calloc((size_t)argc, sizeof(*allow));
 	bk_process_request rq = { 0 };
 	bk_process_started started;
 	bk_status st;
@@ -124,7 +126,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	unsigned long port;
 	char *end;
 
-	if (!env) {
+	if (!env || !allow) {
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_STATUS;
 	}
@@ -164,6 +166,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case OPT_LOSSLESS:
 			rq.lossless = true;
 			break;
+		case OPT_ALLOW_NET:
+			allow[rq.n_allow_net++] = optarg;
+			break;
 		case 'w':
 			rq.cwd = optarg;
 			break;
@@ -188,6 +193,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
 	rq.env = env;
+	rq.allow_net = rq.n_allow_net ? allow : NULL;
 	/* The size of the terminal bkctl runs on, if it does; else the server's 24x80. */
 	if (rq.tty && bkctl_terminal_size(&rq.rows, &rq.cols) < 0)
 		rq.rows = rq.cols = 0;

@@ -2,7 +2,9 @@
  * that tests it, and saying which layer that was (SECURITY.md):
  *
  *   layer 1  a fresh, empty network namespace per exec   -- from inside an exec: only lo, no
- *            route, the sidecar's own address and port unreachable, its ipc socket invisible;
+ *            route, the sidecar's own address and port unreachable, its ipc socket invisible,
+ *            no egress proxy listening for an exec granted nothing; and its one configured
+ *            exception, the egress ceiling (keyed Health), reported;
  *   layer 2  the pod's NetworkPolicy                      -- from the sidecar's network
  *            namespace, which bkctl cannot enter: printed as the kubectl commands to run (a
  *            sidecar in local mode has no pod and so no such layer: it says that);
@@ -39,6 +41,8 @@ struct report {
 	bk_json j;
 	bool json;
 	int fails;
+	bk_egress_ceiling ceiling; /* what the sidecar may grant, for -o json's egress_ceiling */
+	bool ceiling_known;
 	int skipped;
 };
 
@@ -61,7 +65,10 @@ static const char layer1_script[] =
 	"(sys.argv[1],sys.argv[2],e.strerror))' \"$h\" \"$BK_PORT\"\n"
 	"  else echo \"connect $h:$BK_PORT untested (no bash or python3 in the sandbox)\"; fi\n"
 	"done\n"
-	"if [ -n \"$BK_SOCK\" ]; then if [ -e \"$BK_SOCK\" ]; then echo \"socket visible\"; else echo \"socket absent\"; fi; fi\n";
+	"if [ -n \"$BK_SOCK\" ]; then if [ -e \"$BK_SOCK\" ]; then echo \"socket visible\"; else echo \"socket absent\"; fi; fi\n"
+	"if command -v bash >/dev/null 2>&1; then\n"
+	"  if bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128' 2>/dev/null; then echo \"proxy open\"; else echo \"proxy closed\"; fi\n"
+	"fi\n";
 
 static void check(struct report *r, int layer, const char *vantage, const char *what, enum verdict v,
 		  const char *detail)
@@ -166,6 +173,7 @@ static void layer1(struct report *r, bkctl *ctl)
 	if (!out)
 		return;
 	bool only_lo = true, saw_lo = false, no_route = true, connects = false, untested = false, sock_seen = false;
+	const char *proxy = NULL;
 	char ifaces[256] = "", routes[256] = "", conn[512] = "";
 	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
 		size_t n;
@@ -185,6 +193,8 @@ static void layer1(struct report *r, bkctl *ctl)
 			snprintf(conn + n, sizeof(conn) - n, "%s%s", n ? "; " : "", line + 8);
 		} else if (strcmp(line, "socket visible") == 0) {
 			sock_seen = true;
+		} else if (strcmp(line, "proxy open") == 0 || strcmp(line, "proxy closed") == 0) {
+			proxy = line + 6;
 		}
 	}
 	check(r, 1, vantage, "interfaces", saw_lo && only_lo ? PASS : FAIL, ifaces[0] ? ifaces : "none listed");
@@ -194,11 +204,53 @@ static void layer1(struct report *r, bkctl *ctl)
 	if (sock[0])
 		check(r, 1, vantage, "the sidecar's ipc socket", sock_seen ? FAIL : PASS,
 		      sock_seen ? "visible in the sandbox" : "absent from the sandbox");
+	check(r, 1, vantage, "the egress proxy's port, for an exec granted nothing",
+	      !proxy ? WARN : strcmp(proxy, "closed") == 0 ? PASS : FAIL,
+	      !proxy ? "untested (no bash in the sandbox)"
+	      : strcmp(proxy, "closed") == 0 ? "nothing listens on 127.0.0.1:3128"
+					     : "something listens on 127.0.0.1:3128 in an exec granted nothing");
 	snprintf(detail, sizeof(detail),
 		 "run it yourself, it dials an address outside the sandbox: bkctl exec -- curl --max-time 3 -sS "
 		 "http://169.254.169.254/latest/meta-data/; echo \"exit: $?\"  (expect an immediate failure: no "
 		 "route; a hang or any answer is worth investigating)");
 	check(r, 1, vantage, "the cloud metadata endpoint", NOT_RUN, detail);
+}
+
+/* Layer one's scoped exception (SECURITY.md): what an exec may be granted through the egress
+ * proxy, as the sidecar tells a keyed caller. */
+static void egress_ceiling(struct report *r, bkctl *ctl)
+{
+	static const char vantage[] = "the sidecar's configuration (keyed Health)";
+	char detail[1024];
+	size_t n;
+	bk_status st;
+	bk_client *c;
+	int code;
+
+	if (!ctl->key_file) {
+		check(r, 1, vantage, "egress ceiling", SKIPPED, "needs the key (--key-file): the sidecar tells it a keyed caller");
+		return;
+	}
+	if (!(c = bkctl_connect(ctl, &code))) {
+		check(r, 1, vantage, "egress ceiling", FAIL, "cannot reach the sidecar");
+		return;
+	}
+	code = bk_egress_ceiling_get(c, &r->ceiling, &st);
+	bk_client_close(c);
+	if (code != BK_OK) {
+		snprintf(detail, sizeof(detail), "not told: %.400s", st.message);
+		check(r, 1, vantage, "egress ceiling", FAIL, detail);
+		return;
+	}
+	r->ceiling_known = true;
+	if (r->ceiling.n == 0) {
+		check(r, 1, vantage, "egress ceiling", PASS, "none: no exec can be granted any destination");
+		return;
+	}
+	n = (size_t)snprintf(detail, sizeof(detail), "an exec may be granted, through the egress proxy:");
+	for (size_t i = 0; i < r->ceiling.n && n < sizeof(detail); i++)
+		n += (size_t)snprintf(detail + n, sizeof(detail) - n, "%s %s", i ? "," : "", r->ceiling.patterns[i]);
+	check(r, 1, vantage, "egress ceiling", WARN, detail);
 }
 
 static void layer2(struct report *r, const char *pod, const char *ns, const char *mode)
@@ -332,12 +384,19 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	sidecar_mode(ctl, mode, sizeof(mode));
 	layer1(&r, ctl);
+	egress_ceiling(&r, ctl);
 	layer2(&r, pod, ns, mode);
 	layer3(&r, ctl);
 	if (r.json) {
 		bk_json_end_array(&r.j);
 		bk_json_string(&r.j, "mode", mode);
 		bk_json_int(&r.j, "failed", r.fails);
+		if (r.ceiling_known) {
+			bk_json_begin_array(&r.j, "egress_ceiling");
+			for (size_t i = 0; i < r.ceiling.n; i++)
+				bk_json_string(&r.j, NULL, r.ceiling.patterns[i]);
+			bk_json_end_array(&r.j);
+		}
 		bk_json_int(&r.j, "skipped", r.skipped);
 		bk_json_end_object(&r.j);
 		putchar('\n');
@@ -350,5 +409,6 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		printf("verify: every check run here passed%s\n",
 		       strcmp(mode, "local") ? "; run the NOT RUN HERE ones on your cluster" : "");
 	}
+	bk_egress_ceiling_free(&r.ceiling);
 	return r.fails ? BKCTL_EXIT_STATUS : r.skipped ? BKCTL_EXIT_INCOMPLETE : BKCTL_EXIT_OK;
 }

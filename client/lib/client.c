@@ -515,3 +515,44 @@ int bk_health(bk_client *c, bk_health_info *out, bk_status *st)
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return BK_OK;
 }
+
+void bk_egress_ceiling_free(bk_egress_ceiling *ceiling)
+{
+	if (!ceiling)
+		return;
+	for (size_t i = 0; i < ceiling->n; i++)
+		free(ceiling->patterns[i]);
+	free(ceiling->patterns);
+	ceiling->patterns = NULL;
+	ceiling->n = 0;
+}
+
+int bk_egress_ceiling_get(bk_client *c, bk_egress_ceiling *out, bk_status *st)
+{
+	Boxkite__V1__HealthRequest req = BOXKITE__V1__HEALTH_REQUEST__INIT;
+	Boxkite__V1__HealthResponse *resp = NULL;
+	bool verified;
+	int code;
+
+	memset(out, 0, sizeof(*out));
+	code = bk_client_call(c, "Health", &req.base, &boxkite__v1__health_response__descriptor,
+			      (ProtobufCMessage **)&resp, 0, &verified, st);
+	if (code != BK_OK)
+		return code;
+	/* An unverified answer's ceiling would be anyone's word; a server tells it only to a keyed
+	 * caller anyway. */
+	if (!verified) {
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		return bk_status_set(st, BK_UNAUTHENTICATED, 0, false,
+				     "the egress ceiling is told only to a keyed caller (give the client a key)");
+	}
+	if (resp->n_egress_ceiling && !(out->patterns = calloc(resp->n_egress_ceiling, sizeof(*out->patterns))))
+		code = bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	for (size_t i = 0; code == BK_OK && i < resp->n_egress_ceiling; i++, out->n++)
+		if (!(out->patterns[i] = strdup(resp->egress_ceiling[i])))
+			code = bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	if (code != BK_OK)
+		bk_egress_ceiling_free(out);
+	return code;
+}

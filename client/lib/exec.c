@@ -58,6 +58,8 @@ int bk_exec(bk_client *c, const bk_exec_request *rq, bk_exec_result *out, bk_sta
 	req.timeout_ms = rq->timeout_ms;
 	req.stdout_limit = rq->stdout_limit;
 	req.stderr_limit = rq->stderr_limit;
+	req.n_allow_net = rq->n_allow_net;
+	req.allow_net = (char **)rq->allow_net;
 
 	code = bk_client_call(c, "Exec", &req.base, &boxkite__v1__exec_response__descriptor, (ProtobufCMessage **)&resp,
 			      (int)(rq->timeout_ms ? rq->timeout_ms : BK_EXEC_WAIT_DEFAULT_MS) + bk_client_timeout(c),

@@ -123,6 +123,8 @@ int bk_process_start(bk_client *c, const bk_process_request *rq, bk_process_star
 	req.tag = (char *)(rq->tag ? rq->tag : "");
 	req.lease_ms = rq->lease_ms;
 	req.lossless = rq->lossless;
+	req.n_allow_net = rq->n_allow_net;
+	req.allow_net = (char **)rq->allow_net;
 	code = process_call(c, "ProcessStart", &req.base, &boxkite__v1__process_start_response__descriptor, &resp, 0,
 			    st);
 	if (code != BK_OK)

@@ -104,6 +104,18 @@ typedef struct bk_health_info {
  * nothing to free. */
 BK_EXPORT int bk_health(bk_client *client, bk_health_info *out, bk_status *st);
 
+/* The server's egress ceiling (boxkited --egress-allow): the HOST:PORT patterns a request's
+ * allow_net may grant within, n 0 when it grants nothing. Health, keyed: a server tells it only
+ * to a caller whose MAC verified (BK_UNAUTHENTICATED here when the client has no key). Free
+ * with bk_egress_ceiling_free(). */
+typedef struct bk_egress_ceiling {
+	char **patterns;
+	size_t n;
+} bk_egress_ceiling;
+
+BK_EXPORT int bk_egress_ceiling_get(bk_client *client, bk_egress_ceiling *out, bk_status *st);
+BK_EXPORT void bk_egress_ceiling_free(bk_egress_ceiling *ceiling);
+
 /* --- Exec ------------------------------------------------------------------------------------ */
 
 typedef struct bk_env_var {
@@ -127,6 +139,11 @@ typedef struct bk_exec_request {
 	uint64_t stdout_limit;   /* bytes kept per stream; 0: the server's default (--exec-output);
 				    at most the server's --exec-output-max */
 	uint64_t stderr_limit;
+	const char *const *allow_net; /* n_allow_net HOST:PORT patterns the command may reach through
+				    the sidecar's egress proxy, within its ceiling (else
+				    BK_PERMISSION_DENIED, nothing run); NULL when n_allow_net is 0:
+				    no network */
+	size_t n_allow_net;
 } bk_exec_request;
 
 typedef struct bk_exec_result {
@@ -357,6 +374,8 @@ typedef struct bk_process_request {
 				    whose ring holds ring_size bytes nobody read blocks the process
 				    writing it (for a client that streams everything; give a lease
 				    too, so that a reader that went away does not stall it for ever) */
+	const char *const *allow_net; /* as bk_exec_request's; not with expose_port */
+	size_t n_allow_net;
 } bk_process_request;
 
 typedef struct bk_process_status {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egresspolicy.h"
 #include "envpolicy.h"
 #include "sbpath.h"
 
@@ -23,15 +24,33 @@ static const char *const base_env[] = {
 	"SHELL=/bin/sh",
 };
 
-/* The environment: the base, then the request's variables (any well-formed name, envpolicy.h).
- * Returns the number of entries, or -1 with *bad naming the variable refused. */
-static int build_env(const bk_command_request *rq, char **env, char *storage, size_t size, const char **bad,
-		     const char **why)
-{
-	size_t n = 0, used = 0;
+/* A granted command's way out (docs/PROTOCOL.md, "Egress"): the proxy on its own loopback, in
+ * both spellings tools read; loopback itself never through it. */
+static const char *const proxy_env[] = {
+	"HTTP_PROXY=" BK_EGRESS_PROXY_URL,  "http_proxy=" BK_EGRESS_PROXY_URL,
+	"HTTPS_PROXY=" BK_EGRESS_PROXY_URL, "https_proxy=" BK_EGRESS_PROXY_URL,
+	"ALL_PROXY=" BK_EGRESS_PROXY_URL,   "all_proxy=" BK_EGRESS_PROXY_URL,
+	"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+};
 
-	for (size_t i = 0; i < BK_ARRAY_SIZE(base_env); i++)
-		env[n++] = (char *)base_env[i];
+/* A grant reaching a brokered destination: what the proxy presents there is signed by its CA,
+ * and these tell the usual clients to trust that bundle (the system's roots and the CA). */
+static const char *const ca_env[] = {
+	"SSL_CERT_FILE=" BK_EGRESS_CA_FILE,  "REQUESTS_CA_BUNDLE=" BK_EGRESS_CA_FILE,
+	"NODE_EXTRA_CA_CERTS=" BK_EGRESS_CA_FILE, "CURL_CA_BUNDLE=" BK_EGRESS_CA_FILE,
+	"GIT_SSL_CAINFO=" BK_EGRESS_CA_FILE,
+};
+
+#define BASE_MAX (BK_ARRAY_SIZE(base_env) + BK_ARRAY_SIZE(proxy_env) + BK_ARRAY_SIZE(ca_env))
+
+/* The environment: the base (nbase entries already in env), then the request's variables (any
+ * well-formed name, envpolicy.h), which replace a base one of the same name. Returns the number
+ * of entries, or -1 with *bad naming the variable refused. */
+static int build_env(const bk_command_request *rq, char **env, size_t nbase, char *storage, size_t size,
+		     const char **bad, const char **why)
+{
+	size_t n = nbase, used = 0;
+
 	for (size_t i = 0; i < rq->n_env; i++) {
 		const char *name = rq->env[i]->name, *value = rq->env[i]->value;
 		size_t nlen = strlen(name), vlen = strlen(value), j;
@@ -41,7 +60,7 @@ static int build_env(const bk_command_request *rq, char **env, char *storage, si
 			*why = "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*, at most 256 bytes)";
 			return -1;
 		}
-		for (j = BK_ARRAY_SIZE(base_env); j < n; j++) {
+		for (j = nbase; j < n; j++) {
 			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
 				*why = "set twice in the request";
 				return -1;
@@ -57,16 +76,53 @@ static int build_env(const bk_command_request *rq, char **env, char *storage, si
 		memcpy(entry + nlen + 1, value, vlen + 1);
 		used += nlen + vlen + 2;
 		/* A request variable replaces a base one of the same name. */
-		for (j = 0; j < BK_ARRAY_SIZE(base_env); j++) {
+		for (j = 0; j < nbase; j++) {
 			if (strncmp(env[j], name, nlen) == 0 && env[j][nlen] == '=') {
 				env[j] = entry;
 				break;
 			}
 		}
-		if (j == BK_ARRAY_SIZE(base_env))
+		if (j == nbase)
 			env[n++] = entry;
 	}
 	return (int)n;
+}
+
+/* A grant, checked: well-formed, and within the ceiling (PERMISSION_DENIED beyond it, or with no
+ * ceiling at all), before anything runs. *brokered: it reaches a destination with a credential.
+ * 0, or -1 having ended the call. */
+static int grant_check(bk_call *call, const bk_command_request *rq, bool *brokered)
+{
+	const bk_config *cfg = &call->srv->cfg;
+
+	*brokered = false;
+	if (!cfg->negress_allow) {
+		bk_call_failf(call, BK_PERMISSION_DENIED, 0,
+			      "allow_net: this sidecar grants no network (it was started without --egress-allow)");
+		return -1;
+	}
+	if (rq->n_allow_net > BK_EGRESS_GRANT_MAX) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "allow_net: at most %d patterns", BK_EGRESS_GRANT_MAX);
+		return -1;
+	}
+	for (size_t i = 0; i < rq->n_allow_net; i++) {
+		_cleanup_error_ bk_error *err = NULL;
+		bk_egress_pattern p;
+		if (bk_egress_pattern_parse(rq->allow_net[i], &p, &err) < 0) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "allow_net '%.300s': %s", rq->allow_net[i],
+				      bk_error_msg(err));
+			return -1;
+		}
+		if (bk_egress_grant_beyond(&p, 1, cfg->egress_ceiling, cfg->negress_allow) >= 0) {
+			bk_call_failf(call, BK_PERMISSION_DENIED, 0, "allow_net '%.300s': beyond the egress ceiling",
+				      rq->allow_net[i]);
+			return -1;
+		}
+		for (size_t c = 0; c < cfg->negress_credential && !*brokered; c++)
+			*brokered = bk_egress_pattern_matches(&p, &cfg->egress_credential[c].host,
+							      cfg->egress_credential[c].port);
+	}
+	return 0;
 }
 
 int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *cmd)
@@ -74,7 +130,8 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 	const bk_config *cfg = &call->srv->cfg;
 	const char *bad = NULL, *why = NULL;
 	_cleanup_error_ bk_error *path_err = NULL;
-	size_t strings = 0, env_bytes = 1;
+	size_t strings = 0, env_bytes = 1, nbase = 0;
+	bool brokered = false;
 	int nenv;
 
 	memset(cmd, 0, sizeof(*cmd));
@@ -113,13 +170,21 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 			      ORDER_STRINGS_MAX / 2);
 		return -1;
 	}
+	if (rq->n_allow_net && grant_check(call, rq, &brokered) < 0)
+		return -1;
 	cmd->env_storage = malloc(env_bytes);
-	cmd->env = calloc(BK_ARRAY_SIZE(base_env) + rq->n_env, sizeof(*cmd->env));
+	cmd->env = calloc(BASE_MAX + rq->n_env, sizeof(*cmd->env));
 	if (!cmd->env_storage || !cmd->env) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return -1;
 	}
-	nenv = build_env(rq, cmd->env, cmd->env_storage, env_bytes, &bad, &why);
+	for (size_t i = 0; i < BK_ARRAY_SIZE(base_env); i++)
+		cmd->env[nbase++] = (char *)base_env[i];
+	for (size_t i = 0; rq->n_allow_net && i < BK_ARRAY_SIZE(proxy_env); i++)
+		cmd->env[nbase++] = (char *)proxy_env[i];
+	for (size_t i = 0; brokered && i < BK_ARRAY_SIZE(ca_env); i++)
+		cmd->env[nbase++] = (char *)ca_env[i];
+	nenv = build_env(rq, cmd->env, nbase, cmd->env_storage, env_bytes, &bad, &why);
 	if (nenv < 0) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "environment variable '%.100s': %s", bad, why);
 		return -1;
@@ -132,6 +197,9 @@ int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *
 	cmd->spawn.n_env = (size_t)nenv;
 	cmd->spawn.env = cmd->env;
 	cmd->spawn.cwd = cmd->cwd;
+	cmd->spawn.n_egress = rq->n_allow_net;
+	cmd->spawn.egress = rq->allow_net;
+	cmd->spawn.key_id = call->key ? (char *)call->key->id : "";
 	return 0;
 }
 

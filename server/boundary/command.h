@@ -20,9 +20,12 @@ typedef struct bk_command_request {
 	const char *cwd;
 	size_t n_env;
 	Boxkite__V1__EnvVar **env;
+	size_t n_allow_net;     /* the grant: HOST:PORT patterns within the egress ceiling */
+	char **allow_net;
 } bk_command_request;
 
-/* The environment every command starts from (base_env in command.c) plus the request's. */
+/* The environment every command starts from (base_env in command.c; with a grant, the proxy's
+ * variables too) plus the request's. */
 typedef struct bk_command {
 	Boxkite__Executor__Spawn spawn; /* argv, env, cwd set; the caller sets the rest */
 	char *shell_argv[4];
@@ -33,7 +36,8 @@ typedef struct bk_command {
 } bk_command;
 
 /* Check rq and fill cmd (free with bk_command_fini, whatever the result). 0, or -1 having ended
- * the call with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED) and why. */
+ * the call with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED; PERMISSION_DENIED for a grant beyond
+ * the egress ceiling) and why. */
 int bk_command_prepare(bk_call *call, const bk_command_request *rq, bk_command *cmd);
 void bk_command_fini(bk_command *cmd);
 

@@ -678,19 +678,13 @@ static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t 
 	uint8_t rnd[16];
 
 	(void)nfds;
-	if (err) {
-		fail_reply(op->call, err, reply);
+	if (err)
 		goto fail;
-	}
 	u->fd = fds[0];
-	if (u->check_sha256 && (!(u->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u->md, EVP_sha256(), NULL))) {
-		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
+	if (u->check_sha256 && (!(u->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u->md, EVP_sha256(), NULL)))
 		goto fail;
-	}
-	if (bk_blockhash_init(&u->blocks, u->size) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
+	if (bk_blockhash_init(&u->blocks, u->size) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		goto fail;
-	}
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(u->id + 2 * i, 3, "%02x", rnd[i]);
 	clock_gettime(CLOCK_MONOTONIC, &u->touched);
@@ -708,11 +702,16 @@ static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t 
 	free(op);
 	return;
 fail:
+	/* Its place given back before the answer: the client's next Begin must find it free. */
 	pthread_mutex_lock(&f->lock);
 	f->nuploads--;
 	quota_unreserve(f, u);
 	pthread_mutex_unlock(&f->lock);
 	upload_free(u);
+	if (err)
+		fail_reply(op->call, err, reply);
+	else
+		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
 	bk_reply_free(reply);
 	free(op);
 }
@@ -792,11 +791,11 @@ static void usage_replied(void *arg, int err, bk_reply *reply, int *fds, size_t 
 	(void)fds;
 	(void)nfds;
 	if (err) {
-		fail_reply(op->call, err, reply);
 		pthread_mutex_lock(&f->lock);
 		f->nuploads--;
 		pthread_mutex_unlock(&f->lock);
 		upload_free(op->u);
+		fail_reply(op->call, err, reply);
 		free(op);
 	} else {
 		pthread_mutex_lock(&f->lock);

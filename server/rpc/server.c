@@ -68,6 +68,17 @@ static void on_files_ready(bk_server *srv, const bk_reply *event, int *fds)
 		close(fds[0]);
 }
 
+/* The egress proxy runs: its counters' page, for /metrics. */
+static void on_egress_ready(bk_server *srv, const bk_reply *event, int *fds)
+{
+	int ret = bk_metrics_egress_map(&srv->metrics, fds[0]);
+
+	(void)event;
+	if (ret < 0)
+		bk_log(BK_LOG_ERROR, "the egress proxy's counters: %s", strerror(-ret));
+	close(fds[0]);
+}
+
 static const struct event_row {
 	Boxkite__Executor__Reply__KindCase kind;
 	size_t nfds;
@@ -76,6 +87,7 @@ static const struct event_row {
 	{ BOXKITE__EXECUTOR__REPLY__KIND_PONG, 0, on_state },
 	{ BOXKITE__EXECUTOR__REPLY__KIND_EXITED, 0, on_exited },
 	{ BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY, 1, on_files_ready },
+	{ BOXKITE__EXECUTOR__REPLY__KIND_EGRESS_READY, 1, on_egress_ready },
 };
 
 void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)

@@ -188,7 +188,8 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
 	bk_execs *ex = srv->execs;
-	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell, rq->cwd, rq->n_env, rq->env };
+	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell,	    rq->cwd,
+					 rq->n_env,  rq->env,  rq->n_allow_net, rq->allow_net };
 	_cleanup_(bk_command_fini) bk_command cmd = { 0 };
 	size_t limit[2], reserved, budget_used;
 	struct exec_run *e;

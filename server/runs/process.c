@@ -557,7 +557,8 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 	bk_server *srv = call->srv;
 	const bk_config *cfg = &srv->cfg;
 	bk_processes *ps = srv->processes;
-	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell, rq->cwd, rq->n_env, rq->env };
+	const bk_command_request crq = { rq->n_argv, rq->argv, rq->shell,	    rq->cwd,
+					 rq->n_env,  rq->env,  rq->n_allow_net, rq->allow_net };
 	_cleanup_(bk_command_fini) bk_command cmd = { 0 };
 	size_t ring = rq->ring_size ? rq->ring_size : cfg->process_ring;
 	uint32_t rows = rq->size && rq->size->rows ? rq->size->rows : 24;
@@ -567,6 +568,13 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 
 	if (!srv->executor || !ps) {
 		bk_call_failf(call, BK_UNAVAILABLE, 0, "no executor: this server does not run commands");
+		return;
+	}
+	/* A process that exposes a port runs in the sandbox's network namespace, which every such
+	 * process shares: a grant's listener there would serve them all. */
+	if (rq->expose_port && rq->n_allow_net) {
+		bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+			      "allow_net and expose_port: a process exposing a port shares the sandbox's network namespace");
 		return;
 	}
 	if (rq->expose_port > 65535) {

@@ -1,7 +1,10 @@
 #include "transport/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "rpc/server.h"
@@ -31,8 +34,31 @@ int bk_metrics_init(bk_metrics *m, size_t nmethods)
 
 void bk_metrics_fini(bk_metrics *m)
 {
+	const bk_egress_stats *e = atomic_exchange(&m->egress, NULL);
+
 	free(m->requests);
 	m->requests = NULL;
+	if (e)
+		munmap((void *)e, BK_EGRESS_STATS_SIZE);
+}
+
+int bk_metrics_egress_map(bk_metrics *m, int fd)
+{
+	struct stat st;
+	void *page;
+
+	/* A page that cannot shrink under the mapping: what the proxy writes is only ever numbers
+	 * here, and it cannot make reading them fault. */
+	if (atomic_load(&m->egress))
+		return -EALREADY;
+	if (fstat(fd, &st) < 0 || st.st_size != BK_EGRESS_STATS_SIZE ||
+	    (fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL))
+		return -EINVAL;
+	page = mmap(NULL, BK_EGRESS_STATS_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (page == MAP_FAILED)
+		return -errno;
+	atomic_store(&m->egress, page);
+	return 0;
 }
 
 void bk_metrics_call(bk_metrics *m, size_t method_row, bool has_method, int status, int detail, size_t in,
@@ -83,6 +109,27 @@ static void family(FILE *out, const char *name, const char *type, const char *he
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The egress proxy's counters, as its page holds them now. */
+static void egress_write(const bk_egress_stats *e, FILE *out)
+{
+#define EGRESS(field) ((unsigned long)__atomic_load_n(&e->field, __ATOMIC_RELAXED))
+	if (!e)
+		return;
+	family(out, "boxkite_egress_connections_total", "counter",
+	       "Egress proxy decisions: connections relayed (allowed), refused, or granted but not reachable (failed).");
+	fprintf(out, "boxkite_egress_connections_total{verdict=\"allowed\"} %lu\n", EGRESS(allowed));
+	fprintf(out, "boxkite_egress_connections_total{verdict=\"refused\"} %lu\n", EGRESS(refused));
+	fprintf(out, "boxkite_egress_connections_total{verdict=\"failed\"} %lu\n", EGRESS(failed));
+	family(out, "boxkite_egress_bytes_total", "counter", "Bytes relayed by the egress proxy, by direction.");
+	fprintf(out, "boxkite_egress_bytes_total{direction=\"up\"} %lu\n", EGRESS(bytes_up));
+	fprintf(out, "boxkite_egress_bytes_total{direction=\"down\"} %lu\n", EGRESS(bytes_down));
+	family(out, "boxkite_egress_brokered_total", "counter", "Requests given the operator's credential headers.");
+	fprintf(out, "boxkite_egress_brokered_total %lu\n", EGRESS(brokered));
+	family(out, "boxkite_egress_connections_open", "gauge", "Egress connections open now.");
+	fprintf(out, "boxkite_egress_connections_open %lu\n", EGRESS(open));
+#undef EGRESS
+}
+
 void bk_metrics_write(const bk_server *srv, FILE *out)
 {
 	const bk_metrics *m = &srv->metrics;
@@ -127,4 +174,5 @@ void bk_metrics_write(const bk_server *srv, FILE *out)
 	fprintf(out, "boxkite_replay_cache_entries %zu\n", bk_replay_count(srv->replay));
 	family(out, "boxkite_sandbox_ready", "gauge", "1 when the sandbox is found and the executor answers.");
 	fprintf(out, "boxkite_sandbox_ready %d\n", atomic_load(&srv->sandbox_ready) ? 1 : 0);
+	egress_write(atomic_load(&m->egress), out);
 }

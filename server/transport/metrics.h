@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "boxkite/status.h"
+#include "egressstats.h"
 
 #define BK_METRICS_STATUSES 17 /* gRPC's canonical codes, 0..16 */
 #define BK_METRICS_DETAILS 13  /* enum StatusDetail, 0..12 */
@@ -29,9 +30,14 @@ typedef struct bk_metrics {
 	atomic_long calls_waiting; /* parked (rpc/call.h): how near BK_PARKED_MAX */
 	atomic_ulong bytes_in, bytes_out;
 	atomic_llong executor_answered_ms; /* CLOCK_MONOTONIC of the executor's last answer to a ping */
+	/* The egress proxy's counters: its shared page, mapped read-only (NULL: no egress). */
+	_Atomic(const bk_egress_stats *) egress;
 } bk_metrics;
 
 int bk_metrics_init(bk_metrics *m, size_t nmethods);
+/* The egress proxy's counters' memfd (the executor's EgressReady): mapped read-only, once;
+ * fd stays the caller's. 0 or -errno. */
+int bk_metrics_egress_map(bk_metrics *m, int fd);
 void bk_metrics_fini(bk_metrics *m);
 
 /* A call ended: its method row (has_method false: it named no rpc), status, detail, bytes

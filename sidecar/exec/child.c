@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egresspolicy.h"
 
 static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_PIDNS] = "new PID namespace",
@@ -45,6 +46,8 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_SESSION] = "setsid",
 	[BOXKITE__EXECUTOR__STEP__STEP_TERMINAL] = "terminal",
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
+	[BOXKITE__EXECUTOR__STEP__STEP_USERNS] = "join the sandbox's user namespace",
+	[BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA] = "egress CA bundle at " BK_EGRESS_CA_DIR,
 };
 
 /* A step a child can fail at (STEP_NONE is not one). */
@@ -96,6 +99,13 @@ uint64_t bk_capbset_read(void)
 		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
 			set |= BK_CAP(cap);
 	return set;
+}
+
+uint64_t bk_capbset_all(void)
+{
+	cap_value_t ncaps = cap_max_bits();
+
+	return ncaps >= 64 ? UINT64_MAX : BK_CAP(ncaps) - 1;
 }
 
 bk_step bk_child_keep_caps(uint64_t keep, uint64_t drop)

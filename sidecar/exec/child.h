@@ -60,6 +60,9 @@ int bk_step_report_read(int fd, struct bk_step_report *r, bk_error **err);
  * it has (libcap's cap_max_bits()), so a parent's call, never a CLONE_VM child's: it is read
  * before a fork or clone and handed to the child, which then drops exactly what is there. */
 uint64_t bk_capbset_read(void);
+/* Every capability the kernel knows: the bounding set of a process that joined a user namespace
+ * (setns resets it to the full set there), which it then has to drop. */
+uint64_t bk_capbset_all(void);
 
 /* Narrow the calling process to the capabilities in `keep`: first each capability in `drop`
  * leaves the bounding set (this needs CAP_SETPCAP, so it comes first; pass only capabilities

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egresspolicy.h"
 #include "exec/init/init_status.h"
 #include "exec/kfile.h"
 #include "log.h"
@@ -30,7 +31,8 @@
 
 /* What the local sandbox shows of the host, read-only: programs and libraries, and /etc.
  * Nothing else — not /run, /home, /root, the host's /tmp, nor any socket: a read-only mount does
- * not stop connect() on a unix socket, so hiding is the only protection. */
+ * not stop connect() on a unix socket, so hiding is the only protection. (Its /run holds one
+ * empty directory of its own, where a granted exec finds the egress proxy's CA bundle.) */
 static const char *const host_ro_dirs[] = { "usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 
@@ -208,6 +210,9 @@ static int build_root(const bk_sandbox_config *cfg, const int *host_trees, int w
 		return -1;
 	/* /var/tmp, which tools expect to exist: the same tmpfs as /tmp. */
 	if (mkdir("var", 0755) < 0 || symlink("/tmp", "var/tmp") < 0)
+		return -1;
+	/* Where a granted exec's own mount namespace gets the egress CA bundle (spawn.c). */
+	if (mkdir("run", 0755) < 0 || mkdir(BK_EGRESS_CA_DIR + 1, 0755) < 0)
 		return -1;
 	if (mkdir("workspace", 0755) < 0 || tree_attach(workspace_tree, "workspace") < 0)
 		return -1;

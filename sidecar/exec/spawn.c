@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "egresspolicy.h"
 #include "cleanup.h"
 #include "exec/init/init_status.h"
 
@@ -33,6 +34,7 @@ struct child_ctx {
 	int stdin_r, stdout_w, stderr_w, report_w, status_w;
 	int console_w; /* tty: where the child sends the terminal's master (a unix socket) */
 	int *pidfd; /* of the exec's init, however it was made (bk_spawn's) */
+	char ca_opts[64]; /* the CA tmpfs's mount options, made before the clone */
 };
 
 #define CLONE_EXEC_FLAGS (CLONE_VM | CLONE_VFORK | CLONE_PIDFD)
@@ -91,6 +93,33 @@ out:
 	return ret;
 }
 
+/* Step 2, for a grant that reaches a brokered destination: the proxy's CA bundle, in a tmpfs of
+ * the exec's own on the sandbox's BK_EGRESS_CA_DIR, written as root and then read-only — the
+ * command can read what it trusts, and change nothing of it. */
+static int mount_ca(const struct child_ctx *c)
+{
+	const bk_spawn_request *rq = c->rq;
+	size_t off = 0;
+	int fd, ret = -1;
+
+	if (mount("tmpfs", BK_EGRESS_CA_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, c->ca_opts) < 0)
+		return -1;
+	fd = open(BK_EGRESS_CA_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -1;
+	while (off < rq->ca_len) {
+		ssize_t n = write(fd, rq->ca_bundle + off, rq->ca_len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	/* Closed first: a file open for writing keeps a remount read-only busy. */
+	close(fd);
+	if (off == rq->ca_len)
+		ret = mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	return ret;
+}
+
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
  * from clone) until it becomes the exec's init. Each step is one of DESIGN.md §3, in order; any
  * failure is reported by name. */
@@ -145,6 +174,9 @@ static int exec_child(void *arg)
 	/*    (A container without /dev/pts has no terminal anywhere to reach: nothing to mount on.) */
 	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, BK_DEVPTS_OPTIONS) < 0 && errno != ENOENT)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS);
+	/*    ...with, for a brokered grant, what it is to trust... */
+	if (rq->ca_bundle && mount_ca(c) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA);
 	/*    ...and a cgroup namespace rooted at its own cgroup: /proc/self/cgroup shows "/", not
 	 *    the host's cgroup paths and the executor's pid. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
@@ -156,7 +188,11 @@ static int exec_child(void *arg)
 	if (root_fd < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CHDIR);
 
-	/* 5. The sandbox user, no capabilities in any set, no_new_privs. */
+	/* 5. The sandbox's user namespace, where the per-user limits of the kernel are the sandbox's
+	 *    own (exec/userns.h) — everything above needed the node's; then the sandbox user, no
+	 *    capabilities in any set, no_new_privs. */
+	if (c->sp->userns >= 0 && setns(c->sp->userns, CLONE_NEWUSER) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_USERNS);
 	bk_step failed = bk_child_drop_privileges(&c->sp->creds);
 	if (failed)
 		bk_child_fail(rfd, failed);
@@ -240,7 +276,7 @@ int bk_spawner_init(bk_spawner *sp, const bk_seccomp *seccomp, const char *init_
 		     bk_error **err)
 {
 	memset(sp, 0, sizeof(*sp));
-	sp->self_pidns = sp->init_fd = -1;
+	sp->self_pidns = sp->init_fd = sp->userns = -1;
 	/* Opened here, outside any sandbox, and executed by descriptor in each exec's mount
 	 * namespace: the sandbox's root need not hold it, and nothing in the sandbox can swap it. */
 	sp->init_fd = open(init_path, O_RDONLY | O_CLOEXEC);
@@ -277,6 +313,7 @@ void bk_spawner_fini(bk_spawner *sp)
 	sp->stack = NULL;
 	sp->self_pidns = bk_close(sp->self_pidns);
 	sp->init_fd = bk_close(sp->init_fd);
+	sp->userns = bk_close(sp->userns);
 }
 
 /* An exec child bk_spawn made and is leaving without handing over: killed and reaped. */
@@ -340,6 +377,8 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 		return bk_error_errno(err, errno, "pipe2");
 	if (rq->tty && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, con) < 0)
 		return bk_error_errno(err, errno, "socketpair for the terminal");
+	/* Room for the bundle, and no more files than it. */
+	snprintf(ctx.ca_opts, sizeof(ctx.ca_opts), "size=%zu,nr_inodes=4,mode=0755", rq->ca_len + 65536);
 	/* The init's command line: built here, the child may not allocate. */
 	while (rq->argv[argc])
 		argc++;

@@ -27,6 +27,7 @@ typedef struct bk_spawner {
 	const bk_seccomp *seccomp;
 	bk_child_creds creds;
 	int init_fd;      /* boxkite-init, executed by descriptor as each exec's PID 1 */
+	int userns;       /* the sandbox's user namespace (exec/userns.h), joined before the drop; -1: none */
 	int self_pidns;   /* our own PID namespace, to restore pid_for_children after a clone */
 	void *stack;      /* the one child stack: CLONE_VFORK keeps the parent off it until execve */
 	size_t stack_size;
@@ -47,6 +48,11 @@ typedef struct bk_spawn_request {
 	bk_spawn_limits limits;
 	const bk_sandbox_ns *ns;
 	int netns;         /* a fresh network namespace from the pool (lo up), or -1: make one */
+	/* A grant reaching a brokered destination: the egress proxy's CA bundle (read in the
+	 * child, CLONE_VM), written to a read-only tmpfs on BK_EGRESS_CA_DIR in the exec's mount
+	 * namespace. NULL: none. */
+	const char *ca_bundle;
+	size_t ca_len;
 	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
 	unsigned short rows, cols;
 } bk_spawn_request;

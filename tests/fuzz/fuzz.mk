@@ -4,6 +4,9 @@
 #                   worker — the privilege boundary (tests/fuzz/fuzz_order.c)
 #   fuzz_httpreq    a preview request's head and what follows it through the relay's framing
 #                   (tests/fuzz/fuzz_httpreq.c; its corpus is hand-written seeds)
+#   fuzz_httpparse  a sandboxed command's bytes through the egress proxy's readers: request
+#                   heads, chunked bodies, ClientHellos, hosts and patterns (tests/fuzz/fuzz_httpparse.c);
+#                   its corpus is hand-written seeds (seed-*) and the crashes found
 #
 #   make test-fuzz              replay every corpus with the normal compiler and flags (ASan+UBSan
 #                               under SAN=1, through tests/fuzz/replay.c), after checking their
@@ -24,6 +27,7 @@ FUZZ_CORPORA := tests/fuzz/corpus/envelope tests/fuzz/corpus/order
 FUZZ_DICT_envelope := -dict=tests/fuzz/envelope.dict
 FUZZ_DICT_order    :=
 FUZZ_DICT_httpreq  :=
+FUZZ_DICT_httpparse := -dict=tests/fuzz/httpparse.dict
 
 .PHONY: fuzz fuzz-corpus
 
@@ -31,7 +35,7 @@ FUZZ_DICT_httpreq  :=
 
 $(B)/tests/fuzz/%.o: tests/fuzz/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -Iegress -c $< -o $@
 
 $(B)/tests/fuzz/fuzz_envelope: $(B)/tests/fuzz/fuzz_envelope.o $(B)/tests/fuzz/replay.o $(B)/libbkfront.a \
 		$(B)/libbkcore.a
@@ -44,11 +48,16 @@ $(B)/tests/fuzz/fuzz_httpreq: $(B)/tests/fuzz/fuzz_httpreq.o $(B)/tests/fuzz/rep
 		$(B)/libbkcore.a
 	$(CC) -pie -o $@ $^ $(LDLIBS_FRONT) $(LDFLAGS)
 
+$(B)/tests/fuzz/fuzz_httpparse: $(B)/tests/fuzz/fuzz_httpparse.o $(B)/tests/fuzz/replay.o $(B)/libbkegress.a \
+		$(B)/libbkcore.a
+	$(CC) -pie -o $@ $^ $(LDLIBS_EGRESS) $(LDFLAGS)
+
 $(B)/tests/fuzz/gen_corpus: $(B)/tests/fuzz/gen_corpus.o $(B)/libbkfront.a $(B)/libbkcore.a
 	$(CC) -pie -o $@ $^ $(LDLIBS_FRONT) $(LDFLAGS)
 
 # Each harness logs (the server one JSON line per call): kept in a file, shown on failure.
-test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/fuzz_order $(B)/tests/fuzz/fuzz_httpreq $(B)/tests/fuzz/gen_corpus
+test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/fuzz_order $(B)/tests/fuzz/fuzz_httpreq \
+		$(B)/tests/fuzz/fuzz_httpparse $(B)/tests/fuzz/gen_corpus
 	@tier_start=$$(date +%s.%N); tmp=$$(mktemp -d) && mkdir $$tmp/envelope $$tmp/order && \
 	  { $(B)/tests/fuzz/gen_corpus $$tmp/envelope $$tmp/order || { rm -rf $$tmp; echo "test-fuzz: gen_corpus failed" >&2; exit 1; }; } && \
 	  stale=$$(for c in envelope order; do diff -r $$tmp/$$c tests/fuzz/corpus/$$c | grep -v "^Only in tests/fuzz/corpus/$$c: crash-"; done); \
@@ -57,7 +66,7 @@ test-fuzz: $(B)/tests/fuzz/fuzz_envelope $(B)/tests/fuzz/fuzz_order $(B)/tests/f
 	    echo "test-fuzz: the gen-* seeds are not what gen_corpus writes; run make fuzz-corpus" >&2; \
 	    echo "$$stale" | head -5 >&2; exit 1; \
 	  fi; \
-	for t in envelope order httpreq; do \
+	for t in envelope order httpreq httpparse; do \
 	  $(call test_selected,fuzz_$$t) || continue; \
 	  echo "  FUZZ  $(B)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t"; \
 	  if ! $(B)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t 2>$(B)/tests/fuzz/fuzz_$$t.log; then \
@@ -79,11 +88,14 @@ fuzz-corpus: $(B)/tests/fuzz/gen_corpus
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := $(CPPFLAGS) -std=gnu11 -O1 -g $(FUZZ_SAN) -MMD -MP -fPIE
 FUZZ_OBJ_envelope := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(COMMON_SRC) $(DAEMON_SRC) $(FRONT_SRC) $(GEN_V1) $(GEN_EXEC))
-FUZZ_OBJ_order    := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(COMMON_SRC) $(DAEMON_SRC) $(EXEC_SRC) $(GEN_V1) $(GEN_EXEC))
+FUZZ_OBJ_order    := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(COMMON_SRC) $(DAEMON_SRC) $(EXEC_SRC) $(GEN_V1) $(GEN_EXEC) \
+                     $(GEN_EGRESS))
 FUZZ_OBJ_httpreq  := $(FUZZ_OBJ_envelope)
+FUZZ_OBJ_httpparse := $(patsubst %.c,$(B)/fuzz/obj/%.o,egress/httpparse.c common/egresspolicy.c)
 FUZZ_LIBS_envelope := $(LDLIBS_FRONT)
 FUZZ_LIBS_httpreq  := $(LDLIBS_FRONT)
 FUZZ_LIBS_order    := $(LDLIBS_EXEC)
+FUZZ_LIBS_httpparse :=
 
 $(B)/fuzz/obj/gen/%.o: gen/%.c
 	@mkdir -p $(@D)
@@ -102,6 +114,7 @@ $(B)/fuzz/obj/tests/fuzz/%.o: tests/fuzz/%.c
 
 $(B)/fuzz/obj/server/%.o $(B)/fuzz/obj/tests/fuzz/%.o: FUZZ_CFLAGS += -Iserver
 $(B)/fuzz/obj/sidecar/%.o $(B)/fuzz/obj/tests/fuzz/%.o: FUZZ_CFLAGS += -Isidecar
+$(B)/fuzz/obj/egress/%.o $(B)/fuzz/obj/tests/fuzz/%.o: FUZZ_CFLAGS += -Iegress
 
 .SECONDEXPANSION:
 $(B)/fuzz/fuzz_%: $(B)/fuzz/obj/tests/fuzz/fuzz_%.o $$(FUZZ_OBJ_$$*)

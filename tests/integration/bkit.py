@@ -455,7 +455,7 @@ class Daemon:
         self.stop_escalated = False  # SIGTERM was not enough: stop() had to SIGKILL it
         self.cgroup = None  # a ContainerCgroup to start it in, like a pod's container
         run([BKCTL, "keygen", self.key], check=True)
-        self.key_secret = self.key.read_text().split()[-1]
+        self.key_id, self.key_secret = self.key.read_text().split()[-2:]
         # key_env: boxkited reads the key from this variable (--key-env, as a Kubernetes
         # secretKeyRef gives it), not from the file; clients still use the file.
         self.key_env = key_env

@@ -32,7 +32,9 @@ for l in bin sbin lib lib32 lib64 libx32; do
 		mount -o remount,bind,ro,nodev "$root/$l"
 	fi
 done
-mkdir "$root/proc" "$root/tmp" "$root/dev" "$root/workspace" "$root/bk"
+# /run/boxkite: the empty directory deploy/images/sandbox.Containerfile makes, where a granted exec
+# finds the egress proxy's CA bundle.
+mkdir -p "$root/proc" "$root/tmp" "$root/dev" "$root/workspace" "$root/bk" "$root/run/boxkite"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev tmpfs "$root/tmp"
 mount -t tmpfs -o mode=0755,size=64k,nosuid bk-container-dev "$root/dev"

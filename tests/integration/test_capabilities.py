@@ -2,7 +2,8 @@
 
 The list is read from the manifest (deploy/sandbox/pod.yaml, the sidecar's
 securityContext.capabilities.add, with drop: [ALL]). The real boxkited --pod, with the manifest's
-arguments (its TLS listener, HTTP probes and --key-env, on loopback ports here), runs on the
+arguments (its TLS listener, HTTP probes and --key-env, on loopback ports here, and an egress
+ceiling naming one loopback destination), runs on the
 emulated pod (bkit.Pod) as a container with exactly that list would (sidecar_container.sh: bounding set
 reduced to it, inheritable and ambient empty, /sys/fs/cgroup read-only) and must pass the exec
 and file checks below. Then once per listed capability with that one removed: some check must
@@ -82,7 +83,14 @@ def run_checks(caps, tag):
     with bkit.scope():
         tls_dir = bkit.temp_dir(f"{tag}-tls")
         sa = SidecarArgs(tls_dir)
-        pod = bkit.Pod(tag=tag, caps=caps, daemon_args=sa.args, key_env=sa.key_env)
+        # A destination on the pod's loopback (the emulated pod's network is the machine's), for
+        # the egress check: the executor starts the proxy and makes each grant's listener.
+        port, marker = bkit.free_tcp_port(), f"egress-{secrets.token_hex(6)}"
+        bkit.popen([bkit.PYTHON, "-c", bkit.HTTP_STANDIN, "127.0.0.1", str(port), marker])
+        bkit.wait_for(lambda: bkit.run([bkit.PYTHON, "-c", bkit.TCP_CONNECT, "127.0.0.1", str(port)]).returncode == 0,
+                      10, what="the egress destination")
+        pod = bkit.Pod(tag=tag, caps=caps, daemon_args=[*sa.args, f"--egress-allow=127.0.0.1:{port}"],
+                       key_env=sa.key_env)
         d = pod.daemon
         if attempt("boxkited starts and answers Health", d.start, failures) is None:
             return failures, d.log_text()
@@ -106,6 +114,13 @@ def run_checks(caps, tag):
                 if r.verdict != "DENIED" or r.reason != reason:
                     raise AssertionError(r.describe())
         attempt("exec is isolated (probes)", exec_isolated, failures)
+
+        def egress():
+            rc, res, err = d.exec_json("--allow-net", f"127.0.0.1:{port}", "--shell",
+                                       f"curl -sS -m 10 --noproxy '' http://127.0.0.1:{port}/")
+            if (rc, res and res.get("stdout")) != (0, marker):
+                raise AssertionError(f"a granted exec through the egress proxy: rc {rc} {res} {err}")
+        attempt("a granted exec reaches its destination through the egress proxy", egress, failures)
 
         def timeout_kills():
             secs = f"100.{secrets.randbelow(10**6):06d}"

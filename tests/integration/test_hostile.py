@@ -321,6 +321,52 @@ class RestartedServer(unittest.TestCase):
         self.assertEqual([(p["process_id"], p["status"]["running"]) for p in listed], [("p1", True)])
 
 
+INOTIFY_HOLD = r"""python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = 0
+while held < 200 and libc.inotify_init1(os.O_CLOEXEC) >= 0:
+    held += 1
+print(held, os.strerror(ctypes.get_errno()) if held < 200 else "all", flush=True)
+time.sleep(int(sys.argv[1]))
+' %s"""
+
+
+class PerUserLimits(unittest.TestCase):
+    """The kernel's per-user limits were the node's uid 1001's, shared by every sandbox: while one
+    sandbox held 128 inotify instances, another of the same uid got "Too many open files". Each
+    sandbox's processes are counted in a user namespace of its own now (sidecar/exec/userns.h)."""
+
+    def test_two_sandboxes_of_one_uid_each_have_their_inotify_instances(self):
+        a = bkit.Daemon("inotify-a").start()
+        b = bkit.Daemon("inotify-b").start()
+        r = a.bkctl("start", "--shell", INOTIFY_HOLD % 60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        holder = r.stdout.strip()
+        got = bkit.wait_for(lambda: a.bkctl("logs", holder).stdout.strip(), GUARD, what="the holder to take its fill")
+        held = int(got.split()[0])
+        self.assertGreater(held, 0, got)
+        # The other sandbox, same uid on the host, while the first holds all it could get.
+        rc, res, err = b.exec_json("--shell", INOTIFY_HOLD % 0)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(int(res["stdout"].split()[0]), held, res["stdout"])
+        a.bkctl("kill", "-s", "KILL", holder)
+        # Each in a user namespace of its own (not the host's), where every id is itself: the
+        # sandbox user is the host's 1001, and only the counting is the sandbox's.
+        host = os.readlink("/proc/self/ns/user")
+        seen = set()
+        for d in (a, b):
+            rc, res, err = d.exec_json("--shell", "cat /proc/self/uid_map; readlink /proc/self/ns/user; id -u")
+            self.assertEqual(rc, 0, err)
+            m, ns, uid = res["stdout"].strip().rsplit("\n", 2)
+            self.assertEqual(m.split(), ["0", "0", "4294967295"])
+            self.assertEqual(uid, "1001")
+            self.assertNotEqual(ns, host)
+            seen.add(ns)
+            self.assertIn("userns-own", res["isolation_profile"])
+        self.assertEqual(len(seen), 2, "the two sandboxes share a user namespace")
+
+
 def exec_result(d, shell, out, i, timeout=GUARD):
     rc, res, err = d.exec_json("--timeout", str(timeout), "--shell", shell, timeout=timeout + 30)
     out[i] = res or {"error": err, "rc": rc}

@@ -65,6 +65,9 @@ class Verify(unittest.TestCase):
             (1, "the sidecar's port"): ("PASS", "inside an exec",
                                         rf"^{N.POD_ADDR}:7700 refused .*unreachable.*; 127\.0\.0\.1:7700 refused"),
             (1, "the cloud metadata endpoint"): ("NOT RUN HERE", "inside an exec", r"bkctl exec -- curl"),
+            (1, "the egress proxy's port, for an exec granted nothing"): ("PASS", "inside an exec",
+                                                                         r"^nothing listens on 127\.0\.0\.1:3128$"),
+            (1, "egress ceiling"): ("PASS", "keyed Health", r"^none: no exec can be granted"),
             (2, "the pod's NetworkPolicy"): ("NO SUCH LAYER", "the sidecar's network namespace",
                                              r"local mode: there is no pod, so no NetworkPolicy"),
             (3, "Health without a key"): ("PASS", "without the key", r"a key is configured"),
@@ -89,11 +92,14 @@ class Verify(unittest.TestCase):
         out = json.loads(r.stdout)
         checks = {(c["layer"], c["check"]): c for c in out["checks"]}
         self.assertEqual(checks[(1, "exec")]["verdict"], "SKIPPED", out)
-        self.assertEqual((r.returncode, out["failed"], out["skipped"]), (5, 0, 1), out)
+        # The egress ceiling too: the sidecar tells it a keyed caller only.
+        self.assertEqual(checks[(1, "egress ceiling")]["verdict"], "SKIPPED", out)
+        self.assertNotIn("egress_ceiling", out)
+        self.assertEqual((r.returncode, out["failed"], out["skipped"]), (5, 0, 2), out)
         self.assertEqual(checks[(3, "Exec without a key")]["verdict"], "PASS", "layer three runs without one")
         r = bkit.run([bkit.BKCTL, "--url", url, "verify"], env=env, netns=N.pod, timeout=90)
         self.assertEqual(r.returncode, 5)
-        self.assertIn("verify: INCOMPLETE: 1 check(s) skipped, which is not a pass", r.stdout)
+        self.assertIn("verify: INCOMPLETE: 2 check(s) skipped, which is not a pass", r.stdout)
         self.assertNotIn("every check run here passed", r.stdout)
 
     def test_over_ipc_the_socket_is_invisible(self):

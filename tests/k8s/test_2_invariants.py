@@ -205,7 +205,7 @@ class EachInvariantCanFail(unittest.TestCase):
         base = k8skit.docs(k8skit.render(k8skit.DEPLOY))
         for what, mutate, want in [
             ("a namespaced object without one", lambda o: o["NetworkPolicy"]["metadata"].pop("namespace"),
-             "NetworkPolicy/boxkite-sandbox-default-deny: in namespace None"),
+             "NetworkPolicy/boxkite-sandbox-egress: in namespace None"),
             ("a policy with one", lambda o: o["ValidatingAdmissionPolicy"]["metadata"].update(namespace="boxkite"),
              "cluster-scoped, but names namespace boxkite"),
             ("a subject elsewhere", lambda o: o["RoleBinding"]["subjects"][0].update(namespace="default"),

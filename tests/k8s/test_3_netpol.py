@@ -1,6 +1,7 @@
 """3. NetworkPolicy: the evaluator (netpol.py) tested on its own, then deploy/'s truth table --
 which pod may reach which port in which direction -- under the base's policies alone and under
-the base plus the opt-in permissive file (their union), as a cluster that enforces
+the base plus the opt-in permissive file (their union), for bkctl kube's pod and for its pod of
+overlays/egress (the one the egress policy selects), as a cluster that enforces
 NetworkPolicy would decide. Whether a cluster enforces it at all only a live check shows:
 SECURITY.md, layer two."""
 import unittest
@@ -141,6 +142,8 @@ class TruthTable:
                   {"dns": (53, "UDP"), "dns-tcp": (53, "TCP")}, ip="10.1.4.2")
         metadata, internet = External("169.254.169.254"), External("203.0.113.7")
         storage = External("192.0.2.10")  # the placeholder rule's range
+        ceiling = External("198.51.100.20")  # network-policy-egress.yaml's placeholder
+        egress_pod = labels.get("boxkite.dev/egress") == "true"  # overlays/egress's pods
         api, http, preview = ports["api"][0], ports["http"][0], ports["preview"][0]
         cls.rows = [
             ("client -> api", client, sb, api, "TCP", True, True),
@@ -167,6 +170,8 @@ class TruthTable:
             ("sandbox -> storage placeholder 443", sb, storage, 443, "TCP", True, True),
             ("sandbox -> storage placeholder 80", sb, storage, 80, "TCP", False, True),
             ("sandbox -> orchestrator", sb, client, 8080, "TCP", False, True),
+            ("sandbox -> egress placeholder 443", sb, ceiling, 443, "TCP", egress_pod, True),
+            ("sandbox -> egress placeholder 80", sb, ceiling, 80, "TCP", False, True),
         ]
 
     def check(self, policies, column):
@@ -196,6 +201,18 @@ class DeployTruthTable(TruthTable, unittest.TestCase):
     @classmethod
     def pod_under_test(cls):
         return k8skit.sandbox_pod(k8skit.docs(k8skit.bkctl_kube("sb-1")))
+
+
+class EgressTruthTable(TruthTable, unittest.TestCase):
+    """The pod bkctl kube makes of overlays/egress: the same table, plus its ceiling's placeholder
+    on 443 (and only there), from network-policy-egress.yaml, which no other pod gets."""
+
+    @classmethod
+    def pod_under_test(cls):
+        pod = k8skit.sandbox_pod(k8skit.docs(k8skit.bkctl_kube(
+            "--template", "-", "sb-egress", template=k8skit.render(k8skit.DEPLOY / "overlays" / "egress"))))
+        assert pod["metadata"]["labels"].get("boxkite.dev/egress") == "true", pod["metadata"]["labels"]
+        return pod
 
 
 if __name__ == "__main__":

@@ -141,6 +141,11 @@ VARIANTS = {
                                                 {"sidecar-command"}),
     "boxkited running commands as root": (lambda p: sidecar(p)["args"].extend(["--sandbox-uid", "0"]),
                                           {"sidecar-command"}),
+    "boxkited with an egress proxy of its choosing": (lambda p: sidecar(p)["args"].extend(["--egress", "/bin/sh"]),
+                                                     {"sidecar-command"}),
+    "boxkited with --egress=": (lambda p: sidecar(p)["args"].append("--egress=/bin/sh"), {"sidecar-command"}),
+    "boxkited running its egress proxy as root": (lambda p: sidecar(p)["args"].extend(["--egress-uid", "0"]),
+                                                  {"sidecar-command"}),
     "LD_PRELOAD from a Secret in the sidecar": (
         lambda p: sidecar(p)["env"].append({"name": "LD_PRELOAD", "valueFrom": {
             "secretKeyRef": {"name": "x", "key": "k"}}}), {"sidecar-env"}),

@@ -7,7 +7,7 @@
 # NAME (tests/cmocka_filter.c), and the scripts whose file names do.
 
 UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview httpreq \
-              ring
+              ring egresspolicy httpparse broker
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server and executor libraries.
 UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text
@@ -16,14 +16,14 @@ UNIT_OBJS  := $(addsuffix .o,$(UNIT_BINS) $(UNIT_CLIENT_BINS))
 # Unit tests reach modules of every directory.
 $(UNIT_OBJS): $(B)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -Iclient/cli -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -Iserver -Isidecar -Iclient/cli -Iegress -c $< -o $@
 
 $(B)/tests/cmocka_filter.o: tests/cmocka_filter.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -c $< -o $@
 
-$(UNIT_BINS): %: %.o $(B)/tests/cmocka_filter.o $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkcore.a
-	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
+$(UNIT_BINS): %: %.o $(B)/tests/cmocka_filter.o $(B)/libbkfront.a $(B)/libbkexec.a $(B)/libbkegress.a $(B)/libbkcore.a
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lssl -lcmocka
 
 # bkctl's file commands and text without a server: bkctl's objects but main.c (the command
 # table and main()), which nothing else links to (make layout-check).

@@ -97,6 +97,96 @@ void   boxkite__executor__configure__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__configure__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__egress__init
+                     (Boxkite__Executor__Egress         *message)
+{
+  static const Boxkite__Executor__Egress init_value = BOXKITE__EXECUTOR__EGRESS__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__egress__get_packed_size
+                     (const Boxkite__Executor__Egress *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__egress__pack
+                     (const Boxkite__Executor__Egress *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__egress__pack_to_buffer
+                     (const Boxkite__Executor__Egress *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Egress *
+       boxkite__executor__egress__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Egress *)
+     protobuf_c_message_unpack (&boxkite__executor__egress__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__egress__free_unpacked
+                     (Boxkite__Executor__Egress *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__egress__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__egress_credential__init
+                     (Boxkite__Executor__EgressCredential         *message)
+{
+  static const Boxkite__Executor__EgressCredential init_value = BOXKITE__EXECUTOR__EGRESS_CREDENTIAL__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__egress_credential__get_packed_size
+                     (const Boxkite__Executor__EgressCredential *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_credential__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__egress_credential__pack
+                     (const Boxkite__Executor__EgressCredential *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_credential__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__egress_credential__pack_to_buffer
+                     (const Boxkite__Executor__EgressCredential *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_credential__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__EgressCredential *
+       boxkite__executor__egress_credential__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__EgressCredential *)
+     protobuf_c_message_unpack (&boxkite__executor__egress_credential__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__egress_credential__free_unpacked
+                     (Boxkite__Executor__EgressCredential *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__egress_credential__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__root__init
                      (Boxkite__Executor__Root         *message)
 {
@@ -500,6 +590,51 @@ void   boxkite__executor__exited__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &boxkite__executor__exited__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__egress_ready__init
+                     (Boxkite__Executor__EgressReady         *message)
+{
+  static const Boxkite__Executor__EgressReady init_value = BOXKITE__EXECUTOR__EGRESS_READY__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__egress_ready__get_packed_size
+                     (const Boxkite__Executor__EgressReady *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_ready__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__egress_ready__pack
+                     (const Boxkite__Executor__EgressReady *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_ready__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__egress_ready__pack_to_buffer
+                     (const Boxkite__Executor__EgressReady *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__egress_ready__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__EgressReady *
+       boxkite__executor__egress_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__EgressReady *)
+     protobuf_c_message_unpack (&boxkite__executor__egress_ready__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__egress_ready__free_unpacked
+                     (Boxkite__Executor__EgressReady *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__egress_ready__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   boxkite__executor__files_ready__init
@@ -1375,7 +1510,7 @@ const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor =
   (ProtobufCMessageInit) boxkite__executor__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[18] =
+static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descriptors[19] =
 {
   {
     "pod",
@@ -1593,8 +1728,21 @@ static const ProtobufCFieldDescriptor boxkite__executor__configure__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "egress",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Configure, egress),
+    &boxkite__executor__egress__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
+  18,   /* field[18] = egress */
   10,   /* field[10] = exec_fsize */
   6,   /* field[6] = exec_memory */
   8,   /* field[8] = exec_nofile */
@@ -1617,7 +1765,7 @@ static const unsigned boxkite__executor__configure__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__configure__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
 {
@@ -1627,11 +1775,191 @@ const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor =
   "Boxkite__Executor__Configure",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Configure),
-  18,
+  19,
   boxkite__executor__configure__field_descriptors,
   boxkite__executor__configure__field_indices_by_name,
   1,  boxkite__executor__configure__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__configure__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__egress__field_descriptors[8] =
+{
+  {
+    "ceiling",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__Executor__Egress, n_ceiling),
+    offsetof(Boxkite__Executor__Egress, ceiling),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "credentials",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Egress, n_credentials),
+    offsetof(Boxkite__Executor__Egress, credentials),
+    &boxkite__executor__egress_credential__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uid",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_connections",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, max_connections),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "idle_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, idle_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "header_max",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, header_max),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "connect_ms",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Egress, connect_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__egress__field_indices_by_name[] = {
+  0,   /* field[0] = ceiling */
+  7,   /* field[7] = connect_ms */
+  1,   /* field[1] = credentials */
+  6,   /* field[6] = header_max */
+  5,   /* field[5] = idle_ms */
+  4,   /* field[4] = max_connections */
+  2,   /* field[2] = path */
+  3,   /* field[3] = uid */
+};
+static const ProtobufCIntRange boxkite__executor__egress__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__egress__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Egress",
+  "Egress",
+  "Boxkite__Executor__Egress",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Egress),
+  8,
+  boxkite__executor__egress__field_descriptors,
+  boxkite__executor__egress__field_indices_by_name,
+  1,  boxkite__executor__egress__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__egress__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__egress_credential__field_descriptors[2] =
+{
+  {
+    "destination",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__EgressCredential, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__EgressCredential, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__egress_credential__field_indices_by_name[] = {
+  0,   /* field[0] = destination */
+  1,   /* field[1] = path */
+};
+static const ProtobufCIntRange boxkite__executor__egress_credential__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__egress_credential__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.EgressCredential",
+  "EgressCredential",
+  "Boxkite__Executor__EgressCredential",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__EgressCredential),
+  2,
+  boxkite__executor__egress_credential__field_descriptors,
+  boxkite__executor__egress_credential__field_indices_by_name,
+  1,  boxkite__executor__egress_credential__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__egress_credential__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor boxkite__executor__root__field_descriptors[2] =
@@ -1749,7 +2077,7 @@ const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor =
   (ProtobufCMessageInit) boxkite__executor__pong__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[8] =
+static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptors[10] =
 {
   {
     "exec_id",
@@ -1847,13 +2175,39 @@ static const ProtobufCFieldDescriptor boxkite__executor__spawn__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "egress",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__Executor__Spawn, n_egress),
+    offsetof(Boxkite__Executor__Spawn, egress),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_id",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Spawn, key_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__spawn__field_indices_by_name[] = {
   1,   /* field[1] = argv */
   6,   /* field[6] = cols */
   3,   /* field[3] = cwd */
+  8,   /* field[8] = egress */
   2,   /* field[2] = env */
   0,   /* field[0] = exec_id */
+  9,   /* field[9] = key_id */
   5,   /* field[5] = rows */
   7,   /* field[7] = sandbox_net */
   4,   /* field[4] = tty */
@@ -1861,7 +2215,7 @@ static const unsigned boxkite__executor__spawn__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__spawn__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
 {
@@ -1871,7 +2225,7 @@ const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor =
   "Boxkite__Executor__Spawn",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Spawn),
-  8,
+  10,
   boxkite__executor__spawn__field_descriptors,
   boxkite__executor__spawn__field_indices_by_name,
   1,  boxkite__executor__spawn__number_ranges,
@@ -2116,6 +2470,24 @@ const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor =
   boxkite__executor__exited__field_indices_by_name,
   1,  boxkite__executor__exited__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__exited__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define boxkite__executor__egress_ready__field_descriptors NULL
+#define boxkite__executor__egress_ready__field_indices_by_name NULL
+#define boxkite__executor__egress_ready__number_ranges NULL
+const ProtobufCMessageDescriptor boxkite__executor__egress_ready__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.EgressReady",
+  "EgressReady",
+  "Boxkite__Executor__EgressReady",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__EgressReady),
+  0,
+  boxkite__executor__egress_ready__field_descriptors,
+  boxkite__executor__egress_ready__field_indices_by_name,
+  0,  boxkite__executor__egress_ready__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__egress_ready__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 #define boxkite__executor__files_ready__field_descriptors NULL
@@ -3250,7 +3622,7 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[13] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[14] =
 {
   {
     "id",
@@ -3408,10 +3780,23 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "egress_ready",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, egress_ready),
+    &boxkite__executor__egress_ready__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
   11,   /* field[11] = child_step */
   10,   /* field[10] = done */
+  13,   /* field[13] = egress_ready */
   1,   /* field[1] = errnum */
   7,   /* field[7] = exited */
   12,   /* field[12] = files_ready */
@@ -3427,7 +3812,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -3437,14 +3822,14 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  13,
+  14,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[29] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[31] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -3475,17 +3860,20 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[2
   { "STEP_SESSION", "BOXKITE__EXECUTOR__STEP__STEP_SESSION", 26 },
   { "STEP_TERMINAL", "BOXKITE__EXECUTOR__STEP__STEP_TERMINAL", 27 },
   { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
+  { "STEP_USERNS", "BOXKITE__EXECUTOR__STEP__STEP_USERNS", 29 },
+  { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 30 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 29}
+{0, 0},{0, 31}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[29] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[31] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
   { "STEP_CGROUP_NS", 25 },
   { "STEP_CHDIR", 8 },
   { "STEP_CLOSE_FDS", 18 },
+  { "STEP_EGRESS_CA", 30 },
   { "STEP_EXECVE", 21 },
   { "STEP_HOSTNAME", 24 },
   { "STEP_IPC_NS", 4 },
@@ -3510,6 +3898,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_SIGNALS", 19 },
   { "STEP_STDIO", 17 },
   { "STEP_TERMINAL", 27 },
+  { "STEP_USERNS", 29 },
 };
 const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
 {
@@ -3518,9 +3907,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  29,
+  31,
   boxkite__executor__step__enum_values_by_number,
-  29,
+  31,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -17,6 +17,8 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Boxkite__Executor__Ping Boxkite__Executor__Ping;
 typedef struct Boxkite__Executor__Configure Boxkite__Executor__Configure;
+typedef struct Boxkite__Executor__Egress Boxkite__Executor__Egress;
+typedef struct Boxkite__Executor__EgressCredential Boxkite__Executor__EgressCredential;
 typedef struct Boxkite__Executor__Root Boxkite__Executor__Root;
 typedef struct Boxkite__Executor__Pong Boxkite__Executor__Pong;
 typedef struct Boxkite__Executor__Spawn Boxkite__Executor__Spawn;
@@ -26,6 +28,7 @@ typedef struct Boxkite__Executor__Killed Boxkite__Executor__Killed;
 typedef struct Boxkite__Executor__KillAll Boxkite__Executor__KillAll;
 typedef struct Boxkite__Executor__Connect Boxkite__Executor__Connect;
 typedef struct Boxkite__Executor__Exited Boxkite__Executor__Exited;
+typedef struct Boxkite__Executor__EgressReady Boxkite__Executor__EgressReady;
 typedef struct Boxkite__Executor__FilesReady Boxkite__Executor__FilesReady;
 typedef struct Boxkite__Executor__FileInfo Boxkite__Executor__FileInfo;
 typedef struct Boxkite__Executor__Stat Boxkite__Executor__Stat;
@@ -103,7 +106,15 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * a devpts instance of the exec's own on /dev/pts
    */
-  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS = 28,
+  /*
+   * joining the sandbox's user namespace (sidecar/exec/userns.h)
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_USERNS = 29,
+  /*
+   * a grant reaching a brokered destination: the proxy's CA bundle
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 30
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 
@@ -189,10 +200,63 @@ struct  Boxkite__Executor__Configure
    * processes of every exec together
    */
   uint32_t sandbox_pids;
+  /*
+   * unset: no egress proxy, and no Spawn may carry a grant
+   */
+  Boxkite__Executor__Egress *egress;
 };
 #define BOXKITE__EXECUTOR__CONFIGURE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__configure__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL }
+
+
+/*
+ * The egress proxy (boxkite-egress) the executor starts and keeps running, and what it is told.
+ */
+struct  Boxkite__Executor__Egress
+{
+  ProtobufCMessage base;
+  /*
+   * the operator's patterns (--egress-allow)
+   */
+  size_t n_ceiling;
+  char **ceiling;
+  size_t n_credentials;
+  Boxkite__Executor__EgressCredential **credentials;
+  /*
+   * the boxkite-egress binary
+   */
+  char *path;
+  /*
+   * its user and group: neither root, the sandbox's nor the front's
+   */
+  uint32_t uid;
+  /*
+   * per exec, at once
+   */
+  uint32_t max_connections;
+  uint32_t idle_ms;
+  uint32_t header_max;
+  uint32_t connect_ms;
+};
+#define BOXKITE__EXECUTOR__EGRESS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__egress__descriptor) \
+    , 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
+
+
+/*
+ * --egress-credential HOST:PORT=FILE: the executor opens FILE (a regular file no one but its
+ * owner may read or write) for the proxy, and never reads it.
+ */
+struct  Boxkite__Executor__EgressCredential
+{
+  ProtobufCMessage base;
+  char *destination;
+  char *path;
+};
+#define BOXKITE__EXECUTOR__EGRESS_CREDENTIAL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__egress_credential__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__Executor__Root
@@ -265,10 +329,21 @@ struct  Boxkite__Executor__Spawn
    * fresh one: the one exception, for a process that exposes a port.
    */
   protobuf_c_boolean sandbox_net;
+  /*
+   * The destinations the command may reach through the egress proxy: a listener on the proxy's
+   * port in its network namespace, served by the proxy for this grant until the exec ends. Within
+   * the configured ceiling; never with sandbox_net.
+   */
+  size_t n_egress;
+  char **egress;
+  /*
+   * the key that asked, for the proxy's audit lines
+   */
+  char *key_id;
 };
 #define BOXKITE__EXECUTOR__SPAWN__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__spawn__descriptor) \
-    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , 0, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string }
 
 
 struct  Boxkite__Executor__Spawned
@@ -355,6 +430,19 @@ struct  Boxkite__Executor__Exited
 #define BOXKITE__EXECUTOR__EXITED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__exited__descriptor) \
     , 0, 0, 0, 0 }
+
+
+/*
+ * Event: the egress proxy's counters, a memfd sealed against shrinking and growing (attached),
+ * for the front to map read-only for /metrics. Sent once, when the proxy first starts.
+ */
+struct  Boxkite__Executor__EgressReady
+{
+  ProtobufCMessage base;
+};
+#define BOXKITE__EXECUTOR__EGRESS_READY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__egress_ready__descriptor) \
+     }
 
 
 /*
@@ -667,7 +755,8 @@ typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND_LISTED = 9,
   BOXKITE__EXECUTOR__REPLY__KIND_OPENED = 10,
   BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11,
-  BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY = 13
+  BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY = 13,
+  BOXKITE__EXECUTOR__REPLY__KIND_EGRESS_READY = 14
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
@@ -701,6 +790,7 @@ struct  Boxkite__Executor__Reply
     Boxkite__Executor__Opened *opened;
     Boxkite__Executor__Done *done;
     Boxkite__Executor__FilesReady *files_ready;
+    Boxkite__Executor__EgressReady *egress_ready;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -745,6 +835,44 @@ Boxkite__Executor__Configure *
                       const uint8_t       *data);
 void   boxkite__executor__configure__free_unpacked
                      (Boxkite__Executor__Configure *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Egress methods */
+void   boxkite__executor__egress__init
+                     (Boxkite__Executor__Egress         *message);
+size_t boxkite__executor__egress__get_packed_size
+                     (const Boxkite__Executor__Egress   *message);
+size_t boxkite__executor__egress__pack
+                     (const Boxkite__Executor__Egress   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__egress__pack_to_buffer
+                     (const Boxkite__Executor__Egress   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Egress *
+       boxkite__executor__egress__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__egress__free_unpacked
+                     (Boxkite__Executor__Egress *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__EgressCredential methods */
+void   boxkite__executor__egress_credential__init
+                     (Boxkite__Executor__EgressCredential         *message);
+size_t boxkite__executor__egress_credential__get_packed_size
+                     (const Boxkite__Executor__EgressCredential   *message);
+size_t boxkite__executor__egress_credential__pack
+                     (const Boxkite__Executor__EgressCredential   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__egress_credential__pack_to_buffer
+                     (const Boxkite__Executor__EgressCredential   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__EgressCredential *
+       boxkite__executor__egress_credential__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__egress_credential__free_unpacked
+                     (Boxkite__Executor__EgressCredential *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Root methods */
 void   boxkite__executor__root__init
@@ -916,6 +1044,25 @@ Boxkite__Executor__Exited *
                       const uint8_t       *data);
 void   boxkite__executor__exited__free_unpacked
                      (Boxkite__Executor__Exited *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__EgressReady methods */
+void   boxkite__executor__egress_ready__init
+                     (Boxkite__Executor__EgressReady         *message);
+size_t boxkite__executor__egress_ready__get_packed_size
+                     (const Boxkite__Executor__EgressReady   *message);
+size_t boxkite__executor__egress_ready__pack
+                     (const Boxkite__Executor__EgressReady   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__egress_ready__pack_to_buffer
+                     (const Boxkite__Executor__EgressReady   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__EgressReady *
+       boxkite__executor__egress_ready__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__egress_ready__free_unpacked
+                     (Boxkite__Executor__EgressReady *message,
                       ProtobufCAllocator *allocator);
 /* Boxkite__Executor__FilesReady methods */
 void   boxkite__executor__files_ready__init
@@ -1286,6 +1433,12 @@ typedef void (*Boxkite__Executor__Ping_Closure)
 typedef void (*Boxkite__Executor__Configure_Closure)
                  (const Boxkite__Executor__Configure *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Egress_Closure)
+                 (const Boxkite__Executor__Egress *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__EgressCredential_Closure)
+                 (const Boxkite__Executor__EgressCredential *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Root_Closure)
                  (const Boxkite__Executor__Root *message,
                   void *closure_data);
@@ -1312,6 +1465,9 @@ typedef void (*Boxkite__Executor__Connect_Closure)
                   void *closure_data);
 typedef void (*Boxkite__Executor__Exited_Closure)
                  (const Boxkite__Executor__Exited *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__EgressReady_Closure)
+                 (const Boxkite__Executor__EgressReady *message,
                   void *closure_data);
 typedef void (*Boxkite__Executor__FilesReady_Closure)
                  (const Boxkite__Executor__FilesReady *message,
@@ -1379,6 +1535,8 @@ typedef void (*Boxkite__Executor__Reply_Closure)
 extern const ProtobufCEnumDescriptor    boxkite__executor__step__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__ping__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__configure__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__egress__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__egress_credential__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__root__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__pong__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__spawn__descriptor;
@@ -1388,6 +1546,7 @@ extern const ProtobufCMessageDescriptor boxkite__executor__killed__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__kill_all__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__connect__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__exited__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__egress_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__files_ready__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__file_info__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__stat__descriptor;

@@ -2996,7 +2996,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[6] =
+static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descriptors[7] =
 {
   {
     "version",
@@ -3070,9 +3070,22 @@ static const ProtobufCFieldDescriptor boxkite__v1__health_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "egress_ceiling",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__V1__HealthResponse, n_egress_ceiling),
+    offsetof(Boxkite__V1__HealthResponse, egress_ceiling),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
   3,   /* field[3] = auth_configured */
+  6,   /* field[6] = egress_ceiling */
   1,   /* field[1] = mode */
   5,   /* field[5] = not_ready_reason */
   2,   /* field[2] = sandbox_ready */
@@ -3082,7 +3095,7 @@ static const unsigned boxkite__v1__health_response__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__health_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
 {
@@ -3092,7 +3105,7 @@ const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor =
   "Boxkite__V1__HealthResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__HealthResponse),
-  6,
+  7,
   boxkite__v1__health_response__field_descriptors,
   boxkite__v1__health_response__field_indices_by_name,
   1,  boxkite__v1__health_response__number_ranges,
@@ -3150,7 +3163,7 @@ const ProtobufCMessageDescriptor boxkite__v1__env_var__descriptor =
   (ProtobufCMessageInit) boxkite__v1__env_var__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__exec_request__field_descriptors[8] =
+static const ProtobufCFieldDescriptor boxkite__v1__exec_request__field_descriptors[9] =
 {
   {
     "argv",
@@ -3248,8 +3261,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__exec_request__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "allow_net",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__V1__ExecRequest, n_allow_net),
+    offsetof(Boxkite__V1__ExecRequest, allow_net),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__exec_request__field_indices_by_name[] = {
+  8,   /* field[8] = allow_net */
   0,   /* field[0] = argv */
   2,   /* field[2] = cwd */
   3,   /* field[3] = env */
@@ -3262,7 +3288,7 @@ static const unsigned boxkite__v1__exec_request__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__v1__exec_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__exec_request__descriptor =
 {
@@ -3272,7 +3298,7 @@ const ProtobufCMessageDescriptor boxkite__v1__exec_request__descriptor =
   "Boxkite__V1__ExecRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ExecRequest),
-  8,
+  9,
   boxkite__v1__exec_request__field_descriptors,
   boxkite__v1__exec_request__field_indices_by_name,
   1,  boxkite__v1__exec_request__number_ranges,
@@ -4853,7 +4879,7 @@ const ProtobufCMessageDescriptor boxkite__v1__terminal_size__descriptor =
   (ProtobufCMessageInit) boxkite__v1__terminal_size__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[13] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_descriptors[14] =
 {
   {
     "argv",
@@ -5011,8 +5037,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "allow_net",
+    14,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Boxkite__V1__ProcessStartRequest, n_allow_net),
+    offsetof(Boxkite__V1__ProcessStartRequest, allow_net),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_request__field_indices_by_name[] = {
+  13,   /* field[13] = allow_net */
   0,   /* field[0] = argv */
   2,   /* field[2] = cwd */
   3,   /* field[3] = env */
@@ -5030,7 +5069,7 @@ static const unsigned boxkite__v1__process_start_request__field_indices_by_name[
 static const ProtobufCIntRange boxkite__v1__process_start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor =
 {
@@ -5040,7 +5079,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor 
   "Boxkite__V1__ProcessStartRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartRequest),
-  13,
+  14,
   boxkite__v1__process_start_request__field_descriptors,
   boxkite__v1__process_start_request__field_indices_by_name,
   1,  boxkite__v1__process_start_request__number_ranges,

@@ -259,10 +259,16 @@ struct  Boxkite__V1__HealthResponse
    * why sandbox_ready is false, when boxkited knows (a failed Reset)
    */
   char *not_ready_reason;
+  /*
+   * The operator's egress ceiling (--egress-allow), the most a grant (allow_net) may name; told
+   * only to a caller whose request carried a valid MAC, empty otherwise and when there is none.
+   */
+  size_t n_egress_ceiling;
+  char **egress_ceiling;
 };
 #define BOXKITE__V1__HEALTH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__health_response__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 struct  Boxkite__V1__EnvVar
@@ -310,10 +316,17 @@ struct  Boxkite__V1__ExecRequest
    */
   uint64_t stdout_limit;
   uint64_t stderr_limit;
+  /*
+   * The destinations the command may reach through the sidecar's egress proxy (docs/PROTOCOL.md,
+   * "Egress"): HOST:PORT patterns, each within the server's ceiling (else PERMISSION_DENIED
+   * before anything runs). Empty: no network at all, as without a proxy.
+   */
+  size_t n_allow_net;
+  char **allow_net;
 };
 #define BOXKITE__V1__EXEC_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__exec_request__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, {0,NULL}, 0, 0, 0 }
+    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, {0,NULL}, 0, 0, 0, 0,NULL }
 
 
 struct  Boxkite__V1__ExecResponse
@@ -797,10 +810,22 @@ struct  Boxkite__V1__ProcessStartRequest
    * output waits for its readers instead of being dropped: once a
    */
   protobuf_c_boolean lossless;
+  /*
+   * stream's ring holds ring_size bytes past the furthest offset a
+   * read has asked from, that stream is not read (the process blocks
+   * writing it) until a read asks from further on. For a client that
+   * streams everything (bkctl exec); with a lease, so that a reader
+   * that went away does not stall it for ever
+   */
+  /*
+   * as ExecRequest's (not with expose_port: such a process shares
+   */
+  size_t n_allow_net;
+  char **allow_net;
 };
 #define BOXKITE__V1__PROCESS_START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_request__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
+    , 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0,NULL }
 
 
 struct  Boxkite__V1__ProcessStartResponse

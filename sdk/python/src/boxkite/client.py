@@ -30,6 +30,7 @@ PAGE_TOKEN_MAX = 4095
 
 Command = Union[str, Sequence[str]]
 Env = Optional[Mapping[str, str]]
+AllowNet = Union[str, Sequence[str]]
 Progress = Callable[[int, int], None]
 
 
@@ -47,6 +48,14 @@ def _command(cmd: Command) -> Tuple[List[str], str]:
 
 def _env(env: Env) -> List[pb.EnvVar]:
     return [pb.EnvVar(name=k, value=v) for k, v in (env or {}).items()]
+
+
+def _allow_net(allow_net: AllowNet) -> List[str]:
+    """The grant's patterns: one str is one pattern (never its characters)."""
+    grant = [allow_net] if isinstance(allow_net, str) else list(allow_net)
+    if not all(isinstance(g, str) and g for g in grant):
+        raise ValueError("allow_net: HOST:PORT patterns, each a non-empty str")
+    return grant
 
 
 def _seconds_ms(seconds: Optional[float], what: str) -> int:
@@ -146,7 +155,7 @@ class Client:
 
     def exec(self, cmd: Command, *, cwd: Optional[str] = None, env: Env = None,
              stdin: Union[bytes, str, None] = None, timeout: Optional[float] = None, stdout_limit: int = 0,
-             stderr_limit: int = 0, check: bool = False) -> ExecResult:
+             stderr_limit: int = 0, check: bool = False, allow_net: AllowNet = ()) -> ExecResult:
         """Run a command in the sandbox and wait for it: its exit status and whole output.
 
         cmd: a str runs with ``/bin/sh -c``; a sequence is an argv (argv[0] looked up in the
@@ -156,6 +165,12 @@ class Client:
         the command's whole tree (``timed_out``); None: the server's default. stdout_limit,
         stderr_limit: bytes kept per stream (0: the server's default; the rest is counted in
         ``*_dropped``). check: raise :class:`boxkite.CommandError` unless it exited 0.
+        allow_net: destinations the command may reach through the sidecar's egress proxy,
+        ``HOST:PORT`` patterns (``"pypi.org:443"``, ``"*.example.com:443"``,
+        ``"203.0.113.0/24:80"``; one str or a sequence), each within the server's ceiling
+        (``boxkited --egress-allow``), else :class:`boxkite.PermissionDeniedError` before anything
+        runs; the command's environment names the proxy (``HTTPS_PROXY`` and the rest). Without
+        it the command has no network (docs/PROTOCOL.md, "Egress").
 
         A command that runs and fails is a result, not an error (exit 127 when it is not
         there, 126 when it is not executable, as a shell says).
@@ -164,7 +179,7 @@ class Client:
         timeout_ms = _seconds_ms(timeout, "timeout")
         reply = self.channel.call("Exec", pb.ExecRequest(
             argv=argv, shell=shell, cwd=cwd or "", env=_env(env), stdin=_bytes(stdin), timeout_ms=timeout_ms,
-            stdout_limit=stdout_limit, stderr_limit=stderr_limit),
+            stdout_limit=stdout_limit, stderr_limit=stderr_limit, allow_net=_allow_net(allow_net)),
             wait=timeout_ms / 1000 if timeout_ms else EXEC_WAIT_DEFAULT)
         result = ExecResult._from_pb(reply.message)
         return result.check() if check else result
@@ -172,7 +187,7 @@ class Client:
     def start(self, cmd: Command, *, cwd: Optional[str] = None, env: Env = None, stdin: bool = False,
               tty: bool = False, size: Optional[Tuple[int, int]] = None, tag: str = "",
               lease: Optional[float] = None, max_runtime: Optional[float] = None, expose_port: int = 0,
-              ring_size: int = 0, lossless: bool = False) -> Process:
+              ring_size: int = 0, lossless: bool = False, allow_net: AllowNet = ()) -> Process:
         """Start a background process and return it as soon as it runs.
 
         cmd, cwd, env: as :meth:`exec`. stdin: keep its stdin open for :meth:`Process.write`
@@ -186,12 +201,14 @@ class Client:
         one). ring_size: bytes kept per stream (0: the server's default). lossless: a stream
         whose ring is full of unread bytes stops the process writing it instead of dropping
         the oldest (give a lease too, so that a reader that went away does not stall it for ever).
+        allow_net: as :meth:`exec` (not with ``expose_port``: such a process shares the
+        sandbox's network namespace with the other exposing ones).
         """
         argv, shell = _command(cmd)
         req = pb.ProcessStartRequest(
             argv=argv, shell=shell, cwd=cwd or "", env=_env(env), stdin_open=stdin, tty=tty, tag=tag,
             lease_ms=_seconds_ms(lease, "lease"), max_runtime_ms=_seconds_ms(max_runtime, "max_runtime"),
-            expose_port=expose_port, ring_size=ring_size, lossless=lossless)
+            expose_port=expose_port, ring_size=ring_size, lossless=lossless, allow_net=_allow_net(allow_net))
         if size is not None:
             req.size.rows, req.size.cols = size
         m = self.channel.call("ProcessStart", req).message
@@ -202,7 +219,7 @@ class Client:
 
     def stream(self, cmd: Command, *, cwd: Optional[str] = None, env: Env = None,
                stdin: Union[bytes, str, None] = None, timeout: Optional[float] = None,
-               lease: Optional[float] = STREAM_LEASE) -> ExecStream:
+               lease: Optional[float] = STREAM_LEASE, allow_net: AllowNet = ()) -> ExecStream:
         """Run a command and yield its output as it comes, chunk by chunk (:class:`boxkite.Chunk`:
         ``stream`` "stdout" or "stderr", ``data``); once it is over, ``status`` on the returned
         :class:`boxkite.ExecStream` says how it ended::
@@ -213,14 +230,14 @@ class Client:
             print(out.status.describe())
 
         Nothing is lost however much it writes: the command waits for this reader. cmd, cwd,
-        env: as :meth:`exec`. stdin: written to its stdin (then closed) from a thread of its own.
+        env, allow_net: as :meth:`exec`. stdin: written to its stdin (then closed) from a thread of its own.
         timeout: seconds after which it is killed (its status says ``runtime_exceeded``).
         lease: seconds without a read after which the server kills it (None: never), so that
         nothing runs on after a client that died; iterate at least that often. Stopping early
         (``close()``, leaving the ``with`` block, an error) kills it.
         """
         p = self.start(cmd, cwd=cwd, env=env, stdin=stdin is not None, lease=lease, max_runtime=timeout,
-                       lossless=True)
+                       lossless=True, allow_net=allow_net)
         return ExecStream(p, _bytes(stdin) if stdin is not None else None)
 
     def process(self, process_id: str, epoch: int = 0) -> Process:

@@ -30,10 +30,12 @@ class Health:
     authenticated: bool       # this call was keyed and its answer's MAC verified
     uptime_ms: int
     not_ready_reason: str     # why sandbox_ready is false, when the server knows ("" otherwise)
+    egress_ceiling: Tuple[str, ...]  # what an exec may be granted (--egress-allow); told a keyed caller only
 
     @classmethod
     def _from_pb(cls, m: Any, verified: bool) -> "Health":
-        return cls(m.version, m.mode, m.sandbox_ready, m.auth_configured, verified, m.uptime_ms, m.not_ready_reason)
+        return cls(m.version, m.mode, m.sandbox_ready, m.auth_configured, verified, m.uptime_ms, m.not_ready_reason,
+                   tuple(m.egress_ceiling))
 
 
 def _signal_name(sig: int) -> str:

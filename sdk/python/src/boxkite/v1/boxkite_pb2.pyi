@@ -67,7 +67,8 @@ class Envelope(_message.Message):
     def __init__(self, version: _Optional[int] = ..., kind: _Optional[_Union[EnvelopeKind, str]] = ..., key_id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., nonce: _Optional[bytes] = ..., method: _Optional[str] = ..., status: _Optional[int] = ..., detail: _Optional[_Union[StatusDetail, str]] = ..., message: _Optional[str] = ..., body: _Optional[bytes] = ..., mac: _Optional[bytes] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class ExecRequest(_message.Message):
-    __slots__ = ["argv", "cwd", "env", "shell", "stderr_limit", "stdin", "stdout_limit", "timeout_ms"]
+    __slots__ = ["allow_net", "argv", "cwd", "env", "shell", "stderr_limit", "stdin", "stdout_limit", "timeout_ms"]
+    ALLOW_NET_FIELD_NUMBER: _ClassVar[int]
     ARGV_FIELD_NUMBER: _ClassVar[int]
     CWD_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +77,7 @@ class ExecRequest(_message.Message):
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDOUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    allow_net: _containers.RepeatedScalarFieldContainer[str]
     argv: _containers.RepeatedScalarFieldContainer[str]
     cwd: str
     env: _containers.RepeatedCompositeFieldContainer[EnvVar]
@@ -84,7 +86,7 @@ class ExecRequest(_message.Message):
     stdin: bytes
     stdout_limit: int
     timeout_ms: int
-    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., stdin: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., stdout_limit: _Optional[int] = ..., stderr_limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., stdin: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., stdout_limit: _Optional[int] = ..., stderr_limit: _Optional[int] = ..., allow_net: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecResponse(_message.Message):
     __slots__ = ["duration_us", "exit_code", "isolation_profile", "oom_killed", "signal", "stderr", "stderr_dropped", "stderr_truncated", "stdout", "stdout_dropped", "stdout_truncated", "timed_out"]
@@ -332,20 +334,22 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ["auth_configured", "mode", "not_ready_reason", "sandbox_ready", "uptime_ms", "version"]
+    __slots__ = ["auth_configured", "egress_ceiling", "mode", "not_ready_reason", "sandbox_ready", "uptime_ms", "version"]
     AUTH_CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    EGRESS_CEILING_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     NOT_READY_REASON_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_READY_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     auth_configured: bool
+    egress_ceiling: _containers.RepeatedScalarFieldContainer[str]
     mode: str
     not_ready_reason: str
     sandbox_ready: bool
     uptime_ms: int
     version: str
-    def __init__(self, version: _Optional[str] = ..., mode: _Optional[str] = ..., sandbox_ready: bool = ..., auth_configured: bool = ..., uptime_ms: _Optional[int] = ..., not_ready_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., mode: _Optional[str] = ..., sandbox_ready: bool = ..., auth_configured: bool = ..., uptime_ms: _Optional[int] = ..., not_ready_reason: _Optional[str] = ..., egress_ceiling: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProcessCloseStdinRequest(_message.Message):
     __slots__ = ["epoch", "process_id"]
@@ -466,7 +470,8 @@ class ProcessSignalResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ProcessStartRequest(_message.Message):
-    __slots__ = ["argv", "cwd", "env", "expose_port", "lease_ms", "lossless", "max_runtime_ms", "ring_size", "shell", "size", "stdin_open", "tag", "tty"]
+    __slots__ = ["allow_net", "argv", "cwd", "env", "expose_port", "lease_ms", "lossless", "max_runtime_ms", "ring_size", "shell", "size", "stdin_open", "tag", "tty"]
+    ALLOW_NET_FIELD_NUMBER: _ClassVar[int]
     ARGV_FIELD_NUMBER: _ClassVar[int]
     CWD_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -480,6 +485,7 @@ class ProcessStartRequest(_message.Message):
     STDIN_OPEN_FIELD_NUMBER: _ClassVar[int]
     TAG_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
+    allow_net: _containers.RepeatedScalarFieldContainer[str]
     argv: _containers.RepeatedScalarFieldContainer[str]
     cwd: str
     env: _containers.RepeatedCompositeFieldContainer[EnvVar]
@@ -493,7 +499,7 @@ class ProcessStartRequest(_message.Message):
     stdin_open: bool
     tag: str
     tty: bool
-    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., expose_port: _Optional[int] = ..., max_runtime_ms: _Optional[int] = ..., ring_size: _Optional[int] = ..., stdin_open: bool = ..., tty: bool = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., tag: _Optional[str] = ..., lease_ms: _Optional[int] = ..., lossless: bool = ...) -> None: ...
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., expose_port: _Optional[int] = ..., max_runtime_ms: _Optional[int] = ..., ring_size: _Optional[int] = ..., stdin_open: bool = ..., tty: bool = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., tag: _Optional[str] = ..., lease_ms: _Optional[int] = ..., lossless: bool = ..., allow_net: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProcessStartResponse(_message.Message):
     __slots__ = ["epoch", "isolation_profile", "process_id"]

@@ -3,7 +3,9 @@
  * the whole isolation, its own PID namespace — that outlives the call that started it: a run
  * whose rings keep the tail of its output (read from absolute offsets, or lossless: waiting for
  * its readers), whose stdin is written call by call, whose deadlines are its runtime, its lease
- * and a kill after a signal's grace, and whose record stays until removed. */
+ * and a kill after a signal's grace, and whose record stays until removed. Its id ("p1") names it
+ * in one epoch (random, new at the start and at each Reset), which a call may give: a call of
+ * another epoch is NOT_FOUND, so that no client acts on another boxkited's or tenant's p1. */
 #ifndef BK_PROCESS_H
 #define BK_PROCESS_H
 

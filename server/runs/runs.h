@@ -18,8 +18,10 @@
  * it back, freed (ops->free) once the I/O thread can no longer see it.
  *
  * Bounds (what a caller can make the engine hold), one place each: the bytes read from a stream
- * per wake-up (RUNS_READ_BATCH, runs.c); every waiting call passes bk_run_wait; rings are sized
- * by bk_run_init, from budgets their owners reserve. */
+ * per wake-up (RUNS_READ_BATCH, runs.c); every waiting call passes bk_run_wait, parked (a call
+ * that cannot park is its owner's to answer at once); rings are sized by bk_run_init, from
+ * budgets their owners reserve; what answers copy out of the rings, by their owner's budget
+ * (process.c's), whose calls bk_runs_recheck asks again once it has room. */
 #ifndef BK_RUNS_H
 #define BK_RUNS_H
 

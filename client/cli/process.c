@@ -325,11 +325,11 @@ static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
 			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
 }
 
-/* Where the stream not shown ends now, so that reads skip what it already holds, whether the
- * process still runs, and the epoch its id is of now (every read after names it: a boxkited
- * restarted meanwhile is not followed into its own process of that id). */
-static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, uint64_t *epoch,
-		     bk_status *st)
+/* Where process id's streams end now (ends[0] stdout, ends[1] stderr), whether it still runs, and
+ * the epoch its id is of now, which every call after names: a command that goes on for a while
+ * (logs -f, send) never goes on with another boxkited's process of that id, restarted meanwhile.
+ * An id not listed: all 0 (the call after it says NOT_FOUND). */
+static int process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st)
 {
 	bk_process_info *procs;
 	size_t n;
@@ -337,11 +337,13 @@ static int other_end(bk_client *c, const char *id, int stream, uint64_t *end, bo
 
 	if (code != BK_OK)
 		return code;
-	*end = 0;
+	ends[0] = ends[1] = 0;
 	*running = false;
+	*epoch = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(procs[i].id, id) == 0) {
-			*end = stream == BK_STREAM_STDERR ? procs[i].stdout_end : procs[i].stderr_end;
+			ends[0] = procs[i].stdout_end;
+			ends[1] = procs[i].stderr_end;
 			*running = procs[i].status.running;
 			*epoch = procs[i].epoch;
 		}
@@ -407,7 +409,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
 	bool raw = false;
 	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
-	uint64_t from = 0, other = 0, epoch = 0;
+	uint64_t from = 0, other, ends[2], epoch;
 	bool follow = false, running;
 	const char *id;
 	char *end;
@@ -450,7 +452,9 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = other_end(c, id, l.stream, &other, &running, &epoch, &st);
+	/* Reads skip what the stream not shown holds already. */
+	code = process_now(c, id, ends, &running, &epoch, &st);
+	other = l.stream == BK_STREAM_STDERR ? ends[0] : ends[1];
 	/* An ended process's last bytes may reach its rings just after its end: following it returns
 	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
 	if (code == BK_OK && (follow || (!running && !ctl->json))) {
@@ -479,8 +483,8 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	static const struct option longopts[] = { { "close", no_argument, NULL, 'c' }, { 0 } };
 	_cleanup_free_ uint8_t *buf = NULL;
 	_cleanup_close_ int file = -1;
-	uint64_t total = 0, written;
-	bool close_after = false;
+	uint64_t total = 0, written, ends[2], epoch;
+	bool close_after = false, running;
 	const char *id, *path = "-";
 	int opt, help = 0, code = BK_OK, fd = STDIN_FILENO;
 	bk_status st;
@@ -515,8 +519,9 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
+	code = process_now(c, id, ends, &running, &epoch, &st);
 	/* A chunk at a time, as it comes (a pipe may never end): each in once the last is. */
-	for (;;) {
+	while (code == BK_OK) {
 		ssize_t n = read(fd, buf, SEND_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -527,10 +532,10 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		}
 		if (n == 0) {
 			if (close_after)
-				code = bk_process_close_stdin(c, id, 0, &st);
+				code = bk_process_close_stdin(c, id, epoch, &st);
 			break;
 		}
-		code = bk_process_write(c, id, 0, buf, (size_t)n, false, &written, &st);
+		code = bk_process_write(c, id, epoch, buf, (size_t)n, false, &written, &st);
 		total += written;
 		if (code != BK_OK)
 			break;

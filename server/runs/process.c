@@ -185,10 +185,12 @@ static void answer_sent(void *arg)
 static void waiter_send(bk_outbox_item *item)
 {
 	struct waiter *w = (struct waiter *)((char *)item - offsetof(struct waiter, item));
+	/* Counted until the transport is done with the answer: answer_sent frees w then, on the
+	 * transport's thread, maybe before the call below returns — w is not touched after it. */
+	bool counted = w->counted > 0;
 	bk_digest digest;
 
-	/* Counted until the transport is done with it: it frees w then. */
-	if (w->counted)
+	if (counted)
 		bk_call_on_sent(w->call, answer_sent, w);
 	if (w->fail_status) {
 		bk_call_failf(w->call, w->fail_status, 0, "%s", w->fail_msg);
@@ -207,7 +209,7 @@ static void waiter_send(bk_outbox_item *item)
 	} else {
 		bk_call_reply(w->call, &w->start.base);
 	}
-	if (!w->counted)
+	if (!counted)
 		free(w);
 }
 

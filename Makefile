@@ -61,19 +61,19 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
               $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
-              $(addprefix server/files/,files.c fileindex.c) \
+              $(addprefix server/files/,files.c fileindex.c watch.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
               $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c) \
-              $(addprefix sidecar/files/,fsops.c fileworker.c)
+              $(addprefix sidecar/files/,fsops.c fileworker.c watcher.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
               egress/confine.c
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
 BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
-              quote.c)
+              quote.c watch.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -218,10 +218,14 @@ $(B)/boxkite-egress: $(call obj,egress/main.c) $(B)/libbkegress.a $(B)/libbkcore
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_EGRESS)
 
 # The sandbox's init runs inside the sandbox's root: static, no sanitizer runtime, and none of
-# the project's include paths (its <spawn.h> is libc's).
+# the project's include paths (its <spawn.h> is libc's). Against musl (musl-tools): glibc's static
+# start-up probes the CPU with dozens of cpuid instructions, each a hypervisor trap on a VM — 0.6 ms
+# of every exec on the development VM, against 0.07 ms for the whole of musl's (docs/BENCHMARKS.md).
+MUSL_CC ?= musl-gcc
 $(B)/boxkite-init: sidecar/exec/init/boxkite-init.c sidecar/exec/init/init_status.h
 	@mkdir -p $(@D)
-	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
+	@command -v $(MUSL_CC) >/dev/null || { echo "boxkite-init needs $(MUSL_CC) (Debian: musl-tools; make deps)" >&2; exit 1; }
+	$(MUSL_CC) -D_GNU_SOURCE -std=gnu11 -O2 $(HARDEN) $(WARN) -static -o $@ $<
 
 # Documents with parts printed from the code (scripts/doc-splice): SECURITY.md's lists of the
 # seccomp filters, the sandbox's and the egress proxy's, from their own tables, and its table of

@@ -24,6 +24,9 @@
 #   sync               bench/sync.sh: a 1 GiB source-like workspace pushed to a file:// store
 #                      (full, then after changing 1 % of the files) and pulled into an empty
 #                      one, beside tar -c | zstd -1 of the same tree in the same run.
+#   watch              bench/watch_bench.c, driven by bench/watch.sh: from a change (FileMkdir) to its
+#                      event at a long-polling reader beside the FileMkdir round trip itself; a
+#                      burst of files made while nobody reads: kept, counted lost, drained.
 #   egress             bench/egress.sh: 64 MiB from an upstream on loopback through the egress proxy
 #                      (a forwarded request and a CONNECT tunnel) beside the same fetch direct, and
 #                      the first-byte latency the proxy adds; its CPU per GiB relayed.
@@ -54,10 +57,16 @@ $(B)/bench/process_bench: $(call obj,bench/process_bench.c) $(B)/libboxkite.a
 	@mkdir -p $(@D)
 	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
 
-bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench $(B)/bench/process_bench
+$(B)/bench/watch_bench: $(call obj,bench/watch_bench.c) $(B)/libboxkite.a
+	@mkdir -p $(@D)
+	$(CC) -pie $(LDFLAGS) -o $@ $^ $(LDLIBS_CLIENT)
+
+bench: all $(B)/bench/health_rtt $(B)/bench/exec_bench $(B)/bench/files_bench $(B)/bench/process_bench \
+       $(B)/bench/watch_bench
 	bench/health-rtt.sh $(B) $(BENCH_ARGS)
 	bench/exec.sh $(B)
 	bench/files.sh $(B)
 	bench/process.sh $(B)
+	bench/watch.sh $(B)
 	bench/sync.sh $(B)
 	bench/egress.sh $(B)

@@ -4,7 +4,9 @@
 # execs/s with CLIENTS concurrent clients (against one client's rate, from the round trip) with
 # the health latency meanwhile (against that of the same daemon with no exec running); a full
 # listing of a directory of 100 000 entries; and the health latency while CLIENTS exec and
-# CLIENTS list that directory (against idle Health, same daemon, same run).
+# CLIENTS list that directory (against idle Health, same daemon, same run). Beside the round
+# trip, the peer a user would pick instead (bench/peers.sh): a bare bubblewrap spawn of `true`,
+# measured just before it, and the round trip against it (`exec_rtt_vs_bwrap`, target <= 0.25x).
 #
 # The same is then measured on the baseline (BENCH_BASELINE, a git ref: main unless set; empty to
 # skip), built in a scratch directory from `git archive`, in the same run: its figures as
@@ -28,6 +30,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/bench/peers.sh"
 tmp=$(mktemp -d /tmp/boxkite-exec-bench.XXXXXX)
 pid=
 cleanup() {
@@ -77,8 +80,16 @@ suite() {
 		exit 1
 	fi
 	local url=ipc://$dir/boxkited.sock
+	[ "$label" != ours ] || peer_bwrap "$build/bench/exec_bench" $((n / 4)) $((warmup / 4)) | tee -a "$out"
 	"$build/bench/exec_bench" rpc "$url" "$dir/key" "$n" "$warmup" "$floor_p50" | tee -a "$out"
 	rtt_p50=$(bench_value "$out" exec_rtt_p50)
+	if [ "$label" = ours ] && grep -q '^bench: peer_bwrap_spawn_p50 ' "$out"; then
+		local bwrap_p50 ratio
+		bwrap_p50=$(bench_value "$out" peer_bwrap_spawn_p50)
+		ratio=$(echo "$rtt_p50 / $bwrap_p50" | bc -l)
+		printf 'exec round trip / bare bubblewrap spawn: %.2fx (target <= 0.25x)\nbench: exec_rtt_vs_bwrap.ratio %.2f x\n' \
+			"$ratio" "$ratio" | tee -a "$out"
+	fi
 	echo "== exec ($label): $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
 	"$build/bench/exec_bench" load "$url" "$dir/key" "$clients" "$seconds" "$rtt_p50" | tee -a "$out"
 	# A directory of $entries entries in the workspace, made from the host side, then left still

@@ -14,12 +14,15 @@
  *   mixed   the same with L more clients listing a directory (every page of it) back to back
  *           beside the C exec clients: the health latency with both, against the baseline;
  *   list    full listings of a directory (page by page, 1000 a page), one after another: the
- *           first (which reads the directory), and the median of the rest.
+ *           first (which reads the directory), and the median of the rest;
+ *   spawn   a peer's command (bench/peers.sh: the bubblewrap spawn) run N times after WARMUP,
+ *           one at a time, each timed from before posix_spawn to its wait: NAME_p50, NAME_p99.
  *
  * Prints medians and p99 (nearest rank, bench/stats.h) and the `bench:` lines of bench/bench.mk.
  * Run by bench/exec.sh. */
 #include <errno.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +142,7 @@ static int run_floor(const char *workspace, const char *init, int iterations, in
 		waitid(P_PIDFD, (id_t)out.pidfd, &info, WEXITED);
 		close(out.pidfd);
 		bk_exec_cgroup_oom_killed(&cg, &ecg);
-		bk_exec_cgroup_destroy(&cg, &ecg);
+		bk_exec_cgroup_release(&cg, &ecg);
 		if (i >= 0)
 			us[i] = (double)bk_elapsed_us(&t0);
 	}
@@ -408,8 +411,47 @@ static int run_list(const char *path, int rounds)
 	return 0;
 }
 
+/* --- a peer's spawn ------------------------------------------------------------------------- */
+
+extern char **environ;
+
+static int run_spawn(const char *name, int iterations, int warmup, char **argv)
+{
+	double *us = calloc((size_t)iterations, sizeof(*us));
+
+	if (!us)
+		return 1;
+	for (int i = -warmup; i < iterations; i++) {
+		struct timespec t0;
+		pid_t pid;
+		int status, r;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+		if (r != 0) {
+			fprintf(stderr, "spawn %s: %s\n", argv[0], strerror(r));
+			free(us);
+			return 1;
+		}
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "spawn %s: it failed (status 0x%x)\n", argv[0], status);
+			free(us);
+			return 1;
+		}
+		if (i >= 0)
+			us[i] = (double)bk_elapsed_us(&t0);
+	}
+	summarize(name, us, (size_t)iterations, NULL, NULL);
+	free(us);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 7 && strcmp(argv[1], "spawn") == 0 && strcmp(argv[5], "--") == 0)
+		return run_spawn(argv[2], atoi(argv[3]), atoi(argv[4]), argv + 6);
 	if (argc == 6 && strcmp(argv[1], "floor") == 0) {
 		double p50;
 		return run_floor(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), &p50);
@@ -439,6 +481,7 @@ int main(int argc, char **argv)
 			"       exec_bench rpc URL KEYFILE N WARMUP FLOOR_P50_US\n"
 			"       exec_bench load URL KEYFILE CLIENTS SECONDS [EXEC_RTT_P50_US]\n"
 			"       exec_bench mixed URL KEYFILE EXEC_CLIENTS LIST_CLIENTS SECONDS PATH\n"
-			"       exec_bench list URL KEYFILE PATH ROUNDS\n");
+			"       exec_bench list URL KEYFILE PATH ROUNDS\n"
+			"       exec_bench spawn NAME N WARMUP -- COMMAND [ARG...]\n");
 	return 2;
 }

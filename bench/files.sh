@@ -2,7 +2,10 @@
 # The file benchmark (`make bench`): 256 MiB up and down through boxkited, over ipc and tcp,
 # beside the same run's one-core SHA-256 rate (the targets are fractions of it), raw nng and a
 # local write to the same filesystem, with each side's CPU per GiB; then 1,000 files of 4 KiB
-# uploaded as a batch with bkctl cp -r, beside a local cp -r.
+# uploaded as a batch with bkctl cp -r, beside a local cp -r. Beside each, the peer a user would
+# pick instead (bench/peers.sh), over loopback to an sshd the bench starts: bkctl cp of the same
+# MiB each way against scp -c aes128-gcm@openssh.com (target >= 1.5x its speed), and bkctl cp -r
+# of the small files against tar c | ssh | tar x (target <= 0.5x its time).
 #
 # Usage: bench/files.sh BUILD_DIR [SIZE_MIB]
 set -euo pipefail
@@ -15,9 +18,11 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 tmp=$(mktemp -d /tmp/boxkite-files-bench.XXXXXX)
+. "$(dirname "$0")/peers.sh"
 pid=
 cleanup() {
 	[ -z "$pid" ] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+	peer_sshd_stop
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -89,6 +94,39 @@ cmp -s "$tmp/src" "$tmp/dst" || { echo "files benchmark: download differs from u
 	"$tmp/src" "$tmp/dst" "$tmp/ws/local-write" $((mib << 20))
 cmp -s "$tmp/src" "$tmp/dst" || { echo "files benchmark: download differs from upload" >&2; exit 1; }
 
+# median VALUES...: the middle one (the lower of the two middle ones for an even count).
+median() {
+	printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"
+}
+
+have_ssh=
+peer_sshd_start "$tmp/ssh" && have_ssh=1
+me=$(id -un)
+if [ -n "$have_ssh" ]; then
+	echo "== files: bkctl cp of $mib MiB each way over tcp://127.0.0.1, beside scp -c aes128-gcm@openssh.com over loopback"
+	# Three rounds, the two tools taking turns, each figure the median of its three.
+	bk_up=() bk_down=() scp_up=() scp_down=()
+	for _ in 1 2 3; do
+		rm -f "$tmp/scp-up" "$tmp/scp-down" "$tmp/bk-down"
+		scp_up+=("$(peer_seconds "${peer_scp[@]}" "$tmp/src" "$me@127.0.0.1:$tmp/scp-up")")
+		bk_up+=("$(peer_seconds env BOXKITE_URL="tcp://127.0.0.1:$bk_tcp" "$build/bkctl" cp "$tmp/src" :scp-peer.bin)")
+		scp_down+=("$(peer_seconds "${peer_scp[@]}" "$me@127.0.0.1:$tmp/src" "$tmp/scp-down")")
+		bk_down+=("$(peer_seconds env BOXKITE_URL="tcp://127.0.0.1:$bk_tcp" "$build/bkctl" cp :scp-peer.bin "$tmp/bk-down")")
+		cmp -s "$tmp/src" "$tmp/bk-down" && cmp -s "$tmp/src" "$tmp/scp-down" && cmp -s "$tmp/src" "$tmp/scp-up" ||
+			{ echo "files benchmark: a copy differs from its source" >&2; exit 1; }
+		"$build/bkctl" rm :scp-peer.bin >/dev/null
+	done
+	rm -f "$tmp/scp-up" "$tmp/scp-down" "$tmp/bk-down"
+	for dir in up down; do
+		eval "b=\$(median \"\${bk_$dir[@]}\")"
+		eval "p=\$(median \"\${scp_$dir[@]}\")"
+		printf 'bkctl cp %s: %.1f MiB/s; scp: %.1f MiB/s; bkctl cp / scp: %.2fx (target >= 1.5x)\n' "$dir" \
+			"$(echo "$mib / $b" | bc -l)" "$(echo "$mib / $p" | bc -l)" "$(echo "$p / $b" | bc -l)"
+		printf 'bench: bkctl_cp_%s %.1f MiB/s\nbench: peer_scp_%s %.1f MiB/s\nbench: bkctl_cp_%s_vs_scp.ratio %.2f x\n' \
+			"$dir" "$(echo "$mib / $b" | bc -l)" "$dir" "$(echo "$mib / $p" | bc -l)" "$dir" "$(echo "$p / $b" | bc -l)"
+	done
+fi
+
 echo "== files: 1000 files of 4 KiB as a batch (bkctl cp -r, 8 transfers at once), beside a local cp -r"
 # The baseline is a local cp -r onto the same filesystem just before: creating 1 000 inodes on
 # ext4 soon after many were deleted (earlier runs, the test suite) costs up to ~1 ms each in the
@@ -108,3 +146,13 @@ ratio=$(echo "$secs / $cp_secs" | bc -l)
 printf '1000 x 4 KiB: %.3f s (target <= 0.2 s); local cp -r: %.3f s (%.1fx)\n' "$secs" "$cp_secs" "$ratio"
 printf 'bench: small_files_1000x4k %.3f s\nbench: small_files_local_cp %.3f s\n' "$secs" "$cp_secs"
 printf 'bench: small_files_1000x4k.ratio %.2f x\n' "$ratio"
+if [ -n "$have_ssh" ]; then
+	mkdir "$tmp/small-ssh"
+	ssh_secs=$(peer_seconds bash -c 'tar -C "$1" -cf - . | "${@:3}" "tar -C $2 -xf -"' tar "$tmp/small" \
+		"$tmp/small-ssh" "${peer_ssh[@]}" "$me@127.0.0.1")
+	[ "$(find "$tmp/small-ssh" -type f | wc -l)" = 1000 ] || { echo "files benchmark: tar | ssh lost files" >&2; exit 1; }
+	ratio=$(echo "$secs / $ssh_secs" | bc -l)
+	printf '1000 x 4 KiB: bkctl cp -r %.3f s; tar c | ssh | tar x %.3f s; bkctl / tar|ssh: %.2fx (target <= 0.5x)\n' \
+		"$secs" "$ssh_secs" "$ratio"
+	printf 'bench: peer_tar_ssh_1000x4k %.3f s\nbench: small_files_vs_tar_ssh.ratio %.2f x\n' "$ssh_secs" "$ratio"
+fi

@@ -15,6 +15,7 @@
 #include "boundary/privdrop.h"
 #include "boundary/privsep.h"
 #include "files/files.h"
+#include "files/watch.h"
 #include "log.h"
 #include "mkdir.h"
 #include "rpc/methods.h"
@@ -297,7 +298,8 @@ int main(int argc, char **argv)
 	srv.files_link = files;
 	if ((ret = bk_runs_start(&srv, &err)) < 0 || (ret = bk_execs_start(&srv, &err)) < 0 ||
 	    (ret = bk_processes_start(&srv, &err)) < 0 ||
-	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_sync_start(&srv, &err)) < 0 ||
+	    (ret = bk_files_start(&srv, &err)) < 0 || (ret = bk_watches_start(&srv, &err)) < 0 ||
+	    (ret = bk_sync_start(&srv, &err)) < 0 ||
 	    (ret = bk_link_start(link, &err)) < 0 ||
 	    (ret = executor_configure(&srv, link, &cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
@@ -343,6 +345,7 @@ out:
 	bk_execs_stop(&srv);
 	bk_processes_stop(&srv);
 	bk_sync_stop(&srv);
+	bk_watches_stop(&srv);
 	bk_files_stop(&srv);
 	if (!bk_front_stop(&srv)) {
 		/* nng is stuck in its own close: what it holds cannot be freed, nor waited for. */
@@ -353,6 +356,7 @@ out:
 	bk_runs_stop(&srv);
 	bk_execs_free(&srv);
 	bk_processes_free(&srv);
+	bk_watches_free(&srv);
 	/* Last: until the front has stopped, a handler may still send an order. */
 	bk_link_free(link);
 	bk_link_free(files);

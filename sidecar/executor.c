@@ -244,7 +244,7 @@ static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, 
 			const char *step, const char *message)
 {
 	cgroups_restage(ex);
-	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+	bk_exec_cgroup_release(&ex->cgroups, &e->cgroup);
 	exec_entry_free(e);
 	return reply_failure(ex, id, errnum, child_step, step, message);
 }
@@ -425,6 +425,9 @@ static int kill_all_answer(struct executor *ex)
 	 * read. The exposed-port processes are dead: a fresh namespace from now on. */
 	if (ex->hold && (ret = sandbox_net_renew(ex)) < 0)
 		return reply_error(ex, id, -ret, "netns", "cannot make the sandbox a fresh network namespace");
+	/* Nor is what the last tenant's execs left charged to their cgroups: none is reused. */
+	if (ex->hold)
+		bk_cgroups_drop_spares(&ex->cgroups);
 	done.count = ex->kill_all_count;
 	reply.id = id;
 	reply.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_DONE;
@@ -466,7 +469,7 @@ static void exec_remove(struct executor *ex, struct exec_entry *e)
 	epoll_ctl(ex->epfd, EPOLL_CTL_DEL, e->pidfd, NULL);
 	bk_close(e->pidfd);
 	bk_close(e->status_fd);
-	bk_exec_cgroup_destroy(&ex->cgroups, &e->cgroup);
+	bk_exec_cgroup_release(&ex->cgroups, &e->cgroup);
 	/* Its connections end with it. */
 	if (e->egress_listener >= 0)
 		bk_proxyctl_close(&ex->egress, e->id);
@@ -526,7 +529,7 @@ static void files_stop(struct executor *ex)
 static void files_start(struct executor *ex)
 {
 	const bk_fileworker_config fcfg = { .roots = &ex->roots, .creds = &ex->spawner.creds,
-					    .filter = &ex->files_filter };
+					    .filter = &ex->files_filter, .userns = ex->spawner.userns };
 	reply_t reply = BOXKITE__EXECUTOR__REPLY__INIT;
 	Boxkite__Executor__FilesReady ready = BOXKITE__EXECUTOR__FILES_READY__INIT;
 	bk_error *err = NULL;

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "egress.h"
 #include "exec/child.h"
+#include "files/watch.h"
 #include "rpc/call.h"
 #include "rpc/server.h"
 #include "runs/process.h"
@@ -82,6 +83,16 @@ int main(void)
 	printf("| uploads open; bytes they and pulls add to /workspace | key holder | %u, idle %" PRId64
 	       " s (`--uploads-max`, `--upload-idle`); `--workspace-quota` | RESOURCE_EXHAUSTED |\n",
 	       cfg.uploads_max, (int64_t)cfg.upload_idle_ms / 1000);
+	printf("| watches; the directories they watch (an inotify watch each); the events each keeps for its "
+	       "reader | key holder | %d; %d together; %d events and %s of paths each, %d s unread | FileWatch: "
+	       "RESOURCE_EXHAUSTED; the watch ends (LIMIT); what comes past it is counted in one OVERFLOW "
+	       "event; the watch expires |\n",
+	       BK_WATCHES_MAX, BK_WATCH_DIRS_MAX, BK_WATCH_EVENTS_MAX, bytes(BK_WATCH_BYTES_MAX, a, sizeof(a)),
+	       BK_WATCH_IDLE_MS / 1000);
+	printf("| changes under a watched directory | sandbox | the file worker reads inotify only while the front "
+	       "takes what it sends (it pauses as it does for orders); the kernel's queue "
+	       "(`fs.inotify.max_queued_events`) holds the rest | an OVERFLOW event (lost: unknown), and the "
+	       "worker walks the tree again |\n");
 	printf("| memory and processes of every command together | sandbox | %s, %u (`--sandbox-memory`, "
 	       "`--sandbox-pids`; each command %s, %u) | the OOM killer; fork fails |\n",
 	       bytes(cfg.sandbox_memory, a, sizeof(a)), cfg.sandbox_pids, bytes(cfg.exec_memory, b, sizeof(b)),

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "envelope.h"
 #include "files/files.h"
+#include "files/watch.h"
 #include "keys.h"
 #include "rpc/methods.h"
 #include "runs/process.h"
@@ -104,6 +105,15 @@ int main(void)
 	       BK_PARKED_MAX, BK_PROCESS_RETRY_AFTER_MS / 1000);
 	printf("| bytes of ProcessRead answers being made and sent, every process together | %s |\n",
 	       bytes(BK_PROCESS_ANSWER_BUDGET, a, sizeof(a)));
+	printf("| FileWatch: watches of a sandbox at once; the directories they watch together | %d; %d |\n",
+	       BK_WATCHES_MAX, BK_WATCH_DIRS_MAX);
+	printf("| FileWatch: events a watch keeps for its reader, and their paths' bytes (past either, one "
+	       "OVERFLOW event counts the rest) | %d; %s |\n",
+	       BK_WATCH_EVENTS_MAX, bytes(BK_WATCH_BYTES_MAX, a, sizeof(a)));
+	printf("| FileWatch: events in one answer, by default and at most; their paths' bytes at most | %d; %s |\n",
+	       BK_WATCH_READ_MAX, bytes(BK_WATCH_READ_BYTES, a, sizeof(a)));
+	printf("| FileWatch: longest wait of a read; a watch no read came for this long expires | %d s; %d s |\n",
+	       BK_WATCH_WAIT_MAX_MS / 1000, BK_WATCH_IDLE_MS / 1000);
 	printf("| largest legal request Envelope (the largest body, or data, and every other field) | %s |\n\n",
 	       bytes(BK_REQUEST_MAX, a, sizeof(a)));
 

@@ -136,6 +136,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* --- The file commands' parts that need no server (client/cli/files.c; tested by
  * tests/unit/test_bkctl_files.c). */

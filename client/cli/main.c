@@ -138,6 +138,16 @@ static const bkctl_command commands[] = {
 	  "                       BOXKITE_PREVIEW_URL; default http://127.0.0.1:8081)\n",
 	  "The token is signed here with the key (--key-file); anyone holding the URL reaches PORT\n"
 	  "until it expires. Start the process with bkctl start --expose PORT.\n" },
+	{ "watch", bkctl_watch, "print what changes under a sandbox directory, as it changes", "[PATH]",
+	  "  -n, --count N        stop after N changes (exit 0)\n"
+	  "  --timeout S          stop after S seconds (exit 0)\n",
+	  "A line per change, recursively, paths relative to PATH (default /workspace), quoted as ls\n"
+	  "quotes names (a directory's with a trailing /): created, modified, closed (after writing),\n"
+	  "removed, moved A -> B, moved in, moved out, and overflow (changes were lost: list again).\n"
+	  "-o json prints a JSON object per line: first {\"watching\", \"directories\"}, then one per\n"
+	  "change ({\"kind\", \"path\", \"to\", \"directory\"} or {\"kind\":\"overflow\", \"lost\"}), exact\n"
+	  "bytes. ^C, SIGTERM or SIGHUP stop the watch and exit 0. Exits 1 when the watch ends otherwise\n"
+	  "(its directory removed, a reset, the bound on directories), saying why on stderr.\n" },
 	{ "mv", bkctl_mv, "move or rename in the sandbox", "FROM TO",
 	  "  -f, --force          replace an existing TO\n", "Onto an existing directory, FROM moves inside it.\n" },
 	{ "sync", bkctl_sync, "push the workspace to a snapshot store, pull it back, list snapshots",

@@ -1009,3 +1009,118 @@ int bk_download_fd(bk_client *c, const char *path, int fd, const bk_transfer_opt
 	}
 	return bk_status_set(st, BK_OK, 0, true, "OK");
 }
+
+/* --- watching a directory ---------------------------------------------------------------------- */
+
+_Static_assert((int)BK_WATCH_CREATED == (int)BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_CREATED &&
+		       (int)BK_WATCH_OVERFLOW == (int)BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_OVERFLOW &&
+		       (int)BK_WATCH_END_STOPPED == (int)BOXKITE__V1__WATCH_END__WATCH_END_STOPPED,
+	       "the header's watch enums are the wire's");
+
+static int cursor_copy(char *out, const char *cursor, const char *method, bk_status *st)
+{
+	size_t len = strlen(cursor);
+
+	if (!len || len >= BK_WATCH_CURSOR_MAX)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the answer's cursor is not one", method);
+	memcpy(out, cursor, len + 1);
+	return BK_OK;
+}
+
+int bk_watch_start(bk_client *c, const char *path, char *cursor, uint32_t *directories, bk_status *st)
+{
+	Boxkite__V1__FileWatchRequest req = BOXKITE__V1__FILE_WATCH_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileWatchResponse *resp = NULL;
+	int code;
+
+	cursor[0] = '\0';
+	if (directories)
+		*directories = 0;
+	req.path = (char *)path;
+	code = file_call(c, "FileWatch", &req.base, &boxkite__v1__file_watch_response__descriptor, &resp, st);
+	if (code != BK_OK)
+		return code;
+	if (resp->end)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileWatch: a start answered with an end");
+	if (directories)
+		*directories = resp->directories;
+	return cursor_copy(cursor, resp->cursor, "FileWatch", st);
+}
+
+int bk_watch_read(bk_client *c, const char *cursor, uint32_t wait_ms, uint32_t max_events, bk_watch_batch *out,
+		  bk_status *st)
+{
+	Boxkite__V1__FileWatchRequest req = BOXKITE__V1__FILE_WATCH_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileWatchResponse *resp = NULL;
+	size_t strings = 0;
+	char *at;
+	bool verified;
+	int code;
+
+	memset(out, 0, sizeof(*out));
+	req.cursor = (char *)cursor;
+	req.wait_ms = wait_ms < BK_WATCH_WAIT_MAX_MS ? wait_ms : BK_WATCH_WAIT_MAX_MS;
+	req.max_events = max_events;
+	code = bk_client_call(c, "FileWatch", &req.base, &boxkite__v1__file_watch_response__descriptor,
+			      (ProtobufCMessage **)&resp, (int)req.wait_ms + bk_client_timeout(c), &verified, st);
+	if (code != BK_OK)
+		return code;
+	if ((code = cursor_copy(out->cursor, resp->cursor, "FileWatch", st)) != BK_OK)
+		return code;
+	out->end = (int)resp->end;
+	if (!resp->n_events)
+		return BK_OK;
+	/* One block: the events, then their strings (path, NUL, to, NUL each). */
+	for (size_t i = 0; i < resp->n_events; i++) {
+		const char *p, *t;
+		size_t plen, tlen;
+		name_bytes(resp->events[i]->path, &resp->events[i]->raw_path, &p, &plen);
+		name_bytes(resp->events[i]->to, &resp->events[i]->raw_to, &t, &tlen);
+		if (memchr(p, '\0', plen) || memchr(t, '\0', tlen))
+			return bk_status_set(st, BK_DATA_LOSS, 0, true, "FileWatch: a name with a NUL byte in the answer");
+		strings += plen + tlen + 2;
+	}
+	out->events = malloc(resp->n_events * sizeof(*out->events) + strings);
+	if (!out->events)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	at = (char *)(out->events + resp->n_events);
+	for (size_t i = 0; i < resp->n_events; i++) {
+		const Boxkite__V1__WatchEvent *e = resp->events[i];
+		bk_watch_event *ev = &out->events[i];
+		const char *p, *t;
+		size_t plen, tlen;
+
+		name_bytes(e->path, &e->raw_path, &p, &plen);
+		name_bytes(e->to, &e->raw_to, &t, &tlen);
+		ev->kind = (int)e->kind;
+		ev->directory = e->directory;
+		ev->lost = e->lost;
+		ev->path = memcpy(at, p, plen);
+		at[plen] = '\0';
+		at += plen + 1;
+		ev->to = memcpy(at, t, tlen);
+		at[tlen] = '\0';
+		at += tlen + 1;
+	}
+	out->n = resp->n_events;
+	return BK_OK;
+}
+
+void bk_watch_batch_free(bk_watch_batch *batch)
+{
+	if (!batch)
+		return;
+	free(batch->events);
+	batch->events = NULL;
+	batch->n = 0;
+}
+
+int bk_watch_stop(bk_client *c, const char *cursor, bk_status *st)
+{
+	Boxkite__V1__FileWatchRequest req = BOXKITE__V1__FILE_WATCH_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileWatchResponse *resp = NULL;
+
+	req.cursor = (char *)cursor;
+	req.stop = true;
+	return file_call(c, "FileWatch", &req.base, &boxkite__v1__file_watch_response__descriptor, &resp, st);
+}

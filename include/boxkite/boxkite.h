@@ -324,6 +324,84 @@ BK_EXPORT int bk_upload_fd(bk_client *client, int fd, const char *path, const bk
 BK_EXPORT int bk_download_fd(bk_client *client, const char *path, int fd, const bk_transfer_options *opts,
 			     bk_file_info *info, bk_status *st);
 
+/* --- Watching a directory ---------------------------------------------------------------------
+ *
+ * A watch reports what changes under a directory of the sandbox and every directory beneath it
+ * (directories that appear are watched as they appear). Start it, list what is there, then read
+ * from the cursor the start gave: nothing that changed after the start is missed. Each read
+ * returns the events after its cursor and the cursor to read from next; reading again from the
+ * same cursor (an answer that was lost) returns the same events again, and reading from the next
+ * one tells the server they arrived. A watch ends (bk_watch_batch.end) when its directory goes,
+ * when it is stopped, after a Reset, or when no read came for BK_WATCH_IDLE_MS; after an end,
+ * start another (and list again). A sandbox has at most 16 watches at once. docs/PROTOCOL.md,
+ * "FileWatch". */
+
+#define BK_WATCH_CURSOR_MAX 64
+#define BK_WATCH_WAIT_MAX_MS 60000u /* the longest wait the server grants a read */
+#define BK_WATCH_IDLE_MS 60000u     /* a watch no read came for this long goes */
+
+enum bk_watch_event_kind {
+	BK_WATCH_CREATED = 1,    /* a name appeared: a file, directory, symlink, ... */
+	BK_WATCH_MODIFIED = 2,   /* a file was written (writes in a row to one file: one event) */
+	BK_WATCH_CLOSED = 3,     /* a file open for writing was closed: written, for now */
+	BK_WATCH_REMOVED = 4,
+	BK_WATCH_MOVED = 5,      /* renamed from path to `to`; either is "" when it lies outside the
+				    watch (moved in, moved out) */
+	BK_WATCH_OVERFLOW = 6,   /* events were lost here (a queue was full): list again; what follows
+				    is reported as before */
+};
+
+enum bk_watch_end {
+	BK_WATCH_GOES_ON = 0,
+	BK_WATCH_END_EXPIRED = 1, /* no such watch any more: not read for BK_WATCH_IDLE_MS, stopped,
+				     the server or its file worker restarted, or a cursor older than
+				     what the watch keeps */
+	BK_WATCH_END_RESET = 2,   /* a Reset ended it */
+	BK_WATCH_END_REMOVED = 3, /* the watched directory was removed or moved away */
+	BK_WATCH_END_LIMIT = 4,   /* its tree grew past the directories a sandbox's watches may hold */
+	BK_WATCH_END_STOPPED = 5, /* bk_watch_stop() ended it */
+};
+
+typedef struct bk_watch_event {
+	int kind;                /* enum bk_watch_event_kind; expect unknown values (skip them) */
+	const char *path;        /* relative to the watched directory ("a/b.txt"), exact bytes, which
+				    need not be UTF-8: escape them before showing them on a terminal.
+				    MOVED: where it was. "" for OVERFLOW */
+	const char *to;          /* MOVED: where it is now; "" otherwise */
+	bool directory;          /* the entry is a directory */
+	uint64_t lost;           /* OVERFLOW: the events lost, when known (0: unknown) */
+} bk_watch_event;
+
+typedef struct bk_watch_batch {
+	bk_watch_event *events;  /* n events in order, NULL when n is 0; their strings are in the
+				    same allocation: free the batch with bk_watch_batch_free() */
+	size_t n;
+	int end;                 /* enum bk_watch_end: not BK_WATCH_GOES_ON: the watch is over, after
+				    these events */
+	char cursor[BK_WATCH_CURSOR_MAX]; /* where the next read goes on from (NUL-terminated) */
+} bk_watch_batch;
+
+/* Start watching path (a directory: relative to /workspace, or absolute under a root; a final
+ * symlink is followed as long as it stays inside its root). cursor (BK_WATCH_CURSOR_MAX bytes)
+ * receives where the first read starts; *directories (may be NULL) the directories watched. A
+ * tree larger than the sandbox's watches may hold, or a 17th watch, is BK_RESOURCE_EXHAUSTED. */
+BK_EXPORT int bk_watch_start(bk_client *client, const char *path, char *cursor, uint32_t *directories,
+			     bk_status *st);
+
+/* The events after cursor: at most max_events (0: 1000, the most), waiting up to wait_ms (at most
+ * BK_WATCH_WAIT_MAX_MS; 0: not at all) when there are none yet — the answer comes as soon as
+ * there is one. The call waits for wait_ms plus the client's timeout. Free *out with
+ * bk_watch_batch_free(). An end is not an error: the call is BK_OK with out->end set. */
+BK_EXPORT int bk_watch_read(bk_client *client, const char *cursor, uint32_t wait_ms, uint32_t max_events,
+			    bk_watch_batch *out, bk_status *st);
+
+/* Free a batch's events and set them to NULL. batch may be NULL; freeing twice is harmless. */
+BK_EXPORT void bk_watch_batch_free(bk_watch_batch *batch);
+
+/* End the watch cursor names now, rather than at its idle expiry: its reads waiting are answered
+ * BK_WATCH_END_STOPPED. A watch that is over already is no error. */
+BK_EXPORT int bk_watch_stop(bk_client *client, const char *cursor, bk_status *st);
+
 /* --- Processes --------------------------------------------------------------------------------
  *
  * A background process runs with exec's whole isolation (its own PID namespace: stopping it stops

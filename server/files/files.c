@@ -107,9 +107,7 @@ static bk_link *files_link(const bk_call *call)
 	return call->srv->files_link;
 }
 
-/* A file order failed (bk_reply_fn's err and reply): the peer's error about a path, or the
- * channel's. */
-static void fail_reply(bk_call *call, int err, const bk_reply *reply)
+void bk_files_fail_reply(bk_call *call, int err, const bk_reply *reply)
 {
 	if (!reply)
 		bk_call_failf(call, err == EPIPE || err == EAGAIN || err == ENOBUFS ? BK_UNAVAILABLE : BK_INTERNAL, 0,
@@ -123,9 +121,7 @@ static void fail_reply(bk_call *call, int err, const bk_reply *reply)
 			      reply->message + strlen(reply->message) - PATH_SHOWN, file_reason(err));
 }
 
-/* Normalize a request path and check it lies under a root: INVALID_ARGUMENT otherwise. */
-/* in as a normalized sandbox path in out; *root (root may be NULL) is the root it lies under. */
-static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root)
+bool bk_files_path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root)
 {
 	_cleanup_error_ bk_error *err = NULL;
 
@@ -140,7 +136,7 @@ static bool path_ok(bk_call *call, const char *in, char *out, size_t size, const
 	return true;
 }
 
-static bool executor_ok(bk_call *call)
+bool bk_files_ready(bk_call *call)
 {
 	if (call->srv->files_link && call->srv->files)
 		return true;
@@ -186,7 +182,7 @@ static void stat_replied(void *arg, int err, bk_reply *reply, int *fds, size_t n
 	(void)fds;
 	(void)nfds;
 	if (err) {
-		fail_reply(call, err, reply);
+		bk_files_fail_reply(call, err, reply);
 	} else {
 		char *owned[2];
 		info_to_wire(&info, reply->done->info, owned);
@@ -205,7 +201,7 @@ void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	op.path = path;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_STAT;
@@ -225,7 +221,7 @@ static void list_replied(void *arg, int err, bk_reply *reply, int *fds, size_t n
 	(void)fds;
 	(void)nfds;
 	if (err) {
-		fail_reply(call, err, reply);
+		bk_files_fail_reply(call, err, reply);
 		bk_reply_free(reply);
 		return;
 	}
@@ -267,7 +263,7 @@ void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->page_size > BK_LIST_PAGE_MAX) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "page_size %u is above %d", rq->page_size, BK_LIST_PAGE_MAX);
@@ -306,7 +302,7 @@ static void done_replied(void *arg, int err, bk_reply *reply, int *fds, size_t n
 	(void)fds;
 	(void)nfds;
 	if (err) {
-		fail_reply(call, err, reply);
+		bk_files_fail_reply(call, err, reply);
 	} else if (call->method->desc->output == &boxkite__v1__file_remove_response__descriptor) {
 		Boxkite__V1__FileRemoveResponse resp = BOXKITE__V1__FILE_REMOVE_RESPONSE__INIT;
 		resp.removed = reply->done->count;
@@ -327,7 +323,7 @@ void bk_handle_file_mkdir(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->mode > 0777) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "mode %o: permission bits only (at most 0777)", rq->mode);
@@ -348,7 +344,7 @@ void bk_handle_file_remove(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	op.path = path;
 	op.recursive = rq->recursive;
@@ -364,7 +360,7 @@ void bk_handle_file_move(bk_call *call, const ProtobufCMessage *request)
 	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
 	char from[4096], to[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->from, from, sizeof(from), NULL) || !path_ok(call, rq->to, to, sizeof(to), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->from, from, sizeof(from), NULL) || !bk_files_path_ok(call, rq->to, to, sizeof(to), NULL))
 		return;
 	op.from = from;
 	op.to = to;
@@ -382,7 +378,7 @@ void bk_handle_file_symlink(bk_call *call, const ProtobufCMessage *request)
 	const bk_root *root;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), &root))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), &root))
 		return;
 	if (!bk_symlink_contained(root, path, rq->target)) {
 		bk_call_failf(call, BK_PERMISSION_DENIED, 0, "symlink %s -> %s: the target leads out of %s", path,
@@ -537,7 +533,7 @@ static void download_opened(void *arg, int err, bk_reply *reply, int *fds, size_
 
 	(void)nfds;
 	if (err) {
-		fail_reply(d->call, err, reply);
+		bk_files_fail_reply(d->call, err, reply);
 		free(d);
 	} else {
 		d->fd = fds[0];
@@ -558,7 +554,7 @@ void bk_handle_file_download(bk_call *call, const ProtobufCMessage *request)
 	struct download *d;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
 	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
@@ -709,7 +705,7 @@ fail:
 	pthread_mutex_unlock(&f->lock);
 	upload_free(u);
 	if (err)
-		fail_reply(op->call, err, reply);
+		bk_files_fail_reply(op->call, err, reply);
 	else
 		bk_call_failf(op->call, BK_INTERNAL, 0, "cannot set up the upload");
 	bk_reply_free(reply);
@@ -795,7 +791,7 @@ static void usage_replied(void *arg, int err, bk_reply *reply, int *fds, size_t 
 		f->nuploads--;
 		pthread_mutex_unlock(&f->lock);
 		upload_free(op->u);
-		fail_reply(op->call, err, reply);
+		bk_files_fail_reply(op->call, err, reply);
 		free(op);
 	} else {
 		pthread_mutex_lock(&f->lock);
@@ -888,7 +884,7 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 	struct upload *u;
 	char path[4096];
 
-	if (!executor_ok(call) || !path_ok(call, rq->path, path, sizeof(path), NULL))
+	if (!bk_files_ready(call) || !bk_files_path_ok(call, rq->path, path, sizeof(path), NULL))
 		return;
 	if (rq->sha256.len != 0 && rq->sha256.len != SHA256_LEN) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "sha256, when given, is the %d-byte SHA-256 of the content",
@@ -1136,7 +1132,7 @@ void bk_handle_upload_chunk(bk_call *call, const ProtobufCMessage *request)
 	struct upload *u;
 	uint64_t len, end, confirmed;
 
-	if (!executor_ok(call))
+	if (!bk_files_ready(call))
 		return;
 	if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE &&
 	    rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
@@ -1249,7 +1245,7 @@ static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nf
 		/* The content is whole and verified: keep it, the client may fix the cause (a name
 		 * taken, a directory made read-only) and commit again, or abort. */
 		upload_release(f, u);
-		fail_reply(op->call, err, reply);
+		bk_files_fail_reply(op->call, err, reply);
 	} else {
 		if (fstat(u->fd, &st) == 0) {
 			bk_filever v;
@@ -1293,7 +1289,7 @@ void bk_handle_upload_commit(bk_call *call, const ProtobufCMessage *request)
 	struct upload *u;
 	const char *wrong = NULL;
 
-	if (!executor_ok(call))
+	if (!bk_files_ready(call))
 		return;
 	if (rq->content_hash.len != BK_HASH_LEN) {
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a commit carries the %d-byte content hash of what it commits",
@@ -1356,7 +1352,7 @@ void bk_handle_upload_abort(bk_call *call, const ProtobufCMessage *request)
 	Boxkite__V1__FileUploadAbortResponse resp = BOXKITE__V1__FILE_UPLOAD_ABORT_RESPONSE__INIT;
 	struct upload *u;
 
-	if (!executor_ok(call) || !(u = upload_take(call, rq->upload_id)))
+	if (!bk_files_ready(call) || !(u = upload_take(call, rq->upload_id)))
 		return;
 	upload_drop(call->srv->files, u);
 	bk_call_reply(call, &resp.base);

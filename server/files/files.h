@@ -5,9 +5,11 @@
 #ifndef BK_FILES_FRONT_H
 #define BK_FILES_FRONT_H
 
+#include "boundary/link.h"
 #include "rpc/call.h"
 
 #include "contenthash.h"
+#include "sbpath.h"
 
 /* The largest chunk, either way (uncompressed): the content hash's block, well below the
  * transport's message limit. */
@@ -43,6 +45,16 @@ void bk_files_quota_give(bk_server *srv, const char *path, uint64_t size, bool l
 
 /* Drop uploads untouched for --upload-idle (called once a second). */
 void bk_files_expire(bk_server *srv);
+
+/* For the file rpcs of the room (files.c, watch.c). Each ends the call when it says false. */
+/* Whether this server serves files (it has a file worker's link): UNAVAILABLE otherwise. */
+bool bk_files_ready(bk_call *call);
+/* A request path, normalized into out, under a root (*root, when root is not NULL, says which):
+ * INVALID_ARGUMENT otherwise. */
+bool bk_files_path_ok(bk_call *call, const char *in, char *out, size_t size, const bk_root **root);
+/* End the call of a file order that failed (bk_reply_fn's err and reply): the file worker's error
+ * about a path, with the status its errno means, or the channel's. */
+void bk_files_fail_reply(bk_call *call, int err, const bk_reply *reply);
 
 void bk_handle_file_stat(bk_call *call, const ProtobufCMessage *request);
 void bk_handle_file_list(bk_call *call, const ProtobufCMessage *request);

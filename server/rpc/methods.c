@@ -9,6 +9,7 @@
 #include <zstd.h>
 
 #include "files/files.h"
+#include "files/watch.h"
 #include "rpc/handlers.h"
 #include "runs/exec.h"
 #include "runs/process.h"
@@ -51,6 +52,7 @@ static const bk_method method_rows[] = {
 	{ "SyncList",           0,     bk_handle_sync_list,  1 * KiB, 0 },
 	{ "SyncStatus",         0,     bk_handle_sync_status, 1 * KiB, 0 },
 	{ "Reset",              BK_METHOD_CLAIM, bk_handle_reset, 1 * KiB, 0 },
+	{ "FileWatch",          0,     bk_handle_file_watch, 16 * KiB, 0 },
 };
 
 const bk_method *bk_methods_row(size_t i)

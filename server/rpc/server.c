@@ -7,6 +7,7 @@
 
 #include "auth/replaylog.h"
 #include "boundary/link.h"
+#include "files/watch.h"
 #include "log.h"
 #include "runs/runs.h"
 
@@ -121,20 +122,25 @@ void bk_server_executor_event(void *arg, Boxkite__Executor__Reply *event, int *f
 	bk_reply_free(event);
 }
 
-/* The file worker sends no event; its channel closing is logged (the executor starts another
- * when it died, and the front gets it with FilesReady). */
+/* The file worker's one event: what changed under a watch (server/files/watch.c). Its channel
+ * closing ends what it watched, and is logged (the executor starts another when it died, and the
+ * front gets it with FilesReady). */
 void bk_server_files_event(void *arg, Boxkite__Executor__Reply *event, int *fds, size_t nfds)
 {
 	bk_server *srv = arg;
 
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
-	if (event) {
-		bk_log(BK_LOG_ERROR, "an event from the file worker: not one it sends");
-		bk_reply_free(event);
+	if (event && event->kind_case == BOXKITE__EXECUTOR__REPLY__KIND_CHANGES && !event->errnum && !nfds) {
+		bk_watches_changes(srv, event->changes);
+	} else if (event) {
+		bk_log(BK_LOG_ERROR, "an event from the file worker of kind %d with %zu descriptors: not one it sends",
+		       (int)event->kind_case, nfds);
 	} else if (!atomic_load(&srv->stopping)) {
 		bk_log(BK_LOG_INFO, "the file worker's channel closed");
+		bk_watches_worker_lost(srv);
 	}
+	bk_reply_free(event);
 }
 
 void bk_server_set_sandbox_state(bk_server *srv, const Boxkite__Executor__Pong *pong)

@@ -101,6 +101,7 @@ struct bk_server {
 	struct bk_execs *execs;
 	struct bk_processes *processes;
 	struct bk_files *files;
+	struct bk_watches *watches; /* server/files/watch.h */
 	struct bk_sync *sync;    /* server/sync/sync.h */
 	atomic_bool stopping;    /* shutting down: new calls are refused */
 	atomic_bool executor_lost; /* the executor died while serving: boxkited stops, failing */

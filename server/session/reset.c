@@ -27,6 +27,7 @@
 
 #include "boundary/link.h"
 #include "files/files.h"
+#include "files/watch.h"
 #include "fullio.h"
 #include "log.h"
 #include "rpc/handlers.h"
@@ -191,6 +192,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	 * rings go, and the calls parked on them are answered (ABORTED), before quiesce() waits for
 	 * every call to end. */
 	bk_processes_reset(srv);
+	/* Every watch ends, its waiting reads answered (WATCH_END_RESET) before quiesce() too; the
+	 * file worker drops its instances at the Wipe, so nothing of the wipe is reported. */
+	bk_watches_reset(srv);
 	/* No preview connection of the last tenant stays open (new ones are refused while the gate
 	 * is shut). */
 	bk_proxy_cut_all(srv);

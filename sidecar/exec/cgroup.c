@@ -405,6 +405,69 @@ static int mover_wait(bk_cgroups *cg)
 	return result < 0 ? result : 0;
 }
 
+/* The number in a cgroup file holding one ("0\n"), or in one of its "KEY N" lines; UINT64_MAX
+ * when it cannot be read. */
+static uint64_t read_count(const char *dir, const char *name, const char *key)
+{
+	char buf[1024];
+	const char *p = buf;
+
+	if (read_file(dir, name, buf, sizeof(buf)) < 0)
+		return UINT64_MAX;
+	if (key) {
+		size_t len = strlen(key);
+		for (p = buf; (p = strstr(p, key)) && !((p == buf || p[-1] == '\n') && p[len] == ' '); p += len)
+			;
+		if (!p)
+			return UINT64_MAX;
+		p += len + 1;
+	}
+	return *p >= '0' && *p <= '9' ? strtoull(p, NULL, 10) : UINT64_MAX;
+}
+
+bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
+{
+	const char *mem_dir = cg->mode == BK_CGROUP_NONE ? NULL : ecg->path[hierarchies(cg) - 1];
+	uint64_t kills;
+
+	if (!mem_dir)
+		return false;
+	/* v2: memory.events "oom_kill N"; v1: memory.oom_control "oom_kill N" (kernel >= 4.13). */
+	kills = read_count(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.events" : "memory.oom_control", "oom_kill");
+	return kills != UINT64_MAX && kills > 0;
+}
+
+/* "Reuse" (cgroup.h): empty, never OOM-killed in, at most BK_CGROUP_SPARE_CHARGE charged. */
+static bool reusable(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
+{
+	const char *mem_dir = ecg->path[hierarchies(cg) - 1];
+	bool v2 = cg->mode == BK_CGROUP_V2;
+
+	return ecg->path[0] && mem_dir && read_count(ecg->path[0], "pids.current", NULL) == 0 &&
+	       read_count(mem_dir, v2 ? "memory.events" : "memory.oom_control", "oom_kill") == 0 &&
+	       read_count(mem_dir, v2 ? "memory.current" : "memory.usage_in_bytes", NULL) <= BK_CGROUP_SPARE_CHARGE;
+}
+
+/* Remove an exec's cgroup(s) — asynchronously, by the remover; its processes are gone by then.
+ * Frees the struct's contents. */
+static void exec_cgroup_remove(bk_cgroups *cg, bk_exec_cgroup *ecg)
+{
+	struct helper_request m = { .op = HELPER_REMOVE };
+
+	/* rmdir of a memory cgroup can take milliseconds: the remover does it, and the exec's
+	 * answer does not wait. Without the helper (or if it is gone), here. */
+	for (int i = 0; i < 2; i++)
+		if (ecg->path[i])
+			snprintf(m.dir[m.n++], sizeof(m.dir[0]), "%s", ecg->path[i]);
+	if (m.n && (cg->remover <= 0 || write(cg->remover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)))
+		for (int i = 0; i < m.n; i++)
+			rmdir(m.dir[i]);
+	for (int i = 0; i < 2; i++) {
+		free(ecg->path[i]);
+		ecg->path[i] = NULL;
+	}
+}
+
 int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, const bk_cgroup_limits *limits,
 		    bk_error **err)
 {
@@ -443,6 +506,7 @@ int bk_cgroups_init(bk_cgroups *cg, const char *root, const char *self_cgroup, c
 void bk_cgroups_fini(bk_cgroups *cg)
 {
 	bk_cgroups_unstage(cg, NULL);
+	bk_cgroups_drop_spares(cg);
 	helper_stop(&cg->mover, &cg->mover_req, &cg->mover_ack);
 	/* The remover empties its queue, then removes boxkite's cgroups, and exits. */
 	helper_stop(&cg->remover, &cg->remover_req, NULL);
@@ -462,6 +526,23 @@ int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 	if (nh == 0 || cg->staged)
 		return 0;
 	memset(&cg->stage, 0, sizeof(cg->stage));
+	/* The cgroups of execs that ended: the executor is in none of them now (it is in the one it
+	 * took last), so their emptiness says what it seems to. */
+	while (cg->n_ended > 0) {
+		bk_exec_cgroup *e = &cg->ended[--cg->n_ended];
+		if (cg->n_spare < BK_CGROUP_SPARES && reusable(cg, e)) {
+			cg->spare[cg->n_spare++] = *e;
+			memset(e, 0, sizeof(*e));
+		} else {
+			exec_cgroup_remove(cg, e);
+		}
+	}
+	if (cg->n_spare > 0) {
+		/* A finished exec's, checked when it was kept: its limits are still written. */
+		cg->stage = cg->spare[--cg->n_spare];
+		memset(&cg->spare[cg->n_spare], 0, sizeof(cg->spare[0]));
+		goto move;
+	}
 	for (int i = 0; i < nh; i++) {
 		if (asprintf(&cg->stage.path[i], "%s/exec-%" PRIu64, cg->base[i], cg->next) < 0) {
 			cg->stage.path[i] = NULL;
@@ -478,6 +559,7 @@ int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 	cg->next++;
 	if ((ret = set_limits(cg, cg->stage.path, cg->limits.exec_pids, cg->limits.exec_memory, err)) < 0)
 		goto fail;
+move:
 	/* The move goes to the mover: we go on serving while the kernel takes its time. */
 	for (int i = 0; i < nh; i++)
 		snprintf(m.dir[i], sizeof(m.dir[i]), "%s", cg->stage.path[i]);
@@ -489,7 +571,7 @@ int bk_cgroups_stage(bk_cgroups *cg, bk_error **err)
 	cg->staged = true;
 	return 0;
 fail:
-	bk_exec_cgroup_destroy(cg, &cg->stage);
+	exec_cgroup_remove(cg, &cg->stage);
 	return ret;
 }
 
@@ -505,7 +587,7 @@ int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err)
 	/* The child must be created in the staged cgroup: the move has to be done. */
 	if ((ret = mover_wait(cg)) < 0) {
 		join(cg->home, hierarchies(cg), NULL);
-		bk_exec_cgroup_destroy(cg, &cg->stage);
+		exec_cgroup_remove(cg, &cg->stage);
 		cg->staged = false;
 		return bk_error_errno(err, -ret, "moving into %s", cg->stage.path[0] ? cg->stage.path[0] : "a cgroup");
 	}
@@ -525,41 +607,26 @@ int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err)
 	mover_wait(cg);
 	if ((ret = join(cg->home, hierarchies(cg), err)) < 0)
 		return ret;
-	bk_exec_cgroup_destroy(cg, &cg->stage);
+	exec_cgroup_remove(cg, &cg->stage);
 	cg->staged = false;
 	return 0;
 }
 
-bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg)
-{
-	const char *mem_dir = cg->mode == BK_CGROUP_V1 ? ecg->path[1] : ecg->path[0];
-	char buf[1024];
-	const char *p;
 
-	if (cg->mode == BK_CGROUP_NONE || !mem_dir)
-		return false;
-	/* v2: memory.events "oom_kill N"; v1: memory.oom_control "oom_kill N" (kernel >= 4.13). */
-	if (read_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.events" : "memory.oom_control", buf, sizeof(buf)) <
-	    0)
-		return false;
-	p = strstr(buf, "oom_kill ");
-	return p && strtoull(p + 9, NULL, 10) > 0;
+void bk_exec_cgroup_release(bk_cgroups *cg, bk_exec_cgroup *ecg)
+{
+	if (hierarchies(cg) > 0 && ecg->path[0] && cg->n_ended < BK_CGROUP_SPARES) {
+		cg->ended[cg->n_ended++] = *ecg;
+		memset(ecg, 0, sizeof(*ecg));
+		return;
+	}
+	exec_cgroup_remove(cg, ecg);
 }
 
-void bk_exec_cgroup_destroy(bk_cgroups *cg, bk_exec_cgroup *ecg)
+void bk_cgroups_drop_spares(bk_cgroups *cg)
 {
-	struct helper_request m = { .op = HELPER_REMOVE };
-
-	/* rmdir of a memory cgroup can take milliseconds: the remover does it, and the exec's
-	 * answer does not wait. Without the helper (or if it is gone), here. */
-	for (int i = 0; i < 2; i++)
-		if (ecg->path[i])
-			snprintf(m.dir[m.n++], sizeof(m.dir[0]), "%s", ecg->path[i]);
-	if (m.n && (cg->remover <= 0 || write(cg->remover_req, &m, sizeof(m)) != (ssize_t)sizeof(m)))
-		for (int i = 0; i < m.n; i++)
-			rmdir(m.dir[i]);
-	for (int i = 0; i < 2; i++) {
-		free(ecg->path[i]);
-		ecg->path[i] = NULL;
-	}
+	while (cg->n_ended > 0)
+		exec_cgroup_remove(cg, &cg->ended[--cg->n_ended]);
+	while (cg->n_spare > 0)
+		exec_cgroup_remove(cg, &cg->spare[--cg->n_spare]);
 }

@@ -18,7 +18,17 @@
  * kernel waits; it only waits for the move when the next spawn needs the staged cgroup before
  * the move is done. A second helper ("the remover") removes finished exec cgroups, which can
  * take as long. Anything else the executor creates (a local sandbox's init) is made after
- * moving it back home. */
+ * moving it back home.
+ *
+ * Reuse. Making and removing a cgroup costs more than the rest of the bookkeeping of an exec
+ * (a memory cgroup's mkdir and rmdir, the limits written, the kernel's teardown after): an exec's
+ * cgroup that is over is kept, up to BK_CGROUP_SPARES of them, and staged again for a later exec
+ * with its limits as they are — but only when it is empty (no process: pids.current 0), the
+ * OOM killer never struck in it, and what is still charged to it (kernel objects the exec left,
+ * such as cached dentries) is at most BK_CGROUP_SPARE_CHARGE, so that the next exec starts with
+ * its whole memory limit but that much. Any other is removed as before. The check waits for the
+ * next staging: when an exec ends the executor may still be in its cgroup (the move on is the
+ * mover's), but once the next staged cgroup has been taken it is in that one. */
 #ifndef BK_CGROUP_H
 #define BK_CGROUP_H
 
@@ -43,6 +53,10 @@ typedef struct bk_exec_cgroup {
 	char *path[2];     /* v1: [0] pids, [1] memory; v2: [0] only */
 } bk_exec_cgroup;
 
+/* How many finished exec cgroups are kept for reuse, and what may still be charged to one. */
+#define BK_CGROUP_SPARES 8
+#define BK_CGROUP_SPARE_CHARGE (1u << 20)
+
 typedef struct bk_cgroups {
 	enum bk_cgroup_mode mode;
 	char *base[2];     /* boxkite's parent cgroup in each hierarchy */
@@ -57,6 +71,9 @@ typedef struct bk_cgroups {
 	int remover_req;   /* pipe to the remover, which rmdirs finished exec cgroups */
 	pid_t remover;
 	bk_exec_cgroup stage;
+	bk_exec_cgroup ended[BK_CGROUP_SPARES]; /* of execs that ended, not yet checked for reuse */
+	bk_exec_cgroup spare[BK_CGROUP_SPARES]; /* checked: empty, uncharged; staged before a new one */
+	int n_ended, n_spare;
 } bk_cgroups;
 
 /* Our cgroup's path in one hierarchy, from a /proc/<pid>/cgroup file: the v1 line whose
@@ -86,8 +103,12 @@ int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err);
 /* True if the kernel OOM-killed a process of this exec's memory cgroup. */
 bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg);
 
-/* Remove the exec's cgroup(s) — asynchronously, by the remover; its processes are gone by then.
- * Frees the struct's contents. */
-void bk_exec_cgroup_destroy(bk_cgroups *cg, bk_exec_cgroup *ecg);
+/* The exec is over (its processes are gone): keep its cgroup(s) for a later exec when they can
+ * be reused ("Reuse" above), else remove them — asynchronously, by the remover. Frees or moves
+ * the struct's contents. */
+void bk_exec_cgroup_release(bk_cgroups *cg, bk_exec_cgroup *ecg);
+
+/* Remove every kept cgroup (Reset: nothing of the last tenant's execs is handed to the next's). */
+void bk_cgroups_drop_spares(bk_cgroups *cg);
 
 #endif

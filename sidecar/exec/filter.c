@@ -134,6 +134,7 @@ static const struct syscall_group files_allowed[] = {
 		"mkdirat", "symlinkat", "unlinkat", "renameat", "renameat2", "linkat", "fchmod",
 		"fchmodat", "fcntl") },
 	{ "the roots' own attributes, given back as new at a Reset", NAMES("flistxattr", "fremovexattr") },
+	{ "watching directories (FileWatch)", NAMES("inotify_init1", "inotify_add_watch", "inotify_rm_watch") },
 	{ "its channel", NAMES("sendmsg", "recvmsg", "poll", "ppoll", "write") },
 	{ "memory, time and the rest of the C library",
 	  NAMES("read", "mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex", "rt_sigreturn",

@@ -131,12 +131,9 @@ static int exec_child(void *arg)
 	int root_fd, cwd_fd;
 
 	/* 0. A session of its own, without a controlling terminal: whatever terminal boxkited was
-	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. Then below
-	 *    boxkited in the CPU's eyes (child.h); raising one's nice value needs no privilege, and
-	 *    with RLIMIT_NICE 0 (step 6) the command cannot lower it again. */
+	 *    started from, /dev/tty leads nowhere and nothing can be typed into it. */
 	if (setsid() < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SESSION);
-	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 
 	/* 3. Its cgroup(s) it already is in: clone created it where the executor waited for it
 	 *    (sidecar/exec/cgroup.h, "Staging"), so from its first instruction it is charged to its
@@ -224,6 +221,12 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SIGNALS);
 	if (bk_child_close_fds((const int[]){ rfd, c->status_w, c->sp->init_fd }, 3) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_CLOSE_FDS);
+	/*    Below boxkited in the CPU's eyes (child.h) from here on: not before, since the
+	 *    executor waits for this child (CLONE_VFORK), and every step above at nice 10 was one
+	 *    the rest of the machine could preempt with the executor held up behind it. Raising
+	 *    one's nice value needs no privilege, and with RLIMIT_NICE 0 (step 6) the command cannot
+	 *    lower it again. */
+	setpriority(PRIO_PROCESS, 0, BK_SANDBOX_NICE);
 	if (bk_child_seccomp(c->sp->seccomp) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_SECCOMP);
 

@@ -18,13 +18,16 @@
 
 #include "channel.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "files/fsops.h"
+#include "files/watcher.h"
 #include "log.h"
 
 struct worker {
 	bk_channel ch;
 	bk_fs fs;
 	const bk_roots *roots;
+	bk_watchers *watchers; /* FileWatch's (watcher.h) */
 };
 
 /* A file operation failed: the errno, the operation as the step, the sandbox path as message. */
@@ -259,6 +262,37 @@ static int serve_usage(void *server, const bk_order *o, int *fds, size_t nfds)
 	return reply_done(w, o->id, count, NULL);
 }
 
+static int check_watch(const bk_roots *roots, const bk_order *o, bk_error **err)
+{
+	if (!o->watch->watch)
+		return bk_error_invalid(err, "watch 0");
+	return bk_order_check_path(roots, o->watch->path, err);
+}
+
+static int serve_watch(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct worker *w = server;
+	bk_fs_error e = { 0 };
+	uint64_t dirs = 0;
+
+	(void)fds;
+	(void)nfds;
+	if (bk_watchers_add(w->watchers, o->watch->watch, o->watch->path, &dirs, &e) < 0)
+		return reply_fs_error(w, o->id, "watch", &e);
+	return reply_done(w, o->id, dirs, NULL);
+}
+
+static int serve_unwatch(void *server, const bk_order *o, int *fds, size_t nfds)
+{
+	struct worker *w = server;
+
+	(void)fds;
+	(void)nfds;
+	if (bk_watchers_remove(w->watchers, o->unwatch->watch) < 0)
+		return bk_answer_error(&w->ch, o->id, ENOENT, "unwatch", "no such watch");
+	return reply_done(w, o->id, 0, NULL);
+}
+
 static int serve_wipe(void *server, const bk_order *o, int *fds, size_t nfds)
 {
 	struct worker *w = server;
@@ -267,6 +301,9 @@ static int serve_wipe(void *server, const bk_order *o, int *fds, size_t nfds)
 
 	(void)fds;
 	(void)nfds;
+	/* The last tenant's watches first (the front has forgotten them): nothing of the wipe is
+	 * reported to anyone. */
+	bk_watchers_clear(w->watchers);
 	if (bk_fs_wipe(&w->fs, &count, &e) < 0)
 		return reply_fs_error(w, o->id, "wipe", &e);
 	return reply_done(w, o->id, count, NULL);
@@ -284,6 +321,8 @@ static const bk_order_row fileworker_rows[] = {
 	{ BOXKITE__EXECUTOR__ORDER__KIND_REMOVE, 0, check_remove, serve_remove },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_RENAME, 0, check_rename, serve_rename },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_USAGE, 0, check_usage, serve_usage },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_WATCH, 0, check_watch, serve_watch },
+	{ BOXKITE__EXECUTOR__ORDER__KIND_UNWATCH, 0, bk_order_check_none, serve_unwatch },
 	{ BOXKITE__EXECUTOR__ORDER__KIND_WIPE, 0, bk_order_check_none, serve_wipe },
 };
 
@@ -291,23 +330,28 @@ const bk_order_table bk_fileworker_orders = { fileworker_rows, BK_ARRAY_SIZE(fil
 
 /* --- the process ----------------------------------------------------------------------------- */
 
-/* Serve until the front closes the channel (0) or it breaks (1). */
+/* Serve until the front closes the channel (0) or it breaks (1): its orders, and the watches'
+ * instances. */
 static int serve(struct worker *w)
 {
 	for (;;) {
-		struct pollfd pfd = { .fd = w->ch.fd, .events = (short)bk_orders_events(&w->ch) };
+		struct pollfd pfd[1 + BK_WATCHES_MAX] = { { .fd = w->ch.fd, .events = (short)bk_orders_events(&w->ch) } };
+		size_t n = 1 + bk_watchers_pollfds(w->watchers, pfd + 1);
 		int ret;
 
-		if (poll(&pfd, 1, -1) < 0) {
+		if (poll(pfd, n, bk_watchers_timeout(w->watchers, bk_clock_monotonic_ms())) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
-		if ((pfd.revents & POLLOUT) && bk_channel_flush(&w->ch) < 0)
+		if ((pfd[0].revents & POLLOUT) && bk_channel_flush(&w->ch) < 0)
 			return 1;
-		if ((pfd.revents & (POLLIN | POLLHUP | POLLERR)) && (pfd.events & POLLIN) &&
+		if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && (pfd[0].events & POLLIN) &&
 		    (ret = bk_orders_serve(&w->ch, &bk_fileworker_orders, w->roots, w)) < 0)
 			return ret == -EPIPE ? 0 : 1;
+		/* The watches' after the orders: a watch an Unwatch just ended is not read. */
+		if (bk_watchers_serve(w->watchers, pfd + 1, n - 1, bk_clock_monotonic_ms()) < 0)
+			return 1;
 		if (bk_channel_broken(&w->ch))
 			return 1;
 	}
@@ -343,6 +387,13 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 	step = "setns(mnt)";
 	if (setns(mnt_fd, CLONE_NEWNS) < 0 || chdir("/") < 0)
 		goto fail;
+	/* The sandbox's user namespace, as its commands join it (exec/userns.h): what the kernel
+	 * counts per user — the watches' inotify instances and descriptors — counted as the
+	 * sandbox's own, not as every sandbox's uid on the node. After the namespaces above, which
+	 * needed the node's. */
+	step = "setns(user)";
+	if (cfg->userns >= 0 && setns(cfg->userns, CLONE_NEWUSER) < 0)
+		goto fail;
 	/* The sandbox user, no capability, no_new_privs, dying with the executor. */
 	failed = bk_child_drop_privileges(cfg->creds);
 	if (failed) {
@@ -368,6 +419,11 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 		keep[nkeep++] = w.fs.root_fd[i];
 	for (size_t i = 0; i < BK_FS_WIPE_EXTRA; i++)
 		keep[nkeep++] = w.fs.wipe_fd[i];
+	/* Our /proc/self/fd as the working directory: inotify_add_watch() takes only a path, and a
+	 * directory we opened beneath a root is named there by its descriptor (watcher.c). */
+	step = "fchdir(/proc/self/fd)";
+	if (fchdir(proc_fd) < 0)
+		goto fail;
 	step = "close fds";
 	if (bk_child_close_fds(keep, nkeep) < 0)
 		goto fail;
@@ -375,8 +431,9 @@ __attribute__((noreturn)) static void worker_main(const bk_fileworker_config *cf
 	step = "seccomp";
 	if (bk_child_seccomp_program(cfg->filter) < 0)
 		goto fail;
-	if (bk_channel_init(&w.ch, sock, SIZE_MAX) < 0)
+	if (bk_channel_init(&w.ch, sock, SIZE_MAX) < 0 || !(w.watchers = malloc(sizeof(*w.watchers))))
 		_exit(1);
+	bk_watchers_init(w.watchers, &w.fs, &w.ch);
 	_exit(serve(&w));
 fail:
 	bk_log(BK_LOG_ERROR, "file worker: %s: %s", step, strerror(errno));

@@ -1,5 +1,5 @@
 /* The file worker: every file operation of the front's (Stat, List, OpenRead, CreateTemp,
- * Commit, Mkdir, Symlink, Remove, Rename, Usage), served in a process of its own, so that no filesystem
+ * Commit, Mkdir, Symlink, Remove, Rename, Usage, Watch and Unwatch: watcher.h), served in a process of its own, so that no filesystem
  * walk runs in the privileged executor and none can delay a spawn. It is forked by the executor
  * for each sandbox that is ready, and then is the sandbox user in the sandbox's mount namespace
  * and a network namespace of its own with nothing in it: no capability in any set, an empty
@@ -23,6 +23,7 @@ typedef struct bk_fileworker_config {
 	const bk_roots *roots;
 	const bk_child_creds *creds;     /* the sandbox user, and the bounding set to empty */
 	const struct sock_fprog *filter; /* bk_seccomp_compile_files() */
+	int userns;                      /* the sandbox's user namespace (exec/userns.h); -1: none */
 } bk_fileworker_config;
 
 typedef struct bk_fileworker {

@@ -43,6 +43,11 @@ static int openat2_fd(int dirfd, const char *path, uint64_t flags, uint64_t mode
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+int bk_fs_open_real(int dirfd, const char *rel, int flags)
+{
+	return openat2_fd(dirfd, *rel ? rel : ".", (uint64_t)flags, 0, RESOLVE_CONTAINED | RESOLVE_NO_SYMLINKS);
+}
+
 void bk_fs_attach(bk_fs *fs, int sandbox_root_fd, int proc_fd)
 {
 	fs->proc_fd = proc_fd;
@@ -414,6 +419,20 @@ int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, c
 	return 0;
 }
 
+int bk_fs_open_dir(bk_fs *fs, const char *path, char *norm, bk_fs_error *e)
+{
+	struct place pl;
+	int ret, fd;
+
+	if ((ret = locate(fs, path, &pl, e)) < 0)
+		return ret;
+	fd = openat2_fd(pl.root_fd, *pl.rel ? pl.rel : ".", O_PATH | O_DIRECTORY, 0, RESOLVE_CONTAINED);
+	if (fd < 0)
+		return fail(e, errno, pl.norm);
+	memcpy(norm, pl.norm, strlen(pl.norm) + 1);
+	return fd;
+}
+
 int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e)
 {
 	struct place pl;
@@ -625,19 +644,6 @@ struct walk_level {
 	size_t name_at;      /* where this directory's own name is in its parent's `names` */
 };
 
-struct walk_ops {
-	/* An entry that is not a directory (or no longer one). <0 stops the walk. */
-	int (*leaf)(void *arg, int dirfd, const char *name);
-	/* A directory whose entries are all done, in its parent. <0 stops the walk. */
-	int (*dir_done)(void *arg, int parent_fd, const char *name);
-	/* A subdirectory that cannot be opened: <0 stops the walk, 0 passes it by. */
-	int (*unopened)(void *arg, int errnum);
-	void *arg;
-	/* Optional: called before a directory (the start included) is opened, to make it one the
-	 * walk may enter and change. */
-	void (*before_open)(void *arg, int parent_fd, const char *name);
-};
-
 struct walk {
 	struct walk_level *levels;
 	size_t depth, cap;
@@ -651,9 +657,9 @@ static void walk_free(struct walk *w)
 	free(w->levels);
 }
 
-/* Enter the directory open on fd: note who it is, hand its non-directories to leaf(), keep its
- * subdirectories' names. fd stays open. */
-static int walk_enter(struct walk *w, int fd, size_t name_at, const struct walk_ops *ops)
+/* Enter the directory `name` open on fd: note who it is, tell entered(), hand its non-directories
+ * to leaf(), keep its subdirectories' names. fd stays open. */
+static int walk_enter(struct walk *w, int fd, const char *name, size_t name_at, const bk_fs_walk_ops *ops)
 {
 	struct walk_level *l;
 	struct dirent *de;
@@ -671,6 +677,9 @@ static int walk_enter(struct walk *w, int fd, size_t name_at, const struct walk_
 	}
 	l = &w->levels[w->depth++];
 	*l = (struct walk_level){ .dev = st.st_dev, .ino = st.st_ino, .name_at = name_at };
+	/* Entered: nothing of it read (its entries are left alone when entered() says so). */
+	if (ops->entered && (ret = ops->entered(ops->arg, fd, w->depth, name)) != 0)
+		return ret > 0 ? 0 : ret;
 	dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (dfd < 0 || !(d = fdopendir(dfd))) {
 		ret = -errno;
@@ -733,12 +742,7 @@ static void walk_where(const struct walk *w, const char *start, const char *leaf
 		snprintf(where, size, "...%s", path + len - (size - 4));
 }
 
-/* Walk the directory `name` in parent, depth first, with no limit on its depth and one
- * descriptor open at a time: down by name, never following a symlink (O_NOFOLLOW); back up by
- * "..", which must lead to the directory we came from (same device and inode) — if the tree was
- * moved meanwhile the walk stops (ESTALE) rather than go on elsewhere. On failure `where` names
- * the entry, below `name`. */
-static int walk_tree(int parent, const char *name, const struct walk_ops *ops, char *where, size_t wsize)
+int bk_fs_walk(int parent, const char *name, const bk_fs_walk_ops *ops, char *where, size_t wsize)
 {
 	struct walk w = { 0 };
 	int fd, ret;
@@ -750,7 +754,7 @@ static int walk_tree(int parent, const char *name, const struct walk_ops *ops, c
 		snprintf(where, wsize, "%s", name);
 		return -errno;
 	}
-	ret = walk_enter(&w, fd, 0, ops);
+	ret = walk_enter(&w, fd, name, 0, ops);
 	while (ret == 0) {
 		struct walk_level *l = &w.levels[w.depth - 1];
 
@@ -775,7 +779,7 @@ static int walk_tree(int parent, const char *name, const struct walk_ops *ops, c
 			}
 			bk_close(fd);
 			fd = child;
-			ret = walk_enter(&w, fd, at, ops);
+			ret = walk_enter(&w, fd, l->names + at, at, ops);
 			continue;
 		}
 		/* This directory is done: up to its parent, and done there. */
@@ -869,10 +873,10 @@ int bk_fs_remove(bk_fs *fs, const char *path, bool recursive, uint64_t *count, b
 		return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 ? (*count = 1, 0) : fail(e, errno, pl.norm);
 
 	struct removal r = { 0 };
-	const struct walk_ops ops = { remove_leaf, remove_dir_done, remove_unopened, &r };
+	const bk_fs_walk_ops ops = { remove_leaf, remove_dir_done, remove_unopened, &r };
 	char where[3072], dir[4096], full[4096];
 
-	ret = walk_tree(dirfd, name, &ops, where, sizeof(where));
+	ret = bk_fs_walk(dirfd, name, &ops, where, sizeof(where));
 	*count = r.count;
 	if (ret < 0) {
 		/* where starts with the last component of the path; the rest of the path before it. */
@@ -956,7 +960,7 @@ int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk
 {
 	struct place pl;
 	struct usage u = { .limit = limit };
-	const struct walk_ops ops = { usage_leaf, usage_dir_done, usage_unopened, &u };
+	const bk_fs_walk_ops ops = { usage_leaf, usage_dir_done, usage_unopened, &u };
 	char where[4096];
 	int ret;
 	_cleanup_close_ int dirfd = -1;
@@ -969,12 +973,12 @@ int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk
 		dirfd = openat2_fd(pl.root_fd, ".", O_PATH | O_DIRECTORY, 0, RESOLVE_CONTAINED);
 		if (dirfd < 0)
 			return fail(e, errno, pl.norm);
-		ret = walk_tree(dirfd, ".", &ops, where, sizeof(where));
+		ret = bk_fs_walk(dirfd, ".", &ops, where, sizeof(where));
 	} else {
 		const char *name;
 		if ((dirfd = open_parent(&pl, &name, e)) < 0)
 			return dirfd;
-		ret = walk_tree(dirfd, name, &ops, where, sizeof(where));
+		ret = bk_fs_walk(dirfd, name, &ops, where, sizeof(where));
 	}
 	if (ret < 0)
 		return fail(e, -ret, pl.norm);
@@ -1117,7 +1121,7 @@ static size_t root_renew(bk_fs *fs, int fd, const char *shown, char *names, char
 int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e)
 {
 	struct wipe w = { .fs = fs, .start = "." };
-	const struct walk_ops ops = { wipe_leaf, wipe_dir_done, wipe_unopened, &w, wipe_unlock };
+	const bk_fs_walk_ops ops = { wipe_leaf, wipe_dir_done, wipe_unopened, &w, wipe_unlock };
 	int fds[BK_ROOTS_MAX + BK_FS_WIPE_EXTRA];
 	const char *names[BK_ROOTS_MAX + BK_FS_WIPE_EXTRA];
 	char where[4096], left[sizeof(e->path) - 64] = "";
@@ -1137,10 +1141,10 @@ int bk_fs_wipe(bk_fs *fs, uint64_t *count, bk_fs_error *e)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		/* From the root's own descriptor, as "." (walk_tree only ever leaves it by ".."). */
+		/* From the root's own descriptor, as "." (bk_fs_walk only ever leaves it by ".."). */
 		int dirfd = openat2_fd(fds[i], ".", O_PATH | O_DIRECTORY, 0, RESOLVE_CONTAINED);
 		if (dirfd >= 0) {
-			walk_tree(dirfd, w.start, &ops, where, sizeof(where));
+			bk_fs_walk(dirfd, w.start, &ops, where, sizeof(where));
 			bk_close(dirfd);
 		}
 	}

@@ -60,6 +60,9 @@ int bk_fs_stat(bk_fs *fs, const char *path, bk_fs_info *info, char *names, bk_fs
  * timestamp's granularity would not show. *read says whether this page read the directory. */
 int bk_fs_list(bk_fs *fs, const char *path, const char *after, uint32_t limit, const struct timespec *now,
 	       bk_fs_info **entries, size_t *n, bool *more, bool *read, bk_fs_error *e);
+/* A directory opened O_PATH (a final symlink followed as long as it stays in the root, as List
+ * follows it), and its normalized sandbox path into norm (4096 bytes); its descriptor. */
+int bk_fs_open_dir(bk_fs *fs, const char *path, char *norm, bk_fs_error *e);
 /* A regular file opened for reading; its descriptor. */
 int bk_fs_open_read(bk_fs *fs, const char *path, bk_fs_error *e);
 /* An unnamed file in the directory of `path`, read-write; its descriptor. */
@@ -77,6 +80,35 @@ int bk_fs_rename(bk_fs *fs, const char *from, const char *to, bool overwrite, bk
  * read is not counted). Stops at `limit` entries with -E2BIG: a tree that large is over any
  * sane quota. */
 int bk_fs_usage(bk_fs *fs, const char *path, uint64_t limit, uint64_t *bytes, bk_fs_error *e);
+/* A path relative to dirfd ("" for dirfd itself) opened with flags (O_CLOEXEC added), resolved
+ * beneath it as every path here is and through real directories only, no symlink at all
+ * (RESOLVE_NO_SYMLINKS): its descriptor, or -1 with errno. */
+int bk_fs_open_real(int dirfd, const char *rel, int flags);
+
+/* What a walk (bk_fs_walk) does at each entry. */
+typedef struct bk_fs_walk_ops {
+	/* An entry that is not a directory (or no longer one). <0 stops the walk. */
+	int (*leaf)(void *arg, int dirfd, const char *name);
+	/* A directory whose entries are all done, in its parent. <0 stops the walk. */
+	int (*dir_done)(void *arg, int parent_fd, const char *name);
+	/* A subdirectory that cannot be opened: <0 stops the walk, 0 passes it by. */
+	int (*unopened)(void *arg, int errnum);
+	void *arg;
+	/* Optional: called before a directory (the start included) is opened, to make it one the
+	 * walk may enter and change. */
+	void (*before_open)(void *arg, int parent_fd, const char *name);
+	/* Optional: a directory (the start included, at depth 1) was opened as fd, before any of its
+	 * entries: 0 goes on into it, >0 leaves its entries alone, <0 stops the walk. */
+	int (*entered)(void *arg, int fd, size_t depth, const char *name);
+} bk_fs_walk_ops;
+
+/* Walk the directory `name` in parent, depth first, with no limit on its depth and one
+ * descriptor open at a time: down by name, never following a symlink (O_NOFOLLOW); back up by
+ * "..", which must lead to the directory we came from (same device and inode) — if the tree was
+ * moved meanwhile the walk stops (-ESTALE) rather than go on elsewhere. On failure `where` names
+ * the entry, below `name`. */
+int bk_fs_walk(int parent, const char *name, const bk_fs_walk_ops *ops, char *where, size_t wsize);
+
 /* Reset: empty every writable root and bk_fs_wipe_extra's directories, however deep, as the
  * sandbox user — a directory of ours that it may not enter or change (mode 000, 0555) is given
  * u+rwx first —, then read each again to verify it is empty; then give each root itself back

@@ -222,6 +222,22 @@ static void seeds_orders(void)
 	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_USAGE;
 	o.usage = &us;
 	order("usage", TABLE_FILES, &o);
+	Boxkite__Executor__Watch wa = BOXKITE__EXECUTOR__WATCH__INIT;
+	wa.watch = 1;
+	wa.path = "/workspace/src";
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_WATCH;
+	o.watch = &wa;
+	order("watch", TABLE_FILES, &o);
+	wa.path = "/etc";
+	order("watch-outside", TABLE_FILES, &o);
+	wa.path = "/workspace";
+	wa.watch = 0;
+	order("watch-id-0", TABLE_FILES, &o);
+	Boxkite__Executor__Unwatch uw = BOXKITE__EXECUTOR__UNWATCH__INIT;
+	uw.watch = 1;
+	o.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_UNWATCH;
+	o.unwatch = &uw;
+	order("unwatch", TABLE_FILES, &o);
 }
 
 /* A request header as a client makes it, with the next fixed nonce. */

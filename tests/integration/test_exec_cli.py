@@ -107,11 +107,40 @@ class Stdin(unittest.TestCase):
 
 
 class CgroupCleanup(unittest.TestCase):
-    def test_finished_execs_leave_only_the_staged_cgroup(self):
-        # Each exec's cgroup is removed once it is over, also when the command ends before the
-        # executor has left that cgroup for the next one (then the removal waits for it).
+    """An exec's cgroup is removed once it is over, or kept for a later exec (at most 8 of them,
+    sidecar/exec/cgroup.h "Reuse") when it is empty, no process in it was OOM-killed and at most
+    1 MiB is still charged to it."""
+
+    SPARES = 8
+
+    def setUp(self):
         if not D.cgroup_dirs:
             self.skipTest("no per-exec cgroups on this machine: nothing to check")
+
+    @staticmethod
+    def exec_cgroups():
+        return [p for d in D.cgroup_dirs for p in d.glob("exec-*")]
+
+    @staticmethod
+    def count(path, name, key=None):
+        text = (path / name).read_text()
+        if key is None:
+            return int(text.split()[0])
+        return next(int(v) for k, v in (line.split() for line in text.splitlines()) if k == key)
+
+    def memory_dirs(self):
+        return [p for p in self.exec_cgroups()
+                if (p / "memory.usage_in_bytes").exists() or (p / "memory.current").exists()]
+
+    def usage(self, p):
+        return self.count(p, "memory.current" if (p / "memory.current").exists() else "memory.usage_in_bytes")
+
+    def oom_kills(self, p):
+        return self.count(p, "memory.events" if (p / "memory.events").exists() else "memory.oom_control", "oom_kill")
+
+    def test_finished_execs_leave_the_staged_cgroup_and_a_few_kept_ones(self):
+        # Also when the command ends before the executor has left that cgroup for the next one
+        # (then it is removed, the removal waiting for it).
         for _ in range(100):
             rc, res, err = D.exec_json("--", "true")
             self.assertEqual(rc, 0, f"{res} {err}")
@@ -119,10 +148,38 @@ class CgroupCleanup(unittest.TestCase):
         def left():
             return {str(d): sorted(p.name for p in d.glob("exec-*")) for d in D.cgroup_dirs}
         try:
-            bkit.wait_for(lambda: all(len(v) == 1 for v in left().values()), 10,  # a hang guard
-                          what="one exec cgroup (the staged one) per hierarchy")
+            bkit.wait_for(lambda: all(1 <= len(v) <= 1 + self.SPARES for v in left().values()), 10,  # a hang guard
+                          what=f"the staged exec cgroup and at most {self.SPARES} kept ones per hierarchy")
         except AssertionError as e:
             self.fail(f"{e}: {left()}")
+        # The kept ones are empty: only the staged one holds a process (the executor).
+        for d in D.cgroup_dirs:
+            busy = [p.name for p in d.glob("exec-*") if (p / "cgroup.procs").read_text().split()]
+            self.assertLessEqual(len(busy), 1, f"{d}: {busy}")
+
+    def test_a_cgroup_still_charged_is_not_reused(self):
+        # The file stays in /tmp (a tmpfs): its 8 MiB stay charged to the exec's memory cgroup,
+        # which must not become the next exec's with 8 MiB of its limit already taken.
+        try:
+            rc, res, err = D.exec_json("--shell", "head -c 8M /dev/zero > /tmp/bk-charge && echo ok")
+            self.assertEqual((rc, res.get("stdout")), (0, "ok\n"), f"{res} {err}")
+            for _ in range(2 * self.SPARES):
+                self.assertEqual(D.exec_json("--", "true")[0], 0)
+            bkit.wait_for(lambda: all(self.usage(p) <= 1 << 20 for p in self.memory_dirs()), 10,
+                          what="no exec cgroup holding more than 1 MiB")
+        finally:
+            D.exec_json("--", "rm", "-f", "/tmp/bk-charge")
+
+    def test_an_oom_killed_execs_cgroup_is_not_reused(self):
+        # Else the next exec given it would be told it was OOM-killed (the count is the cgroup's).
+        rc, res, err = D.exec_json("--", "python3", "-c", "x = bytearray(b'1') * (4 << 30)", timeout=120)
+        self.assertIs(res.get("oom_killed"), True, f"{rc} {res} {err}")
+        for _ in range(2 * self.SPARES):
+            rc, res, err = D.exec_json("--", "true")
+            self.assertEqual(rc, 0, f"{res} {err}")
+            self.assertIs(res["oom_killed"], False, res)
+        bkit.wait_for(lambda: all(self.oom_kills(p) == 0 for p in self.memory_dirs()), 10,
+                      what="no exec cgroup that saw an OOM kill")
 
 
 class LargeRequests(unittest.TestCase):

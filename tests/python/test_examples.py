@@ -2,6 +2,7 @@
 BOXKITE_KEY_FILE, with the installed package) against a real boxkited (local mode, as root), its
 output checked against what the sandbox did. An example without a test here fails the tier."""
 
+import hashlib
 import os
 import re
 import shutil
@@ -97,6 +98,34 @@ class ExamplesTest(unittest.TestCase):
         self.assertIn("in the sandbox: ['./README', './docs/big.bin']", out)
         self.assertIn("2 files back, identical: True", out)
         self.assertEqual(os.path.getsize(os.path.join(self.daemon.workspace, "roundtrip", "docs", "big.bin")), 9 << 20)
+
+    def test_mirror_directory(self):
+        with self.daemon.client() as c:
+            c.exec("mkdir -p mirror/old && echo keep > mirror/old/a && echo gone > mirror/b && mkdir -p src/in "
+                   "&& echo y > src/in/y", check=True)
+            env = dict(os.environ, BOXKITE_URL=self.daemon.url, BOXKITE_KEY_FILE=self.daemon.key_file)
+            env.pop("PYTHONPATH", None)
+            with tempfile.TemporaryDirectory() as cwd:
+                p = subprocess.Popen([sys.executable, os.path.join(EXAMPLES, "mirror_directory.py")], cwd=cwd,
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    self.assertRegex(p.stdout.readline(), r"^watching mirror \(2 directories\)$")
+                    # An editor's save, a removal, a deep new tree, a directory renamed and written
+                    # in, one moved in with its content; then STOP.
+                    c.exec("cd mirror && echo new > .c.tmp && mv .c.tmp c && rm b && mkdir -p d/e && "
+                           "echo deep > d/e/f && mv old moved && echo more >> moved/a && mv ../src/in in && "
+                           "echo z > in/z", check=True)
+                    c.exec("touch mirror/STOP", check=True)
+                    out, err = p.communicate(timeout=GUARD_S)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+            self.assertEqual(p.returncode, 0, err)
+            want = []
+            for path in ("c", "d/e/f", "in/y", "in/z", "moved/a"):
+                want.append("%s %s" % (path, hashlib.sha256(c.download("mirror/" + path)).hexdigest()))
+        self.assertEqual(out.splitlines(), want)
 
     def test_warm_pool(self):
         next_key = os.path.join(self.daemon.dir, "next-key")

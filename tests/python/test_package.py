@@ -125,7 +125,7 @@ class BuildTest(unittest.TestCase):
             names = set(z.namelist())
         package = {n for n in names if not n.startswith("boxkite-")}
         want = {"boxkite/%s" % n for n in ("__init__.py", "_sp.py", "_transfer.py", "client.py", "errors.py",
-                                           "process.py", "py.typed", "results.py", "wire.py",
+                                           "process.py", "py.typed", "results.py", "watch.py", "wire.py",
                                            "v1/boxkite_pb2.py", "v1/boxkite_pb2.pyi",
                                            "store/snapshot_pb2.py", "store/snapshot_pb2.pyi")}
         self.assertEqual(package, want, "the wheel holds the package and nothing else")

@@ -147,7 +147,7 @@ static void test_a_real_cgroup2_mount(void **state)
 		assert_non_null(ecg.path[0]);
 		assert_int_equal(stat(ecg.path[0], &st), 0);
 		assert_int_equal(bk_cgroups_unstage(&cg, &err), 0);
-		bk_exec_cgroup_destroy(&cg, &ecg);
+		bk_exec_cgroup_release(&cg, &ecg);
 	} else {
 		assert_int_equal(cg.mode, BK_CGROUP_NONE);
 		assert_non_null(cg.why_none);

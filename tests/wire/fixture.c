@@ -15,6 +15,7 @@
 
 #include "boundary/link.h"
 #include "files/files.h"
+#include "files/watch.h"
 #include "rpc/methods.h"
 #include "runs/exec.h"
 #include "runs/runs.h"
@@ -74,7 +75,7 @@ static int stubs_start(wire *w)
 	w->srv.executor = w->links[0];
 	w->srv.files_link = w->links[1];
 	if (bk_runs_start(&w->srv, &err) < 0 || bk_execs_start(&w->srv, &err) < 0 ||
-	    bk_files_start(&w->srv, &err) < 0 ||
+	    bk_files_start(&w->srv, &err) < 0 || bk_watches_start(&w->srv, &err) < 0 ||
 	    bk_link_start(w->links[1], &err) < 0 || bk_link_start(w->links[0], &err) < 0) {
 		fprintf(stderr, "wire fixture: exec and files: %s\n", bk_error_msg(err));
 		bk_error_free(err);
@@ -185,10 +186,12 @@ void wire_stop(wire *w)
 	bk_link_close(w->links[1]);
 	stub_stop(w->stub);
 	bk_execs_stop(&w->srv);
+	bk_watches_stop(&w->srv);
 	bk_files_stop(&w->srv);
 	bk_front_stop(&w->srv);
 	bk_runs_stop(&w->srv);
 	bk_execs_free(&w->srv);
+	bk_watches_free(&w->srv);
 	bk_link_free(w->links[0]);
 	bk_link_free(w->links[1]);
 	if (w->srv_up) {
@@ -203,6 +206,9 @@ void wire_stop(wire *w)
 		unlink(path);
 		if (w->key_path[0])
 			unlink(w->key_path);
+		/* Where a Reset writes the tenant's key (bk_reset_init opens it). */
+		snprintf(path, sizeof(path), "%s/tenant-key", w->dir);
+		unlink(path);
 		for (int i = 0; i < 3; i++) {
 			snprintf(path, sizeof(path), "%s/replay.%d", w->dir, i);
 			unlink(path);

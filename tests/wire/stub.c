@@ -387,6 +387,18 @@ static void serve_file(stub *s, const order_t *o, int *fds, size_t nfds)
 	case BOXKITE__EXECUTOR__ORDER__KIND_RENAME:
 		stub_done(&s->files_ch, o->id, 0, NULL);
 		return;
+	case BOXKITE__EXECUTOR__ORDER__KIND_WATCH:
+		pthread_mutex_lock(&s->st.lock);
+		snprintf(s->st.watch_path, sizeof(s->st.watch_path), "%s", o->watch->path);
+		pthread_mutex_unlock(&s->st.lock);
+		atomic_store(&s->st.watch_key, o->watch->watch);
+		atomic_fetch_add(&s->st.watches, 1);
+		stub_done(&s->files_ch, o->id, 1, NULL);
+		return;
+	case BOXKITE__EXECUTOR__ORDER__KIND_UNWATCH:
+		atomic_fetch_add(&s->st.unwatches, 1);
+		stub_done(&s->files_ch, o->id, 0, NULL);
+		return;
 	default:
 		stub_error(&s->files_ch, o->id, EINVAL, "not an order the stub serves");
 		return;
@@ -407,6 +419,20 @@ static void *files_main(void *arg)
 		protobuf_c_message_free_unpacked(&o->base, NULL);
 	}
 	return NULL;
+}
+
+void stub_changes(stub *s, uint64_t watch, Boxkite__Executor__Change **changes, size_t n, uint32_t end)
+{
+	reply_t r = BOXKITE__EXECUTOR__REPLY__INIT;
+	Boxkite__Executor__Changes c = BOXKITE__EXECUTOR__CHANGES__INIT;
+
+	c.watch = watch;
+	c.n_changes = n;
+	c.changes = changes;
+	c.end = end;
+	r.kind_case = BOXKITE__EXECUTOR__REPLY__KIND_CHANGES;
+	r.changes = &c;
+	stub_send(&s->files_ch, &r, NULL, 0);
 }
 
 /* --- start and stop -------------------------------------------------------------------------- */

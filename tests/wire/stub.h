@@ -16,7 +16,8 @@
  *   fail-chdir    the spawn fails at the child's chdir step (ENOENT)
  * The file worker answers CreateTemp with a memfd, keeps what Commit names, answers OpenRead of
  * /workspace/NAME with NAME in the stub's directory, Usage with `usage`, List with
- * `list_entries` entries of `list_name_len`-byte names. */
+ * `list_entries` entries of `list_name_len`-byte names, Watch with Done (1 directory; `watch_key`
+ * and `watch_path` say which) and Unwatch with Done; stub_changes() sends what a watch saw. */
 #ifndef BK_WIRE_STUB_H
 #define BK_WIRE_STUB_H
 
@@ -25,6 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "boxkite/executor/order.pb-c.h"
 
 typedef struct stub stub;
 
@@ -41,6 +44,9 @@ struct stub_state {
 	atomic_uint_fast64_t usage;   /* what Usage answers */
 	atomic_uint list_entries;     /* entries in a List answer */
 	atomic_uint list_name_len;
+	atomic_uint watches, unwatches;      /* Watch and Unwatch orders served */
+	atomic_uint_fast64_t watch_key;      /* the last Watch's id */
+	char watch_path[256];                /* and its path (under lock) */
 	pthread_mutex_t lock;         /* the committed file */
 	uint8_t *committed;
 	size_t committed_len;
@@ -52,5 +58,9 @@ struct stub_state *stub_state(stub *s);
 
 /* Let one `hold` exec end (exit 0). */
 void stub_release(stub *s);
+
+/* The file worker's Changes event for watch: n changes, then end (a boxkite.v1.WatchEnd, 0:
+ * none). From the test's thread. */
+void stub_changes(stub *s, uint64_t watch, Boxkite__Executor__Change **changes, size_t n, uint32_t end);
 
 #endif

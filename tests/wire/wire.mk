@@ -4,7 +4,7 @@
 # shown. Programs: attacks (forged envelopes against dispatch), client (libboxkite, and its
 # checks of tampered answers), time_edges (int64 timestamps).
 
-WIRE_PROGS   := attacks client time_edges front
+WIRE_PROGS   := attacks client time_edges front watch
 WIRE_BIN     := $(addprefix $(B)/tests/wire/,$(WIRE_PROGS))
 WIRE_FIXTURE := $(B)/tests/wire/fixture.o $(B)/tests/wire/stub.o
 # libboxkite's own object, not the archive: the archive repeats common/ and gen/, which

@@ -1357,6 +1357,186 @@ void   boxkite__executor__wipe__free_unpacked
   assert(message->base.descriptor == &boxkite__executor__wipe__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__executor__watch__init
+                     (Boxkite__Executor__Watch         *message)
+{
+  static const Boxkite__Executor__Watch init_value = BOXKITE__EXECUTOR__WATCH__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__watch__get_packed_size
+                     (const Boxkite__Executor__Watch *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__watch__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__watch__pack
+                     (const Boxkite__Executor__Watch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__watch__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__watch__pack_to_buffer
+                     (const Boxkite__Executor__Watch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__watch__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Watch *
+       boxkite__executor__watch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Watch *)
+     protobuf_c_message_unpack (&boxkite__executor__watch__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__watch__free_unpacked
+                     (Boxkite__Executor__Watch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__watch__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__unwatch__init
+                     (Boxkite__Executor__Unwatch         *message)
+{
+  static const Boxkite__Executor__Unwatch init_value = BOXKITE__EXECUTOR__UNWATCH__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__unwatch__get_packed_size
+                     (const Boxkite__Executor__Unwatch *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__unwatch__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__unwatch__pack
+                     (const Boxkite__Executor__Unwatch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__unwatch__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__unwatch__pack_to_buffer
+                     (const Boxkite__Executor__Unwatch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__unwatch__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Unwatch *
+       boxkite__executor__unwatch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Unwatch *)
+     protobuf_c_message_unpack (&boxkite__executor__unwatch__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__unwatch__free_unpacked
+                     (Boxkite__Executor__Unwatch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__unwatch__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__change__init
+                     (Boxkite__Executor__Change         *message)
+{
+  static const Boxkite__Executor__Change init_value = BOXKITE__EXECUTOR__CHANGE__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__change__get_packed_size
+                     (const Boxkite__Executor__Change *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__change__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__change__pack
+                     (const Boxkite__Executor__Change *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__change__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__change__pack_to_buffer
+                     (const Boxkite__Executor__Change *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__change__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Change *
+       boxkite__executor__change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Change *)
+     protobuf_c_message_unpack (&boxkite__executor__change__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__change__free_unpacked
+                     (Boxkite__Executor__Change *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__change__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__executor__changes__init
+                     (Boxkite__Executor__Changes         *message)
+{
+  static const Boxkite__Executor__Changes init_value = BOXKITE__EXECUTOR__CHANGES__INIT;
+  *message = init_value;
+}
+size_t boxkite__executor__changes__get_packed_size
+                     (const Boxkite__Executor__Changes *message)
+{
+  assert(message->base.descriptor == &boxkite__executor__changes__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__executor__changes__pack
+                     (const Boxkite__Executor__Changes *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__executor__changes__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__executor__changes__pack_to_buffer
+                     (const Boxkite__Executor__Changes *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__executor__changes__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__Executor__Changes *
+       boxkite__executor__changes__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__Executor__Changes *)
+     protobuf_c_message_unpack (&boxkite__executor__changes__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__executor__changes__free_unpacked
+                     (Boxkite__Executor__Changes *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__executor__changes__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message)
 {
@@ -3298,6 +3478,249 @@ const ProtobufCMessageDescriptor boxkite__executor__wipe__descriptor =
   (ProtobufCMessageInit) boxkite__executor__wipe__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__executor__watch__field_descriptors[2] =
+{
+  {
+    "watch",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Watch, watch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Watch, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__watch__field_indices_by_name[] = {
+  1,   /* field[1] = path */
+  0,   /* field[0] = watch */
+};
+static const ProtobufCIntRange boxkite__executor__watch__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__watch__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Watch",
+  "Watch",
+  "Boxkite__Executor__Watch",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Watch),
+  2,
+  boxkite__executor__watch__field_descriptors,
+  boxkite__executor__watch__field_indices_by_name,
+  1,  boxkite__executor__watch__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__watch__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__unwatch__field_descriptors[1] =
+{
+  {
+    "watch",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Unwatch, watch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__unwatch__field_indices_by_name[] = {
+  0,   /* field[0] = watch */
+};
+static const ProtobufCIntRange boxkite__executor__unwatch__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__unwatch__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Unwatch",
+  "Unwatch",
+  "Boxkite__Executor__Unwatch",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Unwatch),
+  1,
+  boxkite__executor__unwatch__field_descriptors,
+  boxkite__executor__unwatch__field_indices_by_name,
+  1,  boxkite__executor__unwatch__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__unwatch__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__change__field_descriptors[5] =
+{
+  {
+    "kind",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Change, kind),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Change, path),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Change, to),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directory",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Change, directory),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lost",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Change, lost),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__change__field_indices_by_name[] = {
+  3,   /* field[3] = directory */
+  0,   /* field[0] = kind */
+  4,   /* field[4] = lost */
+  1,   /* field[1] = path */
+  2,   /* field[2] = to */
+};
+static const ProtobufCIntRange boxkite__executor__change__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__change__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Change",
+  "Change",
+  "Boxkite__Executor__Change",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Change),
+  5,
+  boxkite__executor__change__field_descriptors,
+  boxkite__executor__change__field_indices_by_name,
+  1,  boxkite__executor__change__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__change__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__executor__changes__field_descriptors[3] =
+{
+  {
+    "watch",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Changes, watch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "changes",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Changes, n_changes),
+    offsetof(Boxkite__Executor__Changes, changes),
+    &boxkite__executor__change__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__Executor__Changes, end),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__executor__changes__field_indices_by_name[] = {
+  1,   /* field[1] = changes */
+  2,   /* field[2] = end */
+  0,   /* field[0] = watch */
+};
+static const ProtobufCIntRange boxkite__executor__changes__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__executor__changes__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.executor.Changes",
+  "Changes",
+  "Boxkite__Executor__Changes",
+  "boxkite.executor",
+  sizeof(Boxkite__Executor__Changes),
+  3,
+  boxkite__executor__changes__field_descriptors,
+  boxkite__executor__changes__field_indices_by_name,
+  1,  boxkite__executor__changes__number_ranges,
+  (ProtobufCMessageInit) boxkite__executor__changes__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__executor__done__field_descriptors[2] =
 {
   {
@@ -3349,7 +3772,7 @@ const ProtobufCMessageDescriptor boxkite__executor__done__descriptor =
   (ProtobufCMessageInit) boxkite__executor__done__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[19] =
+static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptors[21] =
 {
   {
     "id",
@@ -3556,6 +3979,30 @@ static const ProtobufCFieldDescriptor boxkite__executor__order__field_descriptor
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "watch",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, watch),
+    &boxkite__executor__watch__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unwatch",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Order, kind_case),
+    offsetof(Boxkite__Executor__Order, unwatch),
+    &boxkite__executor__unwatch__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "kill_all",
     40,
     PROTOBUF_C_LABEL_NONE,
@@ -3587,7 +4034,7 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   7,   /* field[7] = create_temp */
   0,   /* field[0] = id */
   3,   /* field[3] = kill */
-  17,   /* field[17] = kill_all */
+  19,   /* field[19] = kill_all */
   5,   /* field[5] = list */
   9,   /* field[9] = mkdir */
   13,   /* field[13] = open_key_file */
@@ -3598,14 +4045,16 @@ static const unsigned boxkite__executor__order__field_indices_by_name[] = {
   2,   /* field[2] = spawn */
   4,   /* field[4] = stat */
   15,   /* field[15] = symlink */
+  18,   /* field[18] = unwatch */
   12,   /* field[12] = usage */
-  18,   /* field[18] = wipe */
+  17,   /* field[17] = watch */
+  20,   /* field[20] = wipe */
 };
 static const ProtobufCIntRange boxkite__executor__order__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 40, 17 },
-  { 0, 19 }
+  { 40, 19 },
+  { 0, 21 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
 {
@@ -3615,14 +4064,14 @@ const ProtobufCMessageDescriptor boxkite__executor__order__descriptor =
   "Boxkite__Executor__Order",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Order),
-  19,
+  21,
   boxkite__executor__order__field_descriptors,
   boxkite__executor__order__field_indices_by_name,
   2,  boxkite__executor__order__number_ranges,
   (ProtobufCMessageInit) boxkite__executor__order__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[14] =
+static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptors[15] =
 {
   {
     "id",
@@ -3792,8 +4241,21 @@ static const ProtobufCFieldDescriptor boxkite__executor__reply__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "changes",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__Executor__Reply, kind_case),
+    offsetof(Boxkite__Executor__Reply, changes),
+    &boxkite__executor__changes__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
+  14,   /* field[14] = changes */
   11,   /* field[11] = child_step */
   10,   /* field[10] = done */
   13,   /* field[13] = egress_ready */
@@ -3812,7 +4274,7 @@ static const unsigned boxkite__executor__reply__field_indices_by_name[] = {
 static const ProtobufCIntRange boxkite__executor__reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
 {
@@ -3822,7 +4284,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   "Boxkite__Executor__Reply",
   "boxkite.executor",
   sizeof(Boxkite__Executor__Reply),
-  14,
+  15,
   boxkite__executor__reply__field_descriptors,
   boxkite__executor__reply__field_indices_by_name,
   1,  boxkite__executor__reply__number_ranges,

@@ -45,6 +45,10 @@ typedef struct Boxkite__Executor__Rename Boxkite__Executor__Rename;
 typedef struct Boxkite__Executor__Symlink Boxkite__Executor__Symlink;
 typedef struct Boxkite__Executor__Usage Boxkite__Executor__Usage;
 typedef struct Boxkite__Executor__Wipe Boxkite__Executor__Wipe;
+typedef struct Boxkite__Executor__Watch Boxkite__Executor__Watch;
+typedef struct Boxkite__Executor__Unwatch Boxkite__Executor__Unwatch;
+typedef struct Boxkite__Executor__Change Boxkite__Executor__Change;
+typedef struct Boxkite__Executor__Changes Boxkite__Executor__Changes;
 typedef struct Boxkite__Executor__Done Boxkite__Executor__Done;
 typedef struct Boxkite__Executor__Order Boxkite__Executor__Order;
 typedef struct Boxkite__Executor__Reply Boxkite__Executor__Reply;
@@ -672,6 +676,80 @@ struct  Boxkite__Executor__Wipe
      }
 
 
+/*
+ * Watch the directory at `path` and every directory beneath it (inotify, one instance per watch;
+ * directories that appear are watched as they do), and send what changes as Changes events. The
+ * worker holds at most BK_WATCH_DIRS_MAX directories for every watch together: a tree larger is
+ * refused ENOSPC. Replies Done (count: the directories watched).
+ */
+struct  Boxkite__Executor__Watch
+{
+  ProtobufCMessage base;
+  /*
+   * the front's id for it, never used twice by one front
+   */
+  uint64_t watch;
+  char *path;
+};
+#define BOXKITE__EXECUTOR__WATCH__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__watch__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Stop watching: its descriptors go. Replies Done, or ENOENT for a watch the worker does not have.
+ */
+struct  Boxkite__Executor__Unwatch
+{
+  ProtobufCMessage base;
+  uint64_t watch;
+};
+#define BOXKITE__EXECUTOR__UNWATCH__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__unwatch__descriptor) \
+    , 0 }
+
+
+/*
+ * One change under a watch, its paths relative to the watched directory (exact bytes).
+ */
+struct  Boxkite__Executor__Change
+{
+  ProtobufCMessage base;
+  /*
+   * boxkite.v1.WatchEventKind
+   */
+  uint32_t kind;
+  ProtobufCBinaryData path;
+  ProtobufCBinaryData to;
+  protobuf_c_boolean directory;
+  /*
+   * OVERFLOW: changes not reported, when known
+   */
+  uint64_t lost;
+};
+#define BOXKITE__EXECUTOR__CHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__change__descriptor) \
+    , 0, {0,NULL}, {0,NULL}, 0, 0 }
+
+
+/*
+ * Event: what changed under a watch, in order; `end` (boxkite.v1.WatchEnd, not NONE) when the
+ * watch is over — its directory went (REMOVED), or its tree grew past the bound (LIMIT) —, and
+ * the worker has forgotten it.
+ */
+struct  Boxkite__Executor__Changes
+{
+  ProtobufCMessage base;
+  uint64_t watch;
+  size_t n_changes;
+  Boxkite__Executor__Change **changes;
+  uint32_t end;
+};
+#define BOXKITE__EXECUTOR__CHANGES__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__executor__changes__descriptor) \
+    , 0, 0,NULL, 0 }
+
+
 struct  Boxkite__Executor__Done
 {
   ProtobufCMessage base;
@@ -707,6 +785,8 @@ typedef enum {
   BOXKITE__EXECUTOR__ORDER__KIND_CONFIGURE = 15,
   BOXKITE__EXECUTOR__ORDER__KIND_SYMLINK = 16,
   BOXKITE__EXECUTOR__ORDER__KIND_CONNECT = 17,
+  BOXKITE__EXECUTOR__ORDER__KIND_WATCH = 18,
+  BOXKITE__EXECUTOR__ORDER__KIND_UNWATCH = 19,
   BOXKITE__EXECUTOR__ORDER__KIND_KILL_ALL = 40,
   BOXKITE__EXECUTOR__ORDER__KIND_WIPE = 41
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__ORDER__KIND__CASE)
@@ -734,6 +814,8 @@ struct  Boxkite__Executor__Order
     Boxkite__Executor__Configure *configure;
     Boxkite__Executor__Symlink *symlink;
     Boxkite__Executor__Connect *connect;
+    Boxkite__Executor__Watch *watch;
+    Boxkite__Executor__Unwatch *unwatch;
     /*
      * reset's, numbered apart from the process orders
      */
@@ -756,7 +838,8 @@ typedef enum {
   BOXKITE__EXECUTOR__REPLY__KIND_OPENED = 10,
   BOXKITE__EXECUTOR__REPLY__KIND_DONE = 11,
   BOXKITE__EXECUTOR__REPLY__KIND_FILES_READY = 13,
-  BOXKITE__EXECUTOR__REPLY__KIND_EGRESS_READY = 14
+  BOXKITE__EXECUTOR__REPLY__KIND_EGRESS_READY = 14,
+  BOXKITE__EXECUTOR__REPLY__KIND_CHANGES = 15
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__REPLY__KIND__CASE)
 } Boxkite__Executor__Reply__KindCase;
 
@@ -791,6 +874,7 @@ struct  Boxkite__Executor__Reply
     Boxkite__Executor__Done *done;
     Boxkite__Executor__FilesReady *files_ready;
     Boxkite__Executor__EgressReady *egress_ready;
+    Boxkite__Executor__Changes *changes;
   };
 };
 #define BOXKITE__EXECUTOR__REPLY__INIT \
@@ -1368,6 +1452,82 @@ Boxkite__Executor__Wipe *
 void   boxkite__executor__wipe__free_unpacked
                      (Boxkite__Executor__Wipe *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Watch methods */
+void   boxkite__executor__watch__init
+                     (Boxkite__Executor__Watch         *message);
+size_t boxkite__executor__watch__get_packed_size
+                     (const Boxkite__Executor__Watch   *message);
+size_t boxkite__executor__watch__pack
+                     (const Boxkite__Executor__Watch   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__watch__pack_to_buffer
+                     (const Boxkite__Executor__Watch   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Watch *
+       boxkite__executor__watch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__watch__free_unpacked
+                     (Boxkite__Executor__Watch *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Unwatch methods */
+void   boxkite__executor__unwatch__init
+                     (Boxkite__Executor__Unwatch         *message);
+size_t boxkite__executor__unwatch__get_packed_size
+                     (const Boxkite__Executor__Unwatch   *message);
+size_t boxkite__executor__unwatch__pack
+                     (const Boxkite__Executor__Unwatch   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__unwatch__pack_to_buffer
+                     (const Boxkite__Executor__Unwatch   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Unwatch *
+       boxkite__executor__unwatch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__unwatch__free_unpacked
+                     (Boxkite__Executor__Unwatch *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Change methods */
+void   boxkite__executor__change__init
+                     (Boxkite__Executor__Change         *message);
+size_t boxkite__executor__change__get_packed_size
+                     (const Boxkite__Executor__Change   *message);
+size_t boxkite__executor__change__pack
+                     (const Boxkite__Executor__Change   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__change__pack_to_buffer
+                     (const Boxkite__Executor__Change   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Change *
+       boxkite__executor__change__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__change__free_unpacked
+                     (Boxkite__Executor__Change *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__Executor__Changes methods */
+void   boxkite__executor__changes__init
+                     (Boxkite__Executor__Changes         *message);
+size_t boxkite__executor__changes__get_packed_size
+                     (const Boxkite__Executor__Changes   *message);
+size_t boxkite__executor__changes__pack
+                     (const Boxkite__Executor__Changes   *message,
+                      uint8_t             *out);
+size_t boxkite__executor__changes__pack_to_buffer
+                     (const Boxkite__Executor__Changes   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__Executor__Changes *
+       boxkite__executor__changes__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__executor__changes__free_unpacked
+                     (Boxkite__Executor__Changes *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__Executor__Done methods */
 void   boxkite__executor__done__init
                      (Boxkite__Executor__Done         *message);
@@ -1517,6 +1677,18 @@ typedef void (*Boxkite__Executor__Usage_Closure)
 typedef void (*Boxkite__Executor__Wipe_Closure)
                  (const Boxkite__Executor__Wipe *message,
                   void *closure_data);
+typedef void (*Boxkite__Executor__Watch_Closure)
+                 (const Boxkite__Executor__Watch *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Unwatch_Closure)
+                 (const Boxkite__Executor__Unwatch *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Change_Closure)
+                 (const Boxkite__Executor__Change *message,
+                  void *closure_data);
+typedef void (*Boxkite__Executor__Changes_Closure)
+                 (const Boxkite__Executor__Changes *message,
+                  void *closure_data);
 typedef void (*Boxkite__Executor__Done_Closure)
                  (const Boxkite__Executor__Done *message,
                   void *closure_data);
@@ -1563,6 +1735,10 @@ extern const ProtobufCMessageDescriptor boxkite__executor__rename__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__symlink__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__usage__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__wipe__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__watch__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__unwatch__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__change__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__executor__changes__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__done__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__order__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor;

@@ -1312,6 +1312,141 @@ void   boxkite__v1__file_symlink_response__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__file_symlink_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__v1__watch_event__init
+                     (Boxkite__V1__WatchEvent         *message)
+{
+  static const Boxkite__V1__WatchEvent init_value = BOXKITE__V1__WATCH_EVENT__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__watch_event__get_packed_size
+                     (const Boxkite__V1__WatchEvent *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__watch_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__watch_event__pack
+                     (const Boxkite__V1__WatchEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__watch_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__watch_event__pack_to_buffer
+                     (const Boxkite__V1__WatchEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__watch_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__WatchEvent *
+       boxkite__v1__watch_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__WatchEvent *)
+     protobuf_c_message_unpack (&boxkite__v1__watch_event__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__watch_event__free_unpacked
+                     (Boxkite__V1__WatchEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__watch_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__file_watch_request__init
+                     (Boxkite__V1__FileWatchRequest         *message)
+{
+  static const Boxkite__V1__FileWatchRequest init_value = BOXKITE__V1__FILE_WATCH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__file_watch_request__get_packed_size
+                     (const Boxkite__V1__FileWatchRequest *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__file_watch_request__pack
+                     (const Boxkite__V1__FileWatchRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__file_watch_request__pack_to_buffer
+                     (const Boxkite__V1__FileWatchRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__FileWatchRequest *
+       boxkite__v1__file_watch_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__FileWatchRequest *)
+     protobuf_c_message_unpack (&boxkite__v1__file_watch_request__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__file_watch_request__free_unpacked
+                     (Boxkite__V1__FileWatchRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__file_watch_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   boxkite__v1__file_watch_response__init
+                     (Boxkite__V1__FileWatchResponse         *message)
+{
+  static const Boxkite__V1__FileWatchResponse init_value = BOXKITE__V1__FILE_WATCH_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__file_watch_response__get_packed_size
+                     (const Boxkite__V1__FileWatchResponse *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__file_watch_response__pack
+                     (const Boxkite__V1__FileWatchResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__file_watch_response__pack_to_buffer
+                     (const Boxkite__V1__FileWatchResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__file_watch_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__FileWatchResponse *
+       boxkite__v1__file_watch_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__FileWatchResponse *)
+     protobuf_c_message_unpack (&boxkite__v1__file_watch_response__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__file_watch_response__free_unpacked
+                     (Boxkite__V1__FileWatchResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__file_watch_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__v1__terminal_size__init
                      (Boxkite__V1__TerminalSize         *message)
 {
@@ -4828,6 +4963,289 @@ const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor 
   (ProtobufCMessageInit) boxkite__v1__file_symlink_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor boxkite__v1__watch_event__field_descriptors[7] =
+{
+  {
+    "kind",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, kind),
+    &boxkite__v1__watch_event_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, to),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directory",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, directory),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "raw_path",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, raw_path),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "raw_to",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, raw_to),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lost",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__WatchEvent, lost),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__watch_event__field_indices_by_name[] = {
+  3,   /* field[3] = directory */
+  0,   /* field[0] = kind */
+  6,   /* field[6] = lost */
+  1,   /* field[1] = path */
+  4,   /* field[4] = raw_path */
+  5,   /* field[5] = raw_to */
+  2,   /* field[2] = to */
+};
+static const ProtobufCIntRange boxkite__v1__watch_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__watch_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.WatchEvent",
+  "WatchEvent",
+  "Boxkite__V1__WatchEvent",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__WatchEvent),
+  7,
+  boxkite__v1__watch_event__field_descriptors,
+  boxkite__v1__watch_event__field_indices_by_name,
+  1,  boxkite__v1__watch_event__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__watch_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__file_watch_request__field_descriptors[5] =
+{
+  {
+    "path",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchRequest, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchRequest, cursor),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "wait_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchRequest, wait_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_events",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchRequest, max_events),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stop",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchRequest, stop),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__file_watch_request__field_indices_by_name[] = {
+  1,   /* field[1] = cursor */
+  3,   /* field[3] = max_events */
+  0,   /* field[0] = path */
+  4,   /* field[4] = stop */
+  2,   /* field[2] = wait_ms */
+};
+static const ProtobufCIntRange boxkite__v1__file_watch_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__file_watch_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.FileWatchRequest",
+  "FileWatchRequest",
+  "Boxkite__V1__FileWatchRequest",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__FileWatchRequest),
+  5,
+  boxkite__v1__file_watch_request__field_descriptors,
+  boxkite__v1__file_watch_request__field_indices_by_name,
+  1,  boxkite__v1__file_watch_request__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__file_watch_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__file_watch_response__field_descriptors[4] =
+{
+  {
+    "cursor",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchResponse, cursor),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "events",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__V1__FileWatchResponse, n_events),
+    offsetof(Boxkite__V1__FileWatchResponse, events),
+    &boxkite__v1__watch_event__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchResponse, end),
+    &boxkite__v1__watch_end__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directories",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileWatchResponse, directories),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__file_watch_response__field_indices_by_name[] = {
+  0,   /* field[0] = cursor */
+  3,   /* field[3] = directories */
+  2,   /* field[2] = end */
+  1,   /* field[1] = events */
+};
+static const ProtobufCIntRange boxkite__v1__file_watch_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__file_watch_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.FileWatchResponse",
+  "FileWatchResponse",
+  "Boxkite__V1__FileWatchResponse",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__FileWatchResponse),
+  4,
+  boxkite__v1__file_watch_response__field_descriptors,
+  boxkite__v1__file_watch_response__field_indices_by_name,
+  1,  boxkite__v1__file_watch_response__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__file_watch_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor boxkite__v1__terminal_size__field_descriptors[2] =
 {
   {
@@ -7419,7 +7837,81 @@ const ProtobufCEnumDescriptor boxkite__v1__compression__descriptor =
   boxkite__v1__compression__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[27] =
+static const ProtobufCEnumValue boxkite__v1__watch_event_kind__enum_values_by_number[7] =
+{
+  { "WATCH_EVENT_KIND_UNSPECIFIED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_UNSPECIFIED", 0 },
+  { "WATCH_EVENT_KIND_CREATED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_CREATED", 1 },
+  { "WATCH_EVENT_KIND_MODIFIED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_MODIFIED", 2 },
+  { "WATCH_EVENT_KIND_CLOSED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_CLOSED", 3 },
+  { "WATCH_EVENT_KIND_REMOVED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_REMOVED", 4 },
+  { "WATCH_EVENT_KIND_MOVED", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_MOVED", 5 },
+  { "WATCH_EVENT_KIND_OVERFLOW", "BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_OVERFLOW", 6 },
+};
+static const ProtobufCIntRange boxkite__v1__watch_event_kind__value_ranges[] = {
+{0, 0},{0, 7}
+};
+static const ProtobufCEnumValueIndex boxkite__v1__watch_event_kind__enum_values_by_name[7] =
+{
+  { "WATCH_EVENT_KIND_CLOSED", 3 },
+  { "WATCH_EVENT_KIND_CREATED", 1 },
+  { "WATCH_EVENT_KIND_MODIFIED", 2 },
+  { "WATCH_EVENT_KIND_MOVED", 5 },
+  { "WATCH_EVENT_KIND_OVERFLOW", 6 },
+  { "WATCH_EVENT_KIND_REMOVED", 4 },
+  { "WATCH_EVENT_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor boxkite__v1__watch_event_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "boxkite.v1.WatchEventKind",
+  "WatchEventKind",
+  "Boxkite__V1__WatchEventKind",
+  "boxkite.v1",
+  7,
+  boxkite__v1__watch_event_kind__enum_values_by_number,
+  7,
+  boxkite__v1__watch_event_kind__enum_values_by_name,
+  1,
+  boxkite__v1__watch_event_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue boxkite__v1__watch_end__enum_values_by_number[6] =
+{
+  { "WATCH_END_NONE", "BOXKITE__V1__WATCH_END__WATCH_END_NONE", 0 },
+  { "WATCH_END_EXPIRED", "BOXKITE__V1__WATCH_END__WATCH_END_EXPIRED", 1 },
+  { "WATCH_END_RESET", "BOXKITE__V1__WATCH_END__WATCH_END_RESET", 2 },
+  { "WATCH_END_REMOVED", "BOXKITE__V1__WATCH_END__WATCH_END_REMOVED", 3 },
+  { "WATCH_END_LIMIT", "BOXKITE__V1__WATCH_END__WATCH_END_LIMIT", 4 },
+  { "WATCH_END_STOPPED", "BOXKITE__V1__WATCH_END__WATCH_END_STOPPED", 5 },
+};
+static const ProtobufCIntRange boxkite__v1__watch_end__value_ranges[] = {
+{0, 0},{0, 6}
+};
+static const ProtobufCEnumValueIndex boxkite__v1__watch_end__enum_values_by_name[6] =
+{
+  { "WATCH_END_EXPIRED", 1 },
+  { "WATCH_END_LIMIT", 4 },
+  { "WATCH_END_NONE", 0 },
+  { "WATCH_END_REMOVED", 3 },
+  { "WATCH_END_RESET", 2 },
+  { "WATCH_END_STOPPED", 5 },
+};
+const ProtobufCEnumDescriptor boxkite__v1__watch_end__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "boxkite.v1.WatchEnd",
+  "WatchEnd",
+  "Boxkite__V1__WatchEnd",
+  "boxkite.v1",
+  6,
+  boxkite__v1__watch_end__enum_values_by_number,
+  6,
+  boxkite__v1__watch_end__enum_values_by_name,
+  1,
+  boxkite__v1__watch_end__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[28] =
 {
   { "Health", &boxkite__v1__health_request__descriptor, &boxkite__v1__health_response__descriptor },
   { "Exec", &boxkite__v1__exec_request__descriptor, &boxkite__v1__exec_response__descriptor },
@@ -7448,6 +7940,7 @@ static const ProtobufCMethodDescriptor boxkite__v1__sandbox__method_descriptors[
   { "SyncList", &boxkite__v1__sync_list_request__descriptor, &boxkite__v1__sync_list_response__descriptor },
   { "SyncStatus", &boxkite__v1__sync_status_request__descriptor, &boxkite__v1__sync_status_response__descriptor },
   { "Reset", &boxkite__v1__reset_request__descriptor, &boxkite__v1__reset_response__descriptor },
+  { "FileWatch", &boxkite__v1__file_watch_request__descriptor, &boxkite__v1__file_watch_response__descriptor },
 };
 const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
   1,        /* Exec */
@@ -7462,6 +7955,7 @@ const unsigned boxkite__v1__sandbox__method_indices_by_name[] = {
   2,        /* FileUploadBegin */
   3,        /* FileUploadChunk */
   4,        /* FileUploadCommit */
+  27,        /* FileWatch */
   0,        /* Health */
   16,        /* ProcessCloseStdin */
   19,        /* ProcessList */
@@ -7485,7 +7979,7 @@ const ProtobufCServiceDescriptor boxkite__v1__sandbox__descriptor =
   "Sandbox",
   "Boxkite__V1__Sandbox",
   "boxkite.v1",
-  27,
+  28,
   boxkite__v1__sandbox__method_descriptors,
   boxkite__v1__sandbox__method_indices_by_name
 };
@@ -7704,6 +8198,14 @@ void boxkite__v1__sandbox__reset(ProtobufCService *service,
 {
   assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
   service->invoke(service, 26, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void boxkite__v1__sandbox__file_watch(ProtobufCService *service,
+                                      const Boxkite__V1__FileWatchRequest *input,
+                                      Boxkite__V1__FileWatchResponse_Closure closure,
+                                      void *closure_data)
+{
+  assert(service->descriptor == &boxkite__v1__sandbox__descriptor);
+  service->invoke(service, 27, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
                                  Boxkite__V1__Sandbox_ServiceDestroy destroy)

@@ -44,6 +44,9 @@ typedef struct Boxkite__V1__FileMoveRequest Boxkite__V1__FileMoveRequest;
 typedef struct Boxkite__V1__FileMoveResponse Boxkite__V1__FileMoveResponse;
 typedef struct Boxkite__V1__FileSymlinkRequest Boxkite__V1__FileSymlinkRequest;
 typedef struct Boxkite__V1__FileSymlinkResponse Boxkite__V1__FileSymlinkResponse;
+typedef struct Boxkite__V1__WatchEvent Boxkite__V1__WatchEvent;
+typedef struct Boxkite__V1__FileWatchRequest Boxkite__V1__FileWatchRequest;
+typedef struct Boxkite__V1__FileWatchResponse Boxkite__V1__FileWatchResponse;
 typedef struct Boxkite__V1__TerminalSize Boxkite__V1__TerminalSize;
 typedef struct Boxkite__V1__ProcessStartRequest Boxkite__V1__ProcessStartRequest;
 typedef struct Boxkite__V1__ProcessStartResponse Boxkite__V1__ProcessStartResponse;
@@ -163,6 +166,65 @@ typedef enum _Boxkite__V1__Compression {
   BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD = 1
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__V1__COMPRESSION)
 } Boxkite__V1__Compression;
+typedef enum _Boxkite__V1__WatchEventKind {
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_UNSPECIFIED = 0,
+  /*
+   * a name appeared: a file, directory, symlink, ...
+   */
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_CREATED = 1,
+  /*
+   * a file was written (writes in a row to one file: one event)
+   */
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_MODIFIED = 2,
+  /*
+   * a file open for writing was closed: written, for now
+   */
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_CLOSED = 3,
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_REMOVED = 4,
+  /*
+   * renamed from `path` to `to`; either is empty when it lies
+   */
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_MOVED = 5,
+  /*
+   * outside the watch (moved in, moved out)
+   */
+  /*
+   * events were lost here (a queue was full): list the tree again;
+   */
+  BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_OVERFLOW = 6
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__V1__WATCH_EVENT_KIND)
+} Boxkite__V1__WatchEventKind;
+/*
+ * Why a watch is over (NONE: it is not). After any other, start a new watch (and list again).
+ */
+typedef enum _Boxkite__V1__WatchEnd {
+  BOXKITE__V1__WATCH_END__WATCH_END_NONE = 0,
+  /*
+   * no such watch any more: not read for a minute, stopped, the
+   */
+  BOXKITE__V1__WATCH_END__WATCH_END_EXPIRED = 1,
+  /*
+   * file worker or boxkited restarted, or a cursor older than
+   * what the watch keeps
+   */
+  /*
+   * a Reset ended it
+   */
+  BOXKITE__V1__WATCH_END__WATCH_END_RESET = 2,
+  /*
+   * the watched directory was removed or moved away
+   */
+  BOXKITE__V1__WATCH_END__WATCH_END_REMOVED = 3,
+  /*
+   * the tree grew past the directories a sandbox's watches may hold
+   */
+  BOXKITE__V1__WATCH_END__WATCH_END_LIMIT = 4,
+  /*
+   * the answer to `stop`
+   */
+  BOXKITE__V1__WATCH_END__WATCH_END_STOPPED = 5
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__V1__WATCH_END)
+} Boxkite__V1__WatchEnd;
 
 /* --- messages --- */
 
@@ -740,6 +802,93 @@ struct  Boxkite__V1__FileSymlinkResponse
 #define BOXKITE__V1__FILE_SYMLINK_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_symlink_response__descriptor) \
      }
+
+
+struct  Boxkite__V1__WatchEvent
+{
+  ProtobufCMessage base;
+  Boxkite__V1__WatchEventKind kind;
+  /*
+   * relative to the watched directory ("a/b.txt"); MOVED: where it was
+   */
+  char *path;
+  /*
+   * MOVED: where it is now
+   */
+  char *to;
+  /*
+   * the entry is a directory
+   */
+  protobuf_c_boolean directory;
+  /*
+   * When path (or to) is not valid UTF-8: path shows each invalid byte as \xNN, and these hold
+   * the exact bytes (as FileInfo.raw_path).
+   */
+  ProtobufCBinaryData raw_path;
+  ProtobufCBinaryData raw_to;
+  /*
+   * OVERFLOW: events lost, when known (0: the kernel's queue overflowed)
+   */
+  uint64_t lost;
+};
+#define BOXKITE__V1__WATCH_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__watch_event__descriptor) \
+    , BOXKITE__V1__WATCH_EVENT_KIND__WATCH_EVENT_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, {0,NULL}, {0,NULL}, 0 }
+
+
+struct  Boxkite__V1__FileWatchRequest
+{
+  ProtobufCMessage base;
+  /*
+   * start a watch of this directory and every directory beneath it
+   */
+  char *path;
+  /*
+   * or read a watch from the cursor of its last answer (path empty)
+   */
+  char *cursor;
+  /*
+   * read: when nothing happened since the cursor, wait up to this
+   */
+  uint32_t wait_ms;
+  /*
+   * long (at most 60 000) for an event or the watch's end
+   */
+  /*
+   * read: at most this many events; 0: 1000, the most
+   */
+  uint32_t max_events;
+  /*
+   * with cursor: end the watch now (answered WATCH_END_STOPPED)
+   */
+  protobuf_c_boolean stop;
+};
+#define BOXKITE__V1__FILE_WATCH_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_watch_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+struct  Boxkite__V1__FileWatchResponse
+{
+  ProtobufCMessage base;
+  /*
+   * where the next read goes on from (at most 64 characters)
+   */
+  char *cursor;
+  size_t n_events;
+  Boxkite__V1__WatchEvent **events;
+  /*
+   * not NONE: the watch is over, after these events
+   */
+  Boxkite__V1__WatchEnd end;
+  /*
+   * start: the directories it watches
+   */
+  uint32_t directories;
+};
+#define BOXKITE__V1__FILE_WATCH_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_watch_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, BOXKITE__V1__WATCH_END__WATCH_END_NONE, 0 }
 
 
 struct  Boxkite__V1__TerminalSize
@@ -2005,6 +2154,63 @@ Boxkite__V1__FileSymlinkResponse *
 void   boxkite__v1__file_symlink_response__free_unpacked
                      (Boxkite__V1__FileSymlinkResponse *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__V1__WatchEvent methods */
+void   boxkite__v1__watch_event__init
+                     (Boxkite__V1__WatchEvent         *message);
+size_t boxkite__v1__watch_event__get_packed_size
+                     (const Boxkite__V1__WatchEvent   *message);
+size_t boxkite__v1__watch_event__pack
+                     (const Boxkite__V1__WatchEvent   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__watch_event__pack_to_buffer
+                     (const Boxkite__V1__WatchEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__WatchEvent *
+       boxkite__v1__watch_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__watch_event__free_unpacked
+                     (Boxkite__V1__WatchEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__FileWatchRequest methods */
+void   boxkite__v1__file_watch_request__init
+                     (Boxkite__V1__FileWatchRequest         *message);
+size_t boxkite__v1__file_watch_request__get_packed_size
+                     (const Boxkite__V1__FileWatchRequest   *message);
+size_t boxkite__v1__file_watch_request__pack
+                     (const Boxkite__V1__FileWatchRequest   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__file_watch_request__pack_to_buffer
+                     (const Boxkite__V1__FileWatchRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__FileWatchRequest *
+       boxkite__v1__file_watch_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__file_watch_request__free_unpacked
+                     (Boxkite__V1__FileWatchRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Boxkite__V1__FileWatchResponse methods */
+void   boxkite__v1__file_watch_response__init
+                     (Boxkite__V1__FileWatchResponse         *message);
+size_t boxkite__v1__file_watch_response__get_packed_size
+                     (const Boxkite__V1__FileWatchResponse   *message);
+size_t boxkite__v1__file_watch_response__pack
+                     (const Boxkite__V1__FileWatchResponse   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__file_watch_response__pack_to_buffer
+                     (const Boxkite__V1__FileWatchResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__FileWatchResponse *
+       boxkite__v1__file_watch_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__file_watch_response__free_unpacked
+                     (Boxkite__V1__FileWatchResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__V1__TerminalSize methods */
 void   boxkite__v1__terminal_size__init
                      (Boxkite__V1__TerminalSize         *message);
@@ -2721,6 +2927,15 @@ typedef void (*Boxkite__V1__FileSymlinkRequest_Closure)
 typedef void (*Boxkite__V1__FileSymlinkResponse_Closure)
                  (const Boxkite__V1__FileSymlinkResponse *message,
                   void *closure_data);
+typedef void (*Boxkite__V1__WatchEvent_Closure)
+                 (const Boxkite__V1__WatchEvent *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__FileWatchRequest_Closure)
+                 (const Boxkite__V1__FileWatchRequest *message,
+                  void *closure_data);
+typedef void (*Boxkite__V1__FileWatchResponse_Closure)
+                 (const Boxkite__V1__FileWatchResponse *message,
+                  void *closure_data);
 typedef void (*Boxkite__V1__TerminalSize_Closure)
                  (const Boxkite__V1__TerminalSize *message,
                   void *closure_data);
@@ -2935,6 +3150,10 @@ struct Boxkite__V1__Sandbox_Service
                 const Boxkite__V1__ResetRequest *input,
                 Boxkite__V1__ResetResponse_Closure closure,
                 void *closure_data);
+  void (*file_watch)(Boxkite__V1__Sandbox_Service *service,
+                     const Boxkite__V1__FileWatchRequest *input,
+                     Boxkite__V1__FileWatchResponse_Closure closure,
+                     void *closure_data);
 };
 typedef void (*Boxkite__V1__Sandbox_ServiceDestroy)(Boxkite__V1__Sandbox_Service *);
 void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
@@ -2969,7 +3188,8 @@ void boxkite__v1__sandbox__init (Boxkite__V1__Sandbox_Service *service,
       function_prefix__ ## sync_pull,\
       function_prefix__ ## sync_list,\
       function_prefix__ ## sync_status,\
-      function_prefix__ ## reset  }
+      function_prefix__ ## reset,\
+      function_prefix__ ## file_watch  }
 void boxkite__v1__sandbox__health(ProtobufCService *service,
                                   const Boxkite__V1__HealthRequest *input,
                                   Boxkite__V1__HealthResponse_Closure closure,
@@ -3078,6 +3298,10 @@ void boxkite__v1__sandbox__reset(ProtobufCService *service,
                                  const Boxkite__V1__ResetRequest *input,
                                  Boxkite__V1__ResetResponse_Closure closure,
                                  void *closure_data);
+void boxkite__v1__sandbox__file_watch(ProtobufCService *service,
+                                      const Boxkite__V1__FileWatchRequest *input,
+                                      Boxkite__V1__FileWatchResponse_Closure closure,
+                                      void *closure_data);
 
 /* --- descriptors --- */
 
@@ -3085,6 +3309,8 @@ extern const ProtobufCEnumDescriptor    boxkite__v1__envelope_kind__descriptor;
 extern const ProtobufCEnumDescriptor    boxkite__v1__status_detail__descriptor;
 extern const ProtobufCEnumDescriptor    boxkite__v1__file_type__descriptor;
 extern const ProtobufCEnumDescriptor    boxkite__v1__compression__descriptor;
+extern const ProtobufCEnumDescriptor    boxkite__v1__watch_event_kind__descriptor;
+extern const ProtobufCEnumDescriptor    boxkite__v1__watch_end__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__envelope__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__health_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__health_response__descriptor;
@@ -3114,6 +3340,9 @@ extern const ProtobufCMessageDescriptor boxkite__v1__file_move_request__descript
 extern const ProtobufCMessageDescriptor boxkite__v1__file_move_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__file_symlink_response__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__watch_event__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__file_watch_request__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__file_watch_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__terminal_size__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor;

@@ -22,6 +22,7 @@ from .errors import (AbortedError, AlreadyExistsError, BoxkiteError, CancelledEr
 from .process import ExecStream, Process
 from .results import (Chunk, ExecResult, FileInfo, FileType, Health, ProcessInfo, ProcessStatus, PullResult,
                       PushResult, ReadResult, ResetResult, SnapshotInfo, StreamRead, SyncStatus)
+from .watch import Watch, WatchEnd, WatchEvent, WatchEventKind
 from .wire import Key, load_key_file
 
 __version__ = "0.1.0"
@@ -33,5 +34,5 @@ __all__ = [
     "NotFoundError", "OutOfRangeError", "PermissionDeniedError", "Process", "ProcessInfo", "ProcessStatus",
     "PullResult", "PushResult", "ReadResult", "ResetResult", "ResourceExhaustedError", "SnapshotInfo", "Status",
     "StreamRead", "Sync", "SyncStatus", "UnauthenticatedError", "UnavailableError", "UnimplementedError",
-    "UnknownError", "load_key_file",
+    "UnknownError", "Watch", "WatchEnd", "WatchEvent", "WatchEventKind", "load_key_file",
 ]

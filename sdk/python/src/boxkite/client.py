@@ -12,6 +12,7 @@ from .process import ExecStream, Process
 from .results import (ExecResult, FileInfo, Health, ProcessInfo, PullResult, PushResult, ResetResult, SnapshotInfo,
                       SyncStatus)
 from .v1 import boxkite_pb2 as pb
+from .watch import Watch
 from .wire import Channel, Key, load_key_file
 
 __all__ = ["Client", "DEFAULT_URL", "Sync"]
@@ -346,6 +347,19 @@ class Client:
         self.channel.call("FileSymlink", pb.FileSymlinkRequest(path=path, target=target))
 
     # --- reset ------------------------------------------------------------------------------
+
+    def watch(self, path: Optional[str] = None, *, cursor: Optional[str] = None) -> Watch:
+        """``FileWatch``: watch the sandbox directory ``path`` (relative to /workspace, or absolute
+        under a root) and every directory beneath it, or go on with the watch ``cursor`` names
+        (a :attr:`Watch.cursor` kept from before). Returns the :class:`boxkite.Watch`, started:
+        list the directory after this, then iterate — nothing that changes after the start is
+        missed. A sandbox has at most 16 watches (:class:`boxkite.ResourceExhaustedError`)."""
+        if (path is None) == (cursor is None):
+            raise ValueError("give a path to watch, or the cursor of a watch to go on with")
+        if cursor is not None:
+            return Watch(self.channel, cursor)
+        m = self.channel.call("FileWatch", pb.FileWatchRequest(path=path)).message
+        return Watch(self.channel, m.cursor, m.directories)
 
     def reset(self, new_key: Optional[Key] = None) -> ResetResult:
         """The warm-pool recycle: every command killed, the sandbox emptied and checked, the

@@ -29,6 +29,19 @@ STATUS_DETAIL_REPLAY_CACHE_FULL: StatusDetail
 STATUS_DETAIL_STALE: StatusDetail
 STATUS_DETAIL_UNKNOWN_KEY: StatusDetail
 STATUS_DETAIL_UNKNOWN_METHOD: StatusDetail
+WATCH_END_EXPIRED: WatchEnd
+WATCH_END_LIMIT: WatchEnd
+WATCH_END_NONE: WatchEnd
+WATCH_END_REMOVED: WatchEnd
+WATCH_END_RESET: WatchEnd
+WATCH_END_STOPPED: WatchEnd
+WATCH_EVENT_KIND_CLOSED: WatchEventKind
+WATCH_EVENT_KIND_CREATED: WatchEventKind
+WATCH_EVENT_KIND_MODIFIED: WatchEventKind
+WATCH_EVENT_KIND_MOVED: WatchEventKind
+WATCH_EVENT_KIND_OVERFLOW: WatchEventKind
+WATCH_EVENT_KIND_REMOVED: WatchEventKind
+WATCH_EVENT_KIND_UNSPECIFIED: WatchEventKind
 
 class EnvVar(_message.Message):
     __slots__ = ["name", "value"]
@@ -328,6 +341,32 @@ class FileUploadCommitResponse(_message.Message):
     INFO_FIELD_NUMBER: _ClassVar[int]
     info: FileInfo
     def __init__(self, info: _Optional[_Union[FileInfo, _Mapping]] = ...) -> None: ...
+
+class FileWatchRequest(_message.Message):
+    __slots__ = ["cursor", "max_events", "path", "stop", "wait_ms"]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    max_events: int
+    path: str
+    stop: bool
+    wait_ms: int
+    def __init__(self, path: _Optional[str] = ..., cursor: _Optional[str] = ..., wait_ms: _Optional[int] = ..., max_events: _Optional[int] = ..., stop: bool = ...) -> None: ...
+
+class FileWatchResponse(_message.Message):
+    __slots__ = ["cursor", "directories", "end", "events"]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    directories: int
+    end: WatchEnd
+    events: _containers.RepeatedCompositeFieldContainer[WatchEvent]
+    def __init__(self, cursor: _Optional[str] = ..., events: _Optional[_Iterable[_Union[WatchEvent, _Mapping]]] = ..., end: _Optional[_Union[WatchEnd, str]] = ..., directories: _Optional[int] = ...) -> None: ...
 
 class HealthRequest(_message.Message):
     __slots__ = []
@@ -739,6 +778,24 @@ class TerminalSize(_message.Message):
     rows: int
     def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
 
+class WatchEvent(_message.Message):
+    __slots__ = ["directory", "kind", "lost", "path", "raw_path", "raw_to", "to"]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RAW_PATH_FIELD_NUMBER: _ClassVar[int]
+    RAW_TO_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    directory: bool
+    kind: WatchEventKind
+    lost: int
+    path: str
+    raw_path: bytes
+    raw_to: bytes
+    to: str
+    def __init__(self, kind: _Optional[_Union[WatchEventKind, str]] = ..., path: _Optional[str] = ..., to: _Optional[str] = ..., directory: bool = ..., raw_path: _Optional[bytes] = ..., raw_to: _Optional[bytes] = ..., lost: _Optional[int] = ...) -> None: ...
+
 class EnvelopeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -749,4 +806,10 @@ class FileType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Compression(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class WatchEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class WatchEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

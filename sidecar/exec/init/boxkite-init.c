@@ -19,15 +19,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #include "init_status.h"
 
@@ -127,31 +125,47 @@ static pid_t start_in_foreground(int status_fd, char **argv)
 	return err ? -command_failed(argv[0], err) : pid;
 }
 
-/* The command, as a child with the default signal dispositions and an empty mask: a vfork-like
- * clone (posix_spawn's), cheaper than a fork on the path of every exec. PATH is the command's own
- * (the environment the executor built, ours). Returns its pid, or -(exit status) having said why. */
+/* The command, as a child with an empty mask (and the default dispositions we have: the executor's
+ * child reset them, and we set none): vfork and execvp, as cheap as posix_spawn on the path of
+ * every exec. Not musl's posix_spawn: it gives the parent back its mask as sigprocmask reported
+ * it, without 32-34, so SIGRTMIN (34) was no longer blocked — and a PID namespace's init drops a
+ * signal it neither handles nor blocks. PATH is the command's own (the environment the executor
+ * built, ours). Returns its pid, or -(exit status) having said why. */
 static pid_t start_command(int status_fd, char **argv)
 {
-	posix_spawn_file_actions_t actions;
-	posix_spawnattr_t attr;
-	sigset_t all, none;
-	pid_t pid = -1;
-	int err;
+	volatile int err = 0;
+	sigset_t none;
+	pid_t pid;
 
 	if (isatty(0))
 		return start_in_foreground(status_fd, argv);
-	sigfillset(&all);
 	sigemptyset(&none);
-	posix_spawn_file_actions_init(&actions);
-	posix_spawn_file_actions_addclose(&actions, status_fd);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&actions);
+	pid = vfork();
+	if (pid == 0) {
+		/* Our memory, until the execve: only what a vfork child may do. */
+		close(status_fd);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execvp(argv[0], argv);
+		err = errno;
+		_exit(127);
+	}
+	if (pid < 0)
+		err = errno;
 	return err ? -command_failed(argv[0], err) : pid;
+}
+
+/* The signals the exec's init takes (to forward, and SIGCHLD): 1-64 but 32 and 33, glibc's own
+ * (its programs, the sandbox's, can neither catch nor send them; a glibc init never took them).
+ * Not sigfillset: musl's leaves out 32-34, its own internal signals (which this single-threaded
+ * init never uses), and 34 is SIGRTMIN to the sandbox's glibc programs, a signal a command may
+ * handle like any other — musl's sigaddset refuses it too. So the bits, as the kernel reads a
+ * set: its first 64 bits, signal N at bit N-1 (sigprocmask and sigwaitinfo pass them through). */
+static void forwarded_signals(sigset_t *set)
+{
+	uint64_t bits = ~(uint64_t)0 & ~((uint64_t)1 << 31) & ~((uint64_t)1 << 32);
+
+	sigemptyset(set);
+	memcpy(set, &bits, sizeof(bits));
 }
 
 static int exec_init(int status_fd, char **argv)
@@ -163,7 +177,7 @@ static int exec_init(int status_fd, char **argv)
 	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
 	 * before the command starts (and since before our execve: the executor's child blocked them
 	 * all), so none sent meanwhile is lost. */
-	sigfillset(&all);
+	forwarded_signals(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	child = start_command(status_fd, argv);
 	if (child < 0)

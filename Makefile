@@ -60,20 +60,21 @@ FRONT_SRC  := server/config.c \
               $(addprefix server/transport/,nng.c door.c http.c proxy.c httpreq.c metrics.c) \
               $(addprefix server/rpc/,call.c pipeline.c methods.c server.c workers.c) \
               $(addprefix server/auth/,keystore.c replay.c replaylog.c) \
-              $(addprefix server/runs/,ring.c runs.c exec.c process.c) \
+              $(addprefix server/runs/,ring.c marks.c runs.c exec.c process.c) \
               $(addprefix server/files/,files.c fileindex.c watch.c) \
               $(addprefix server/sync/,sync.c push.c pull.c walk.c hashset.c store.c store_file.c store_s3.c) $(GEN_STORE) \
               $(addprefix server/session/,health.c reset.c)
 # The executor (boxkite-executor), its own program image: sidecar/ only.
 EXEC_SRC   := sidecar/executor.c sidecar/orders.c \
-              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c) \
+              $(addprefix sidecar/exec/,child.c spawn.c sandbox.c filter.c cgroup.c netns.c userns.c proxyctl.c \
+                meminfo.c) \
               $(addprefix sidecar/files/,fsops.c fileworker.c watcher.c)
 # The egress proxy (boxkite-egress), its own program image: egress/ only (main.c is its entry).
 EGRESS_SRC := egress/egress.c egress/state.c egress/conn.c egress/relay.c egress/httpparse.c egress/mitm.c egress/broker.c \
               egress/confine.c
 CLIENT_SRC := $(addprefix client/lib/,client.c exec.c files.c process.c sync.c)
-BKCTL_SRC  := $(addprefix client/cli/,main.c options.c report.c exec.c process.c doctor.c files.c kube.c verify.c sync.c preview.c json.c \
-              quote.c watch.c)
+BKCTL_SRC  := $(addprefix client/cli/,main.c options.c completion.c report.c exec.c process.c logs.c doctor.c files.c kube.c verify.c sync.c \
+              preview.c json.c quote.c watch.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -87,14 +88,15 @@ CLIENT_PIC := $(call pic,$(COMMON_SRC) $(CLIENT_SRC) $(GEN_V1))
 BINS := $(B)/boxkited $(B)/boxkite-executor $(B)/boxkite-egress $(B)/bkctl $(B)/boxkite-init
 LIBS := $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a
 
-.PHONY: all help gen gen-check layout-check docs docs-check deps test test-unit test-integration test-python test-fuzz \
-        test-san bench run run-stop install clean
+.PHONY: all help gen gen-check layout-check docs docs-check deps test-deps test test-unit test-integration test-python test-fuzz \
+        test-san bench run run-stop install uninstall clean
 
 all: $(BINS) $(LIBS)
 
 help:
 	@echo "make            build boxkited, bkctl, libboxkite into build/"
-	@echo "make deps       install the Debian packages the build and tests need (as root)"
+	@echo "make deps       install the Debian packages the build and make run need (as root)"
+	@echo "make test-deps  those and what the tests need besides, npm packages included (make test runs it)"
 	@echo "make test       deps + build + every test tier, then again under ASan+UBSan; ends with each tier's time"
 	@echo "make test-TIER  one tier (unit wire fuzz integration workloads files python k8s install ...);"
 	@echo "                T=NAME runs only the tests whose names hold NAME, TEST_TIMEOUT=S a Python test's limit"
@@ -103,7 +105,8 @@ help:
 	@echo "make bench      benchmarks: figures and ratios against baselines measured in the same run"
 	@echo "make run        start a local boxkited with its own sandbox and drive it with bkctl"
 	@echo "                (KEEP=1 leaves it running; make run-stop stops it)"
-	@echo "make install    install binaries, library, headers, pkg-config file, man pages (PREFIX=$(PREFIX))"
+	@echo "make install    install binaries, library, headers, pkg-config files, man pages, shell completions"
+	@echo "                (PREFIX=$(PREFIX), DESTDIR=); make uninstall removes them"
 
 # --- generated code ------------------------------------------------------------------------------
 
@@ -291,28 +294,69 @@ $(B)/bkctl: $(BKCTL_OBJ) $(B)/obj/gen-kube/sandbox_pod.o $(B)/libbkcore.a $(B)/l
 
 # --- install -------------------------------------------------------------------------------------
 
+# What make install puts under $(DESTDIR)$(PREFIX), and make uninstall removes: these files, then
+# the directories that are boxkite's own. The shell completions are bkctl's (bkctl completion),
+# generated from the table its --help is printed from.
+INST_LIB     := $(PREFIX)/lib
+INST_FILES   := $(PREFIX)/bin/bkctl $(PREFIX)/sbin/boxkited \
+                $(PREFIX)/libexec/boxkite/boxkite-init $(PREFIX)/libexec/boxkite/boxkite-executor \
+                $(PREFIX)/libexec/boxkite/boxkite-egress \
+                $(addprefix $(INST_LIB)/,libboxkite.so.$(VERSION) libboxkite.so.$(SONAME_MAJOR) libboxkite.so \
+                  libboxkite.a pkgconfig/boxkite.pc pkgconfig/boxkite-static.pc) \
+                $(addprefix $(PREFIX)/include/boxkite/,$(notdir $(wildcard include/boxkite/*.h))) \
+                $(PREFIX)/share/man/man1/bkctl.1 $(PREFIX)/share/man/man8/boxkited.8 \
+                $(PREFIX)/share/bash-completion/completions/bkctl $(PREFIX)/share/zsh/site-functions/_bkctl
+INST_OWN_DIRS := $(PREFIX)/libexec/boxkite $(PREFIX)/include/boxkite
+
+# Installed into the real root (no DESTDIR, as a package's staging would have): where the dynamic
+# linker searches $(INST_LIB), its cache learns the new library (or forgets it) now, so that a
+# program linked with pkg-config's flags starts; where it does not, install says what to do.
+define ldconfig
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then \
+	  if ldconfig -v -N 2>/dev/null | grep -q "^$(INST_LIB):"; then \
+	    echo ldconfig; ldconfig; \
+	  elif [ "$(1)" = install ]; then \
+	    echo "install: the dynamic linker does not search $(INST_LIB): add it to a file in /etc/ld.so.conf.d/" \
+	      "and run ldconfig, or link with -Wl,-rpath,$(INST_LIB)"; \
+	  fi; \
+	fi
+endef
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	  $(DESTDIR)$(PREFIX)/include/boxkite $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -d $(addprefix $(DESTDIR),$(sort $(dir $(INST_FILES))))
 	install -m 0755 $(B)/bkctl $(DESTDIR)$(PREFIX)/bin/bkctl
 	install -m 0755 $(B)/boxkited $(DESTDIR)$(PREFIX)/sbin/boxkited
-	install -d $(DESTDIR)$(PREFIX)/libexec/boxkite
 	install -m 0755 $(B)/boxkite-init $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-init
 	install -m 0755 $(B)/boxkite-executor $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-executor
 	install -m 0755 $(B)/boxkite-egress $(DESTDIR)$(PREFIX)/libexec/boxkite/boxkite-egress
-	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libboxkite.so.$(SONAME_MAJOR)
-	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(PREFIX)/lib/libboxkite.so
-	@# Written here, not at build time: it must name the PREFIX it is installed under.
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/lib/boxkite.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
-	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/boxkite.pc
+	install -m 0644 $(B)/libboxkite.so.$(VERSION) $(B)/libboxkite.a $(DESTDIR)$(INST_LIB)/
+	ln -sf libboxkite.so.$(VERSION) $(DESTDIR)$(INST_LIB)/libboxkite.so.$(SONAME_MAJOR)
+	ln -sf libboxkite.so.$(SONAME_MAJOR) $(DESTDIR)$(INST_LIB)/libboxkite.so
+	@# Written here, not at build time: they must name the PREFIX they are installed under.
+	for pc in boxkite boxkite-static; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' client/lib/$$pc.pc.in \
+	    > $(DESTDIR)$(INST_LIB)/pkgconfig/$$pc.pc && chmod 0644 $(DESTDIR)$(INST_LIB)/pkgconfig/$$pc.pc; \
+	done
 	install -m 0644 include/boxkite/*.h $(DESTDIR)$(PREFIX)/include/boxkite/
 	install -m 0644 man/bkctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/bkctl.1
 	install -m 0644 man/boxkited.8 $(DESTDIR)$(PREFIX)/share/man/man8/boxkited.8
+	$(B)/bkctl completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/bkctl
+	$(B)/bkctl completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bkctl
+	chmod 0644 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/bkctl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bkctl
+	$(call ldconfig,install)
 
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INST_FILES))
+	for d in $(addprefix $(DESTDIR),$(INST_OWN_DIRS)); do [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
+	$(call ldconfig,uninstall)
+
+# make deps: what the build, make run and README's walkthrough need; make test-deps (make test
+# runs it) all the test tiers' besides, npm packages included.
 deps:
-	@scripts/install-deps
+	@scripts/install-deps build
+
+test-deps:
+	@scripts/install-deps test
 
 run: deps
 	$(MAKE) -s all

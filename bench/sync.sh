@@ -16,7 +16,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 for tool in tar zstd python3 bc; do
-	command -v "$tool" >/dev/null || { echo "sync benchmark: SKIP (no $tool: make deps installs it)"; exit 0; }
+	command -v "$tool" >/dev/null || { echo "sync benchmark: SKIP (no $tool: make test-deps installs it)"; exit 0; }
 done
 tmp=$(mktemp -d /tmp/boxkite-sync-bench.XXXXXX)
 # The store is written by boxkited's unprivileged front: it must be able to reach it.

@@ -66,7 +66,7 @@ static const struct option_def option_defs[] = {
 	{ "sandbox-memory", OPT_SIZE, FIELD(sandbox_memory), "BYTES", "memory of every exec and process together (default 4 x --exec-memory)" },
 	{ "sandbox-pids", OPT_UINT, FIELD(sandbox_pids), "N", "processes of every exec and process together (default 4 x --exec-pids)" },
 	{ "exec-nofile", OPT_UINT, FIELD(exec_nofile), "N", "RLIMIT_NOFILE per exec (default 1024)" },
-	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC for the sandbox user (default 4096)" },
+	{ "exec-nproc", OPT_UINT, FIELD(exec_nproc), "N", "RLIMIT_NPROC of the sandbox user, only without a pids cgroup (default 4096; else --exec-pids limits)" },
 	{ "exec-fsize", OPT_SIZE, FIELD(exec_fsize), "BYTES", "largest file an exec may write (default 1G)" },
 	{ "processes-max", OPT_UINT, FIELD(processes_max), "N", "background processes kept, running or ended and not removed (default 64)" },
 	{ "process-ring", OPT_SIZE, FIELD(process_ring), "BYTES", "default bytes kept per process output stream (default 1M)" },

@@ -111,6 +111,17 @@ static int sync_stores_prepare(const bk_config *cfg, bk_error **err)
 	return ret;
 }
 
+/* Every store as the front reaches it, once it is the front: a store it cannot use is refused now,
+ * with what to change, rather than at the first push. */
+static int sync_stores_check(const bk_config *cfg, bk_error **err)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->nsync_store && ret == 0; i++)
+		ret = bk_store_check(cfg->sync_store[i], err);
+	return ret;
+}
+
 /* Give the executor its configuration — all of it, from our flags: it reads no file and no
  * environment of its own — and learn what it found; the answer feeds Health. */
 static int executor_configure(bk_server *srv, bk_link *link, const bk_config *cfg, bk_error **err)
@@ -310,7 +321,7 @@ int main(int argc, char **argv)
 	claim_pending_log(&srv);
 	if ((ret = bk_front_listen(&srv, &err)) < 0 || (ret = bk_http_start(&srv, &err)) < 0 ||
 	    (ret = bk_proxy_start(&srv, &err)) < 0 ||
-	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0) {
+	    (ret = bk_privileges_drop_to(cfg.front_uid, &err)) < 0 || (ret = sync_stores_check(&cfg, &err)) < 0) {
 		fprintf(stderr, "boxkited: %s\n", bk_error_msg(err));
 		goto out;
 	}

@@ -30,6 +30,7 @@
 #include "exec/cgroup.h"
 #include "exec/filter.h"
 #include "exec/init/init_status.h"
+#include "exec/meminfo.h"
 #include "exec/netns.h"
 #include "exec/proxyctl.h"
 #include "exec/sandbox.h"
@@ -249,6 +250,24 @@ static int spawn_failed(struct executor *ex, struct exec_entry *e, uint64_t id, 
 	return reply_failure(ex, id, errnum, child_step, step, message);
 }
 
+/* The next exec's /proc/meminfo (exec/meminfo.h), in text: its memory limit where a memory
+ * cgroup sets one; NULL, the node's, where none does — or where the sandbox's use cannot be read
+ * (logged: the command still runs, under its limit, seeing the node's numbers). */
+static const char *exec_meminfo(const struct executor *ex, char text[BK_MEMINFO_MAX])
+{
+	uint64_t total, available;
+	int ret = bk_cgroups_exec_memory(&ex->cgroups, &total, &available);
+
+	if (ret == -ENOENT)
+		return NULL;
+	if (ret < 0) {
+		bk_log(BK_LOG_WARN, "an exec sees the node's /proc/meminfo: the sandbox's memory use: %s", strerror(-ret));
+		return NULL;
+	}
+	bk_meminfo_text(total, available, text);
+	return text;
+}
+
 static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_nfds)
 {
 	struct executor *ex = server;
@@ -260,7 +279,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 	struct exec_entry *e = NULL;
 	_cleanup_error_ bk_error *err = NULL;
 	bk_spawned out;
-	char cwd[4096];
+	char cwd[4096], meminfo[BK_MEMINFO_MAX];
 	const char *cwd_rel;
 	const bk_root *root = NULL;
 	_cleanup_free_ char **argv = NULL, **envp = NULL;
@@ -333,6 +352,7 @@ static int order_spawn(void *server, const bk_order *o, int *in_fds, size_t in_n
 					: bk_netns_pool_take(&ex->netns),
 		.ca_bundle = brokered ? ex->egress.bundle : NULL,
 		.ca_len = brokered ? ex->egress.bundle_len : 0,
+		.meminfo = exec_meminfo(ex, meminfo),
 		.tty = s->tty,
 		.rows = (unsigned short)s->rows,
 		.cols = (unsigned short)s->cols,

@@ -57,7 +57,7 @@ test_selected    = { [ -z "$(T)" ] || case "$(1)" in *"$(T)"*) true;; *) false;;
 .PHONY: test test-unit test-wire test-fuzz test-integration test-integration-san test-workloads test-files \
         test-files-bkctl test-python test-k8s test-install test-san
 
-test: deps
+test: test-deps
 	rm -f $(BOXKITE_TEST_RESULTS)/*.skipped $(BOXKITE_TEST_RESULTS)/*.seconds
 	$(MAKE) gen-check layout-check docs-check
 	$(MAKE) all test-unit test-wire test-fuzz test-integration test-workloads test-files test-python test-k8s \

@@ -12,6 +12,7 @@
 #include "files/watch.h"
 #include "rpc/call.h"
 #include "rpc/server.h"
+#include "runs/marks.h"
 #include "runs/process.h"
 #include "sync/store.h"
 #include "sync/sync.h"
@@ -80,6 +81,9 @@ int main(void)
 	printf("| background processes; their rings | key holder | %u; %s (`--processes-max`, "
 	       "`--process-ring-budget`) | ProcessStart: RESOURCE_EXHAUSTED |\n",
 	       cfg.processes_max, bytes(cfg.process_ring_budget, a, sizeof(a)));
+	printf("| marks of when each process's output was read (logs' order and times) | sandbox | %d per "
+	       "stream, %s (two per process) | older marks merge: coarser order and times |\n",
+	       BK_MARKS_MAX, bytes((uint64_t)BK_MARKS_MAX * sizeof(bk_mark), a, sizeof(a)));
 	printf("| uploads open; bytes they and pulls add to /workspace | key holder | %u, idle %" PRId64
 	       " s (`--uploads-max`, `--upload-idle`); `--workspace-quota` | RESOURCE_EXHAUSTED |\n",
 	       cfg.uploads_max, (int64_t)cfg.upload_idle_ms / 1000);

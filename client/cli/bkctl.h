@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "boxkite/boxkite.h"
+#include "json.h"
 #include "keys.h"
 
 /* Exit codes (bkctl(1), EXIT STATUS). `exec` instead exits with the command's own status. */
@@ -31,20 +32,63 @@ typedef struct bkctl {
 	const char *prog; /* "bkctl health" etc., for messages */
 } bkctl;
 
+/* What completes a word (bkctl completion): an option's argument, or a command's operands. */
+enum bkctl_complete {
+	BKCTL_COMPLETE_NONE,    /* nothing bkctl can know here: an id, a number, a sandbox path */
+	BKCTL_COMPLETE_FILE,    /* a local file */
+	BKCTL_COMPLETE_WORDS,   /* one of the row's words */
+	BKCTL_COMPLETE_COMMAND, /* a bkctl command */
+};
+
+/* The values bkctl_getopt returns for options that have no short name. */
+enum bkctl_opt {
+	BKCTL_OPT_URL = 1000, BKCTL_OPT_KEY_FILE, BKCTL_OPT_KEY_ID, BKCTL_OPT_TLS_CERT, BKCTL_OPT_CALL_TIMEOUT,
+	BKCTL_OPT_HELP,
+	BKCTL_OPT_ID, BKCTL_OPT_WAIT, BKCTL_OPT_TIMEOUT, BKCTL_OPT_OUTPUT_LIMIT, BKCTL_OPT_RAW, BKCTL_OPT_EXPOSE,
+	BKCTL_OPT_TAG, BKCTL_OPT_MAX_RUNTIME, BKCTL_OPT_RING_SIZE, BKCTL_OPT_LOSSLESS, BKCTL_OPT_FROM,
+	BKCTL_OPT_STDOUT, BKCTL_OPT_STDERR, BKCTL_OPT_SINCE, BKCTL_OPT_CLOSE, BKCTL_OPT_KILL_AFTER,
+	BKCTL_OPT_NEW_KEY, BKCTL_OPT_RESUME, BKCTL_OPT_SHA256, BKCTL_OPT_TEMPLATE, BKCTL_OPT_SECRET, BKCTL_OPT_POD,
+	BKCTL_OPT_TTL, BKCTL_OPT_BASE, BKCTL_OPT_TO, BKCTL_OPT_MIRROR, BKCTL_OPT_DEFAULT_EXCLUDES, BKCTL_OPT_PATH,
+	BKCTL_OPT_ALLOW_NET,
+};
+
+/* One option: what bkctl_getopt parses, the lines --help shows, what completion offers. Every
+ * one of them comes from these rows, so that the three cannot disagree. */
+typedef struct bkctl_option {
+	const char *name;              /* the long name */
+	char short_name;               /* or 0 */
+	int val;                       /* what bkctl_getopt returns: short_name, or a BKCTL_OPT_* */
+	const char *arg;               /* its argument as --help names it ("DIR"); NULL: it takes none */
+	const char *help;              /* --help's text, lines apart by '\n'; NULL: an alias --help leaves
+					* out (the row it stands for names it) */
+	enum bkctl_complete complete;  /* what completes its argument */
+	const char *words;             /* BKCTL_COMPLETE_WORDS: the choices, apart by spaces */
+} bkctl_option;
+
 typedef struct bkctl_command {
 	const char *name;
 	int (*run)(bkctl *ctl, const struct bkctl_command *cmd, int argc, char **argv);
 	const char *summary;
-	const char *usage;   /* the usage line after "bkctl NAME [options]" */
-	const char *options; /* the command's own options, one per line ("" for none) */
-	const char *notes;   /* what else --help says ("" for nothing) */
+	const char *usage;             /* the usage line after "bkctl NAME [options]" */
+	const bkctl_option *options;   /* the command's own, ended by a row without a name; NULL: none */
+	const char *notes;             /* what else --help says ("" for nothing) */
+	enum bkctl_complete operands;  /* what completes its operands */
+	const char *operand_words;     /* BKCTL_COMPLETE_WORDS: the first operand's choices */
 } bkctl_command;
 
+/* The global options (client/cli/options.c). */
+extern const bkctl_option bkctl_global_options[];
+
+/* The completion script of shell ("bash" or "zsh") for the n commands of cmds and the global
+ * options (client/cli/completion.c): 0, or -EINVAL for another shell. */
+int bkctl_completion_script(FILE *out, const char *shell, const bkctl_command *cmds, size_t n);
+
 /* Parse the global options that may appear anywhere before "--" (--url, --key-file, --key-id,
- * -o/--output, --timeout, --help) together with the command's own short/long options; getopt
- * semantics. Returns the option character, -1 at the end, or '?' on error (already reported). */
-int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		 const struct option *longopts, int *want_help);
+ * -o/--output, --timeout, --help) together with the command's own (cmd->options; cmd NULL for
+ * none); getopt semantics. Returns the option's val, -1 at the end (after printing the command's
+ * --help when asked for it: *want_help set), or '?' on error (already reported, with a pointer to
+ * the command's --help). */
+int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *want_help);
 
 /* The global options as the library takes them (client/cli/report.c). */
 bk_client_options bkctl_client_options(const bkctl *ctl);
@@ -60,9 +104,14 @@ bk_client *bkctl_connect(bkctl *ctl, int *exit_code);
 /* The exit code for a failed call, after reporting it on stderr. */
 int bkctl_fail(const bkctl *ctl, const bk_status *st);
 
-/* A command's --help (client/cli/options.c); bkctl_global_help is the global options' part. */
+/* A command's --help (client/cli/options.c): its usage line, summary, options, notes and the
+ * global options. bkctl_options_help prints a table of options as --help shows them. */
 void bkctl_usage(FILE *out, const bkctl_command *cmd);
-extern const char bkctl_global_help[];
+void bkctl_options_help(FILE *out, const bkctl_option *opts);
+
+/* A command line the command cannot take: its usage line and where its --help is, on stderr;
+ * BKCTL_EXIT_USAGE. */
+int bkctl_usage_error(const bkctl_command *cmd);
 
 /* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
  * up: 0, or -1 if s is not that. */
@@ -128,7 +177,7 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
-int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv); /* client/cli/logs.c */
 int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
@@ -137,6 +186,49 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
+
+/* A process's status in JSON, under key (client/cli/process.c). */
+void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps);
+/* Where process id's streams end now (ends[0] stdout, ends[1] stderr), whether it still runs, and
+ * the epoch its id is of now, which every call after names: a command that goes on for a while
+ * (logs -f, send) never goes on with another boxkited's process of that id, restarted meanwhile.
+ * An id not listed: all 0 (the call after it says NOT_FOUND). */
+int bkctl_process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st);
+
+/* --- bkctl logs' parts that need no server (client/cli/logs.c; tests/unit/test_bkctl_text.c) */
+
+/* ms since the epoch as RFC 3339 in UTC with milliseconds, "2026-12-02T10:20:30.123Z". */
+#define BKCTL_TIME_LEN 32
+void bkctl_format_time(int64_t ms, char out[BKCTL_TIME_LEN]);
+
+/* --since: a time ago ("90" or "90s", "10m", "2h", "1d", fractions allowed) from now_ms, or an RFC
+ * 3339 time ("2026-12-02T10:20:30Z", ".123" and "+01:00" allowed), as ms since the epoch: 0, or -1
+ * if s is neither. */
+int bkctl_parse_since(const char *s, int64_t now_ms, int64_t *since_ms);
+
+/* --tail N: the output's pieces, in order, as far as its last N lines need them (the earlier
+ * ones are let go as later ones come: at most N lines and a piece are kept). */
+typedef struct bkctl_tail_piece {
+	int stream;              /* enum bk_stream */
+	int64_t time_ms;
+	uint8_t *data;
+	size_t len;
+} bkctl_tail_piece;
+
+typedef struct bkctl_tail {
+	uint64_t lines;
+	bkctl_tail_piece *v;     /* v[head .. n) are kept */
+	size_t head, n;
+	uint64_t newlines;       /* in what is kept */
+} bkctl_tail;
+
+void bkctl_tail_init(bkctl_tail *t, uint64_t lines);
+/* Keep a copy of the next piece (out of memory, bkctl exits). */
+void bkctl_tail_add(bkctl_tail *t, int stream, int64_t time_ms, const uint8_t *data, size_t len);
+/* Where the last N lines start: piece index (v[index], or n for none) and the bytes of it to skip. A
+ * last line without its newline is a line. */
+size_t bkctl_tail_start(const bkctl_tail *t, size_t *skip);
+void bkctl_tail_free(bkctl_tail *t);
 
 /* --- The file commands' parts that need no server (client/cli/files.c; tested by
  * tests/unit/test_bkctl_files.c). */
@@ -232,5 +324,7 @@ typedef struct bkctl_cp_summary {
 
 void bkctl_cp_summary_json(FILE *out, const bkctl_cp_summary *s);
 void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s);
+/* Its --sha256 lines alone, as sha256sum prints them (part of the text summary). */
+void bkctl_cp_digests_text(FILE *out, const bkctl_cp_summary *s);
 
 #endif

@@ -200,28 +200,35 @@ static void check_cgroup(struct report *r, const char *cgroup, const char *profi
 	    "hierarchy is writable)");
 }
 
-static void check_limits(struct report *r, const char *limits)
+/* RLIMIT_NPROC is boxkited's --exec-nproc only where no pids cgroup limits the exec (it counts every
+ * process of the uid on the node): with one, the cgroup is the limit, and nproc is what boxkited
+ * inherited, shown as such and not judged. */
+static void check_limits(struct report *r, const char *limits, const char *profile)
 {
 	static const char *const keys[][2] = { { "Max core file size", "core" },
 					       { "Max open files", "nofile" },
 					       { "Max file size", "fsize" },
 					       { "Max processes", "nproc" } };
+	const char *mode = profile ? strstr(profile, "cgroup-") : NULL;
+	bool pids_cgroup = mode && strncmp(mode, "cgroup-none", 11) != 0;
 	char value[256] = "";
 	bool core0 = false, bounded = true;
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		const char *p = strstr(limits, keys[i][0]);
+		bool nproc = i == 3;
 		char soft[32] = "?";
 		if (p)
 			sscanf(p + strlen(keys[i][0]), " %31s", soft);
 		if (i == 0)
 			core0 = strcmp(soft, "0") == 0;
-		else
+		else if (!(nproc && pids_cgroup))
 			bounded &= strcmp(soft, "unlimited") != 0;
-		snprintf(value + strlen(value), sizeof(value) - strlen(value), "%s%s %s", i ? ", " : "", keys[i][1],
-			 soft);
+		snprintf(value + strlen(value), sizeof(value) - strlen(value), "%s%s %s%s", i ? ", " : "", keys[i][1],
+			 soft, nproc && pids_cgroup ? " (inherited: the pids cgroup limits processes)" : "");
 	}
-	row(r, "rlimits", value, core0 && bounded ? OK : FAIL, "core 0; nofile, fsize and nproc bounded");
+	row(r, "rlimits", value, core0 && bounded ? OK : FAIL,
+	    "core 0; nofile, fsize bounded; nproc bounded where no pids cgroup is the limit (--exec-nproc)");
 }
 
 /* Whether a mountinfo line after p mounts on mp again: then p's mount is covered, and only the
@@ -276,7 +283,7 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	const char *sec[N_SECTIONS];
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", NULL, &help)) != -1)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1)
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
@@ -315,7 +322,7 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	check_network(&r, sec[S_NETDEV], sec[S_ROUTE], sec[S_ROUTE6]);
 	check_pidns(&r, sec[S_PID], sec[S_PIDS]);
 	check_cgroup(&r, sec[S_CGROUP], res.isolation_profile);
-	check_limits(&r, sec[S_LIMITS]);
+	check_limits(&r, sec[S_LIMITS], res.isolation_profile);
 	check_mounts(&r, sec[S_MOUNTS]);
 	if (r.json) {
 		bk_json_end_array(&r.j);

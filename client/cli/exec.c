@@ -357,10 +357,15 @@ static int stream_exit(const bkctl *ctl, const bk_process_status *ps)
 			ctl->prog, (double)ps->duration_us / 1e6);
 		return BKCTL_EXIT_EXEC_TIMEOUT;
 	}
-	if (ps->lease_expired)
-		fprintf(stderr, "%s: the command was killed because bkctl did not reach boxkited for %d s (its lease)\n",
+	/* Killed because we did not follow it (stopped with ^Z, or cut off from boxkited): bkctl's
+	 * failure, not the command's status, so 125 as bkctl exec --help says. */
+	if (ps->lease_expired) {
+		fprintf(stderr, "%s: the command was killed because bkctl did not reach boxkited for %d s (its lease: "
+				"a bkctl stopped or cut off that long counts as gone)\n",
 			ctl->prog, LEASE_MS / 1000);
-	else if (ps->oom_killed)
+		return BKCTL_EXIT_EXEC_FAILED;
+	}
+	if (ps->oom_killed)
 		fprintf(stderr, "%s: killed by the out-of-memory killer (memory limit)\n", ctl->prog);
 	else if (ps->signal && ps->signal != SIGINT && ps->signal != SIGPIPE) /* as a shell, quiet for those */
 		fprintf(stderr, "%s: killed by signal %d (%s)\n", ctl->prog, ps->signal, strsignal(ps->signal));
@@ -478,20 +483,25 @@ static int exec_collected(bkctl *ctl, bk_exec_request *rq, bool want_stdin, bool
 	return code;
 }
 
+/* -t: the command's terminal stands for ours, so it gets our TERM (as docker exec -t does), unless
+ * -e TERM=... says otherwise; without one of ours, the sandbox's default. */
+static void pass_our_term(bk_env_var *env, size_t *n)
+{
+	const char *term = getenv("TERM");
+
+	if (!term || !term[0])
+		return;
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp(env[i].name, "TERM") == 0)
+			return;
+	}
+	env[(*n)++] = (bk_env_var){ .name = "TERM", .value = term };
+}
+
 int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_OUTPUT_LIMIT = 2000, OPT_RAW, OPT_ALLOW_NET };
-	static const struct option longopts[] = {
-		{ "timeout", required_argument, NULL, 'T' }, { "workdir", required_argument, NULL, 'w' },
-		{ "cwd", required_argument, NULL, 'C' },     { "env", required_argument, NULL, 'e' },
-		{ "stdin", no_argument, NULL, 'i' },         { "interactive", no_argument, NULL, 'i' },
-		{ "shell", required_argument, NULL, 's' },   { "tty", no_argument, NULL, 't' },
-		{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
-		{ "raw", no_argument, NULL, OPT_RAW },
-		{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
-		{ 0 },
-	};
-	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
+	/* One per -e at most, and our TERM. */
+	_cleanup_free_ bk_env_var *env = calloc((size_t)argc + 1, sizeof(*env));
 	_cleanup_free_ const char **allow = calloc((size_t)argc, sizeof(*allow));
 	bk_exec_request rq = { 0 };
 	/* Lossless: the command waits for bkctl to take its output, as it would for a pipe. */
@@ -503,9 +513,9 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_EXEC_FAILED;
 	}
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "w:C:e:is:t", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
-		case 'T':
+		case BKCTL_OPT_TIMEOUT:
 			if (bkctl_parse_seconds(optarg, &rq.timeout_ms) < 0) {
 				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
 				goto usage;
@@ -528,7 +538,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case 't':
 			prq.tty = true;
 			break;
-		case OPT_OUTPUT_LIMIT:
+		case BKCTL_OPT_OUTPUT_LIMIT:
 			if (bkctl_parse_size(optarg, &rq.stdout_limit) < 0) {
 				fprintf(stderr, "%s: --output-limit %s: expected bytes, e.g. 4096, 64K, 16M, 1G\n",
 					ctl->prog, optarg);
@@ -537,10 +547,10 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			rq.stderr_limit = rq.stdout_limit;
 			collect = true;
 			break;
-		case OPT_RAW:
+		case BKCTL_OPT_RAW:
 			raw = true;
 			break;
-		case OPT_ALLOW_NET:
+		case BKCTL_OPT_ALLOW_NET:
 			/* The server checks the pattern and that its ceiling covers it. */
 			allow[rq.n_allow_net++] = optarg;
 			break;
@@ -552,6 +562,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_OK;
 	if ((optind < argc) == (rq.shell != NULL)) {
 		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
+		bkctl_usage_error(cmd);
 		goto usage;
 	}
 	if (!rq.shell)
@@ -575,6 +586,8 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (collect)
 		return exec_collected(ctl, &rq, want_stdin, raw);
+	if (prq.tty)
+		pass_our_term(env, &rq.n_env);
 	prq.argv = rq.argv;
 	prq.shell = rq.shell;
 	prq.cwd = rq.cwd;
@@ -588,7 +601,7 @@ int bkctl_exec(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		prq.rows = prq.cols = 0; /* 24x80 */
 	return exec_streamed(ctl, &prq, raw);
 usage:
-	/* A bad command line is one more way for the command not to run (bkctl(1)). */
-	bkctl_usage(stderr, cmd);
+	/* A bad command line is one more way for the command not to run (bkctl(1)); what was wrong
+	 * is said already. */
 	return BKCTL_EXIT_EXEC_FAILED;
 }

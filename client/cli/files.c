@@ -15,6 +15,7 @@
 #include "bkctl.h"
 #include "cleanup.h"
 #include "clock.h"
+#include "fullio.h"
 #include "json.h"
 #include "mkdir.h"
 
@@ -256,6 +257,11 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 		bkctl_put_text(out, s->skipped[i].path);
 		fprintf(out, " (%s)\n", s->skipped[i].reason);
 	}
+	bkctl_cp_digests_text(out, s);
+}
+
+void bkctl_cp_digests_text(FILE *out, const bkctl_cp_summary *s)
+{
 	/* As sha256sum prints them: two spaces between the hash and the name. */
 	for (size_t i = 0; i < s->n_digests; i++) {
 		char hex[65];
@@ -267,17 +273,16 @@ void bkctl_cp_summary_text(FILE *out, const bkctl_cp_summary *s)
 
 /* --- shared by the commands ------------------------------------------------------------------ */
 
-/* Parse the command's options (shortopts/longopts, each handled by on_opt); false on a usage
- * error or after --help, with *exit_code set. */
+/* Parse the command's options (each handled by on_opt); false on a usage error or after --help,
+ * with *exit_code set. */
 typedef bool (*option_fn)(bkctl *ctl, void *arg, int opt, const char *optarg_);
 
-static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-			  const struct option *longopts, option_fn on_opt, void *arg, int min_args, int max_args,
-			  int *exit_code)
+static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, option_fn on_opt, void *arg,
+			  int min_args, int max_args, int *exit_code)
 {
 	int opt, help = 0;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, shortopts, longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		if (opt == '?' || opt == ':' || !on_opt(ctl, arg, opt, optarg)) {
 			*exit_code = BKCTL_EXIT_USAGE;
 			return false;
@@ -288,8 +293,7 @@ static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char *
 		return false;
 	}
 	if (argc - optind < min_args || (max_args >= 0 && argc - optind > max_args)) {
-		bkctl_usage(stderr, cmd);
-		*exit_code = BKCTL_EXIT_USAGE;
+		*exit_code = bkctl_usage_error(cmd);
 		return false;
 	}
 	return true;
@@ -365,6 +369,8 @@ typedef struct cp_file {
 	bool has_sha256;    /* copied with --sha256: sha256 is its plain SHA-256, checked both sides */
 	uint8_t sha256[32];
 	uint64_t reported;  /* bytes of it counted in the progress line */
+	bool from_stdin;    /* cp - :FILE: the source is our standard input (cp_run.stdin_copy) */
+	bool to_stdout;     /* cp :FILE -: the copy is our standard output */
 	struct cp_run *run;
 } cp_file;
 
@@ -387,6 +393,7 @@ typedef struct cp_run {
 	unsigned jobs;
 	mode_t umask;
 	char flags[32];     /* the transfer options, for the resume command */
+	int stdin_copy;     /* cp - :FILE: our standard input, spooled to an unnamed file; else -1 */
 
 	/* The plan: directories to make first (parents before children), then files. */
 	cp_dir *dirs;
@@ -514,7 +521,8 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		.progress = cp_progress,
 		.progress_arg = f,
 	};
-	_cleanup_close_ int fd = open(f->src, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = f->from_stdin ? fcntl(r->stdin_copy, F_DUPFD_CLOEXEC, 0)
+					       : open(f->src, O_RDONLY | O_CLOEXEC);
 	_cleanup_file_info_ bk_file_info info = { 0 };
 	char id[64] = "";
 	bk_status st;
@@ -530,7 +538,8 @@ static bool cp_upload(cp_run *r, cp_file *f)
 		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
 		return true;
 	}
-	if (id[0] && cp_resumable(code))
+	/* What was read from our standard input is not there to read again. */
+	if (id[0] && cp_resumable(code) && !f->from_stdin)
 		return cp_failed(r, f->src, &st, id, bkctl_cp_resume_command(r->flags, id, f->src, f->dst));
 	/* Nothing to resume: let the server drop what it holds now rather than at expiry. */
 	if (id[0])
@@ -556,6 +565,17 @@ static bool cp_download(cp_run *r, cp_file *f)
 	struct stat sb;
 	bool ok;
 
+	if (f->to_stdout) {
+		/* As it arrives, as cat shows a file: what came before a failure stays written (the exit
+		 * status says it failed). */
+		if (bk_download_fd(r->client, f->src, STDOUT_FILENO, &o, &info, &st) != BK_OK)
+			return cp_failed(r, f->src, &st, NULL, NULL);
+		f->size = info.size;
+		f->has_sha256 = info.has_sha256;
+		memcpy(f->sha256, info.sha256, sizeof(f->sha256));
+		bk_file_info_free(&info);
+		return true;
+	}
 	if (r->no_clobber && lstat(f->dst, &sb) == 0) {
 		bk_status_errno(&st, EEXIST, "%s", f->dst);
 		return cp_failed(r, f->src, &st, NULL, NULL);
@@ -957,6 +977,75 @@ static int cp_plan(cp_run *r, char *const *args, int n, bk_status *st)
 	return BK_OK;
 }
 
+/* Our standard input to its end into an unnamed temporary file (it is uploaded as a file is: its
+ * size known, read with pread): the file, or -errno. */
+static int cp_spool_stdin(uint64_t *size)
+{
+	const char *dir = getenv("TMPDIR");
+	_cleanup_free_ uint8_t *buf = malloc(1u << 20);
+	_cleanup_close_ int fd = -1;
+
+	if (!buf)
+		return -ENOMEM;
+	fd = open(dir && dir[0] ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (*size = 0;;) {
+		ssize_t n = read(STDIN_FILENO, buf, 1u << 20);
+		int rv;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return TAKE_FD(fd);
+		if ((rv = bk_write_full(fd, buf, (size_t)n)) < 0)
+			return rv;
+		*size += (uint64_t)n;
+	}
+}
+
+/* cp - :FILE and cp :FILE -: our standard input or output stands for the local file (as with
+ * docker cp, though it carries the file's bytes here, not a tar archive); ./- is a file named -. */
+static int cp_plan_std(cp_run *r, char *const *args, int n, bk_status *st)
+{
+	const char *remote = bkctl_path_parse(args[r->direction == BKCTL_CP_UPLOAD ? 1 : 0]).path;
+	_cleanup_file_info_ bk_file_info info = { 0 };
+	uint64_t size = 0;
+	int fd, code;
+
+	if (n != 2)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false, "- (standard %s) goes with one %s only",
+				     r->direction == BKCTL_CP_UPLOAD ? "input" : "output",
+				     r->direction == BKCTL_CP_UPLOAD ? "destination" : "source");
+	if (r->recursive || r->resume_id || r->keep_mode)
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+				     "-r, -p and --resume need a local file or directory, not -");
+	code = bk_file_stat(r->client, remote, &info, st);
+	if (r->direction == BKCTL_CP_DOWNLOAD) {
+		if (code != BK_OK)
+			return code;
+		if (info.type != BK_FILE_REGULAR)
+			return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+					     "%s is not a regular file: - takes one file's bytes", remote);
+		cp_add_file(r, remote, bkctl_strdup("-"), info.size, info.mode);
+		r->files[r->n_files - 1].to_stdout = true;
+		return BK_OK;
+	}
+	if (remote[strlen(remote) - 1] == '/' || (code == BK_OK && info.type == BK_FILE_DIRECTORY))
+		return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+				     "%s is a directory, and standard input has no name: give the file's path, :%s/NAME",
+				     remote, remote);
+	fd = cp_spool_stdin(&size);
+	if (fd < 0)
+		return bk_status_errno(st, -fd, "reading our standard input into a temporary file");
+	r->stdin_copy = fd;
+	cp_add_file(r, "-", bkctl_strdup(remote), size, 0644);
+	r->files[r->n_files - 1].from_stdin = true;
+	return BK_OK;
+}
+
 /* The files copied with their plain SHA-256, in the order of the plan, named by their local
  * side (the source of an upload, the copy of a download): what sha256sum -c checks. */
 static void cp_collect_digests(cp_run *r)
@@ -995,6 +1084,8 @@ static void cp_run_free(cp_run *r)
 	free(r->sum.skipped);
 	free(r->sum.digests);
 	bkctl_failures_free(&r->sum.failures);
+	if (r->stdin_copy >= 0)
+		close(r->stdin_copy);
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -1025,10 +1116,10 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 		}
 		r->jobs = (unsigned)jobs;
 		return true;
-	case 'R':
+	case BKCTL_OPT_RESUME:
 		r->resume_id = val;
 		return true;
-	case 'S':
+	case BKCTL_OPT_SHA256:
 		r->sha256 = true;
 		return true;
 	default:
@@ -1038,25 +1129,28 @@ static bool cp_option(bkctl *ctl, void *arg, int opt, const char *val)
 
 int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "recursive", no_argument, NULL, 'r' },  { "no-clobber", no_argument, NULL, 'n' },
-		{ "keep-mode", no_argument, NULL, 'p' },  { "compress", no_argument, NULL, 'z' },
-		{ "jobs", required_argument, NULL, 'j' }, { "resume", required_argument, NULL, 'R' },
-		{ "sha256", no_argument, NULL, 'S' },     { 0 },
-	};
-	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER };
+	cp_run r = { .ctl = ctl, .jobs = CP_JOBS_DEFAULT, .lock = PTHREAD_MUTEX_INITIALIZER, .stdin_copy = -1 };
+	bool std_in, std_out;
 	const char *why;
 	char *const *args;
 	bk_status st;
 	int n, code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "rnpzj:", longopts, cp_option, &r, 2, -1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, cp_option, &r, 2, -1, &code))
 		return code;
 	args = argv + optind;
 	n = argc - optind;
 	r.direction = bkctl_cp_direction(n, args, &why);
 	if (r.direction < 0) {
 		fprintf(stderr, "%s: %s\n", ctl->prog, why);
+		return BKCTL_EXIT_USAGE;
+	}
+	std_out = r.direction == BKCTL_CP_DOWNLOAD && strcmp(args[n - 1], "-") == 0;
+	std_in = false;
+	for (int i = 0; r.direction == BKCTL_CP_UPLOAD && i < n - 1; i++)
+		std_in = std_in || strcmp(args[i], "-") == 0;
+	if (std_out && ctl->json) {
+		fprintf(stderr, "%s: -o json and - both write to standard output\n", ctl->prog);
 		return BKCTL_EXIT_USAGE;
 	}
 	if (r.resume_id && (r.direction != BKCTL_CP_UPLOAD || n != 2 || r.recursive)) {
@@ -1074,7 +1168,7 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!r.client)
 		return code;
 	clock_gettime(CLOCK_MONOTONIC, &r.start);
-	code = cp_plan(&r, args, n, &st);
+	code = std_in || std_out ? cp_plan_std(&r, args, n, &st) : cp_plan(&r, args, n, &st);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
 		goto out;
@@ -1089,6 +1183,8 @@ int bkctl_cp(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	cp_clear_bar(&r);
 	if (ctl->json)
 		bkctl_cp_summary_json(stdout, &r.sum);
+	else if (std_out) /* the file's bytes are our output; with --sha256 its line goes to stderr */
+		bkctl_cp_digests_text(stderr, &r.sum);
 	else
 		bkctl_cp_summary_text(stdout, &r.sum);
 	code = r.sum.failures.exit_code;
@@ -1134,9 +1230,6 @@ static void ls_entry(const bkctl *ctl, bk_json *j, const ls_opts *o, const bk_fi
 
 int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "long", no_argument, NULL, 'l' },
-						  { "all", no_argument, NULL, 'a' },
-						  { 0 } };
 	char token[BK_PAGE_TOKEN_MAX] = "", next[BK_PAGE_TOKEN_MAX];
 	bk_json j = { .out = stdout };
 	ls_opts o = { .tty = isatty(STDOUT_FILENO) };
@@ -1146,7 +1239,7 @@ int bkctl_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "la", longopts, ls_option, &o, 0, 1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, ls_option, &o, 0, 1, &code))
 		return code;
 	path = optind < argc ? bkctl_sandbox_arg(argv[optind]) : ".";
 	c = bkctl_connect(ctl, &code);
@@ -1214,7 +1307,7 @@ int bkctl_stat(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "", NULL, no_option, NULL, 1, 1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, no_option, NULL, 1, 1, &code))
 		return code;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -1282,8 +1375,8 @@ static bool path_option(bkctl *ctl, void *arg, int opt, const char *val)
  * {"<count_key>": N, "errors": [...]}. */
 typedef int (*path_op)(bk_client *c, const char *path, const path_opts *o, uint64_t *count, bk_status *st);
 
-static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		     const struct option *longopts, path_op op, const char *count_key)
+static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, path_op op,
+		     const char *count_key)
 {
 	bkctl_failures failures = { 0 };
 	path_opts o = { 0 };
@@ -1291,7 +1384,7 @@ static int each_path(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, shortopts, longopts, path_option, &o, 1, -1, &code))
+	if (!parse_options(ctl, cmd, argc, argv, path_option, &o, 1, -1, &code))
 		return code;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -1327,9 +1420,8 @@ static int rm_one(bk_client *c, const char *path, const path_opts *o, uint64_t *
 
 int bkctl_rm(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "recursive", no_argument, NULL, 'r' }, { 0 } };
 
-	return each_path(ctl, cmd, argc, argv, "r", longopts, rm_one, "removed");
+	return each_path(ctl, cmd, argc, argv, rm_one, "removed");
 }
 
 static int mkdir_one(bk_client *c, const char *path, const path_opts *o, uint64_t *count, bk_status *st)
@@ -1342,16 +1434,12 @@ static int mkdir_one(bk_client *c, const char *path, const path_opts *o, uint64_
 
 int bkctl_mkdir(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "parents", no_argument, NULL, 'p' },
-						  { "mode", required_argument, NULL, 'm' },
-						  { 0 } };
 
-	return each_path(ctl, cmd, argc, argv, "pm:", longopts, mkdir_one, "created");
+	return each_path(ctl, cmd, argc, argv, mkdir_one, "created");
 }
 
 int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "force", no_argument, NULL, 'f' }, { 0 } };
 	_cleanup_free_ char *to = NULL;
 	const char *from, *dst;
 	_cleanup_file_info_ bk_file_info info = { 0 };
@@ -1360,7 +1448,7 @@ int bkctl_mv(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int code;
 
-	if (!parse_options(ctl, cmd, argc, argv, "f", longopts, path_option, &o, 2, 2, &code))
+	if (!parse_options(ctl, cmd, argc, argv, path_option, &o, 2, 2, &code))
 		return code;
 	from = bkctl_sandbox_arg(argv[optind]);
 	dst = bkctl_sandbox_arg(argv[optind + 1]);

@@ -173,10 +173,6 @@ static char *read_template(const char *path)
 
 int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "namespace", required_argument, NULL, 'n' },
-						  { "template", required_argument, NULL, 't' },
-						  { "secret", no_argument, NULL, 's' },
-						  { 0 } };
 	const char *ns = "boxkite", *template_path = NULL;
 	_cleanup_free_ char *template = NULL;
 	_cleanup_(bio_freep) BIO *cert = BIO_new(BIO_s_mem());
@@ -188,12 +184,12 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bool secret_only = false;
 	size_t n;
 
-	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "n:", longopts, &help)) != -1) {
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		if (c == 'n')
 			ns = optarg;
-		else if (c == 't')
+		else if (c == BKCTL_OPT_TEMPLATE)
 			template_path = optarg;
-		else if (c == 's')
+		else if (c == BKCTL_OPT_SECRET)
 			secret_only = true;
 		else
 			return BKCTL_EXIT_USAGE;
@@ -204,8 +200,11 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1) {
-		bkctl_usage(stderr, cmd);
+	if (optind != argc - 1)
+		return bkctl_usage_error(cmd);
+	if (ctl->json) {
+		fprintf(stderr, "%s: -o json: kube prints YAML manifests, what kubectl apply -f - reads (kubectl "
+				"convert or yq turns them into JSON)\n", ctl->prog);
 		return BKCTL_EXIT_USAGE;
 	}
 	name = argv[optind];

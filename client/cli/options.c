@@ -6,27 +6,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_URL = 1000, OPT_KEY_FILE, OPT_KEY_ID, OPT_TIMEOUT, OPT_HELP, OPT_TLS_CERT };
+#include "cleanup.h"
 
-static const struct option global_longopts[] = {
-	{ "url", required_argument, NULL, OPT_URL },
-	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
-	{ "key-id", required_argument, NULL, OPT_KEY_ID },
-	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
-	{ "output", required_argument, NULL, 'o' },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "help", no_argument, NULL, OPT_HELP },
+const bkctl_option bkctl_global_options[] = {
+	{ "url", 0, BKCTL_OPT_URL, "URL", "boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")" },
+	{ "key-file", 0, BKCTL_OPT_KEY_FILE, "PATH", "key file (env BOXKITE_KEY_FILE)", BKCTL_COMPLETE_FILE },
+	{ "key-id", 0, BKCTL_OPT_KEY_ID, "ID", "which key of the file (default: the first)" },
+	{ "tls-cert", 0, BKCTL_OPT_TLS_CERT, "PATH",
+	  "tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)", BKCTL_COMPLETE_FILE },
+	{ "output", 'o', 'o', "FMT", "text (default) or json", BKCTL_COMPLETE_WORDS, "text json" },
+	{ "timeout", 0, BKCTL_OPT_CALL_TIMEOUT, "S", "seconds to wait for an answer (default 30; exec: the command's timeout)" },
+	{ "help", 'h', 'h', NULL, "this help" },
+	{ 0 },
 };
 
-const char bkctl_global_help[] =
-	"Global options (also after the command name):\n"
-	"  --url URL            boxkited address (env BOXKITE_URL; default " BK_DEFAULT_URL ")\n"
-	"  --key-file PATH      key file (env BOXKITE_KEY_FILE)\n"
-	"  --key-id ID          which key of the file (default: the first)\n"
-	"  --tls-cert PATH      tls+tcp:// URLs: the server's certificate, pinned (env BOXKITE_TLS_CERT)\n"
-	"  -o, --output FMT     text (default) or json\n"
-	"  --timeout S          seconds to wait for an answer (default 30; exec: the command's timeout)\n"
-	"  -h, --help           this help\n";
+/* "-w, --workdir DIR", as --help shows an option. */
+static void option_label(const bkctl_option *o, char *out, size_t size)
+{
+	char s[8] = "";
+
+	if (o->short_name)
+		snprintf(s, sizeof(s), "-%c, ", o->short_name);
+	snprintf(out, size, "%s--%s%s%s", s, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+void bkctl_options_help(FILE *out, const bkctl_option *opts)
+{
+	enum { LABEL = 20 }; /* the text starts in column 23 */
+
+	for (const bkctl_option *o = opts; o && o->name; o++) {
+		char label[64];
+		const char *line = o->help;
+
+		if (!line)
+			continue;
+		option_label(o, label, sizeof(label));
+		if (strlen(label) > LABEL)
+			fprintf(out, "  %s\n%*s", label, LABEL + 3, "");
+		else
+			fprintf(out, "  %-*s ", LABEL, label);
+		for (;;) {
+			const char *nl = strchr(line, '\n');
+			int len = nl ? (int)(nl - line) : (int)strlen(line);
+			fprintf(out, "%.*s\n", len, line);
+			if (!nl)
+				break;
+			line = nl + 1;
+			fprintf(out, "%*s", LABEL + 3, "");
+		}
+	}
+}
 
 int bkctl_key(const bkctl *ctl, const char *what, bk_keyring **ring, const bk_key **key)
 {
@@ -55,11 +84,22 @@ void bkctl_usage(FILE *out, const bkctl_command *cmd)
 {
 	fprintf(out, "Usage: bkctl %s [options]%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage,
 		cmd->summary);
-	if (cmd->options[0])
-		fprintf(out, "\nOptions:\n%s", cmd->options);
+	if (cmd->options && cmd->options[0].name) {
+		fprintf(out, "\nOptions:\n");
+		bkctl_options_help(out, cmd->options);
+	}
 	if (cmd->notes[0])
 		fprintf(out, "\n%s", cmd->notes);
-	fprintf(out, "\n%s\nSee bkctl(1).\n", bkctl_global_help);
+	fprintf(out, "\nGlobal options (also after the command name):\n");
+	bkctl_options_help(out, bkctl_global_options);
+	fprintf(out, "\nSee bkctl(1).\n");
+}
+
+int bkctl_usage_error(const bkctl_command *cmd)
+{
+	fprintf(stderr, "Usage: bkctl %s [options]%s%s\n'bkctl %s --help' for more.\n", cmd->name,
+		cmd->usage[0] ? " " : "", cmd->usage, cmd->name);
+	return BKCTL_EXIT_USAGE;
 }
 
 int bkctl_parse_seconds(const char *s, uint32_t *ms)
@@ -84,16 +124,16 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 	uint32_t ms = 0;
 
 	switch (c) {
-	case OPT_URL:
+	case BKCTL_OPT_URL:
 		ctl->url = arg;
 		return true;
-	case OPT_KEY_FILE:
+	case BKCTL_OPT_KEY_FILE:
 		ctl->key_file = arg;
 		return true;
-	case OPT_KEY_ID:
+	case BKCTL_OPT_KEY_ID:
 		ctl->key_id = arg;
 		return true;
-	case OPT_TLS_CERT:
+	case BKCTL_OPT_TLS_CERT:
 		ctl->tls_cert = arg;
 		return true;
 	case 'o':
@@ -103,7 +143,7 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 		}
 		ctl->json = strcmp(arg, "json") == 0;
 		return true;
-	case OPT_TIMEOUT:
+	case BKCTL_OPT_CALL_TIMEOUT:
 		if (bkctl_parse_seconds(arg, &ms) < 0) {
 			fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, arg);
 			*bad = 1;
@@ -115,31 +155,65 @@ static bool global_option(bkctl *ctl, int c, const char *arg, int *bad)
 	}
 }
 
-int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, const char *shortopts,
-		 const struct option *longopts, int *want_help)
+/* Rows of the command's options, then the global ones (a command's own row wins: exec's
+ * --timeout is the command's), as getopt_long takes them, and its short options. */
+static void getopt_tables(const bkctl_command *cmd, struct option *all, size_t n_all, char *shorts, size_t n_shorts)
 {
-	struct option all[32];
-	char shorts[64];
-	size_t n = 0;
+	const bkctl_option *tables[] = { cmd ? cmd->options : NULL, bkctl_global_options };
+	size_t n = 0, ns = 0;
 
-	for (const struct option *o = longopts; o && o->name && n < 20; o++)
-		all[n++] = *o;
-	for (size_t i = 0; i < sizeof(global_longopts) / sizeof(global_longopts[0]); i++)
-		all[n++] = global_longopts[i];
+	shorts[ns++] = '+';
+	for (size_t t = 0; t < BK_ARRAY_SIZE(tables); t++) {
+		for (const bkctl_option *o = tables[t]; o && o->name; o++) {
+			if (n + 1 >= n_all || ns + 3 >= n_shorts)
+				abort(); /* the tables are ours: a row too many is a bug caught by any run */
+			all[n++] = (struct option){ o->name, o->arg ? required_argument : no_argument, NULL, o->val };
+			if (o->short_name) {
+				shorts[ns++] = o->short_name;
+				if (o->arg)
+					shorts[ns++] = ':';
+			}
+		}
+	}
 	all[n] = (struct option){ 0 };
-	snprintf(shorts, sizeof(shorts), "+%sho:", shortopts ? shortopts : "");
+	shorts[ns] = '\0';
+}
 
+int bkctl_getopt(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *want_help)
+{
+	struct option all[48];
+	char shorts[96];
+
+	getopt_tables(cmd, all, BK_ARRAY_SIZE(all), shorts, sizeof(shorts));
+	/* Our own messages: they name the command and where its options are listed. */
+	opterr = 0;
 	for (;;) {
 		int bad = 0, c = getopt_long(argc, argv, shorts, all, NULL);
 
-		if (c == 'h' || c == OPT_HELP) {
+		if (c == 'h') {
 			*want_help = 1;
 			if (cmd)
 				bkctl_usage(stdout, cmd);
 			return -1;
 		}
-		if (c == -1 || c == '?' || c == ':')
+		if (c == -1)
 			return c;
+		if (c == '?') {
+			const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+			bool is_long = strncmp(word, "--", 2) == 0;
+
+			if (!optopt)
+				fprintf(stderr, "%s: unknown option '%s'\n", ctl->prog, word);
+			else if (is_long && strchr(word, '='))
+				fprintf(stderr, "%s: option '%.*s' takes no argument\n", ctl->prog,
+					(int)(strchr(word, '=') - word), word);
+			else if (is_long || (optopt < 256 && strchr(shorts + 1, optopt)))
+				fprintf(stderr, "%s: option '%s' needs an argument\n", ctl->prog, word);
+			else
+				fprintf(stderr, "%s: unknown option '-%c'\n", ctl->prog, optopt);
+			fprintf(stderr, "%s: '%s --help' lists its options\n", ctl->prog, ctl->prog);
+			return '?';
+		}
 		if (!global_option(ctl, c, optarg, &bad))
 			return c;
 		if (bad)

@@ -17,9 +17,6 @@
 
 int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "ttl", required_argument, NULL, 't' },
-						  { "base", required_argument, NULL, 'b' },
-						  { 0 } };
 	const char *base = getenv("BOXKITE_PREVIEW_URL");
 	uint32_t ttl_ms = DEFAULT_TTL_S * 1000;
 	char token[BK_PREVIEW_TOKEN_MAX], *end;
@@ -29,27 +26,23 @@ int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	unsigned long port;
 	int help = 0, c;
 
-	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (c == 't' && bkctl_parse_seconds(optarg, &ttl_ms) == 0)
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (c == BKCTL_OPT_TTL && bkctl_parse_seconds(optarg, &ttl_ms) == 0)
 			continue;
-		if (c == 't') {
+		if (c == BKCTL_OPT_TTL) {
 			fprintf(stderr, "%s: --ttl %s: expected seconds (at most 86400)\n", ctl->prog, optarg);
 			return BKCTL_EXIT_USAGE;
 		}
-		if (c == 'b') {
+		if (c == BKCTL_OPT_BASE) {
 			base = optarg;
 			continue;
 		}
 		return BKCTL_EXIT_USAGE;
 	}
-	if (help) {
-		bkctl_usage(stdout, cmd);
+	if (help)
 		return BKCTL_EXIT_OK;
-	}
-	if (optind + 1 != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind + 1 != argc)
+		return bkctl_usage_error(cmd);
 	errno = 0;
 	port = strtoul(argv[optind], &end, 10);
 	if (errno || *end || port < 1 || port > 65535) {

@@ -17,15 +17,13 @@
 
 /* send: the most one ProcessWrite carries. */
 #define SEND_CHUNK (1u << 20)
-/* logs without -f: what one read asks of the stream. */
-#define LOGS_READ_MAX (1u << 20)
 
 /* The one positional argument most commands take: a process id. NULL after reporting a usage
  * error. */
 static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
 {
 	if (optind != argc - 1 || !argv[optind][0]) {
-		bkctl_usage(stderr, cmd);
+		bkctl_usage_error(cmd);
 		return NULL;
 	}
 	return argv[optind];
@@ -35,7 +33,7 @@ static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
  * when --help was shown), or the exit code of a bad command line. */
 static int no_options(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int *help)
 {
-	while (bkctl_getopt(ctl, cmd, argc, argv, "", NULL, help) != -1)
+	while (bkctl_getopt(ctl, cmd, argc, argv, help) != -1)
 		return BKCTL_EXIT_USAGE;
 	return 0;
 }
@@ -60,7 +58,7 @@ static void status_text(const bk_process_status *ps, char *out, size_t size)
 		snprintf(out, size, "exited %d%s", ps->exit_code, why);
 }
 
-static void status_json(bk_json *j, const char *key, const bk_process_status *ps)
+void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps)
 {
 	bk_json_begin_object(j, key);
 	bk_json_bool(j, "running", ps->running);
@@ -101,21 +99,6 @@ static int parse_signal(const char *s, int *sig)
 
 int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_EXPOSE = 2000, OPT_TAG, OPT_MAX_RUNTIME, OPT_RING_SIZE, OPT_LOSSLESS, OPT_ALLOW_NET };
-	static const struct option longopts[] = {
-		{ "expose", required_argument, NULL, OPT_EXPOSE },
-		{ "tag", required_argument, NULL, OPT_TAG },
-		{ "tty", no_argument, NULL, 't' },
-		{ "stdin", no_argument, NULL, 'i' },
-		{ "max-runtime", required_argument, NULL, OPT_MAX_RUNTIME },
-		{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
-		{ "lossless", no_argument, NULL, OPT_LOSSLESS },
-		{ "workdir", required_argument, NULL, 'w' },
-		{ "env", required_argument, NULL, 'e' },
-		{ "shell", required_argument, NULL, 's' },
-		{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
-		{ 0 },
-	};
 	_cleanup_free_ bk_env_var *env = calloc((size_t)argc, sizeof(*env));
 	_cleanup_free_ const char **allow = calloc((size_t)argc, sizeof(*allow));
 	bk_process_request rq = { 0 };
@@ -130,9 +113,9 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", ctl->prog);
 		return BKCTL_EXIT_STATUS;
 	}
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "tiw:e:s:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
-		case OPT_EXPOSE:
+		case BKCTL_OPT_EXPOSE:
 			errno = 0;
 			port = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || errno || port < 1 || port > 65535) {
@@ -141,7 +124,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			}
 			rq.expose_port = (uint32_t)port;
 			break;
-		case OPT_TAG:
+		case BKCTL_OPT_TAG:
 			rq.tag = optarg;
 			break;
 		case 't':
@@ -150,23 +133,23 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		case 'i':
 			rq.stdin_open = true;
 			break;
-		case OPT_MAX_RUNTIME:
+		case BKCTL_OPT_MAX_RUNTIME:
 			if (bkctl_parse_seconds(optarg, &rq.max_runtime_ms) < 0) {
 				fprintf(stderr, "%s: --max-runtime %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
 					optarg);
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_RING_SIZE:
+		case BKCTL_OPT_RING_SIZE:
 			if (bkctl_parse_size(optarg, &rq.ring_size) < 0) {
 				fprintf(stderr, "%s: --ring-size %s: expected bytes, e.g. 64K, 16M\n", ctl->prog, optarg);
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_LOSSLESS:
+		case BKCTL_OPT_LOSSLESS:
 			rq.lossless = true;
 			break;
-		case OPT_ALLOW_NET:
+		case BKCTL_OPT_ALLOW_NET:
 			allow[rq.n_allow_net++] = optarg;
 			break;
 		case 'w':
@@ -187,8 +170,7 @@ int bkctl_start(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_OK;
 	if ((optind < argc) == (rq.shell != NULL)) {
 		fprintf(stderr, "%s: give a command after --, or --shell STRING\n", ctl->prog);
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
+		return bkctl_usage_error(cmd);
 	}
 	if (!rq.shell)
 		rq.argv = (const char *const *)argv + optind;
@@ -243,10 +225,8 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 	if (code || help)
 		return code;
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
@@ -265,7 +245,7 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				bk_json_bytes(&j, NULL, (const uint8_t *)procs[i].argv[a], strlen(procs[i].argv[a]));
 			bk_json_end_array(&j);
 			bk_json_bytes(&j, "tag", (const uint8_t *)procs[i].tag, strlen(procs[i].tag));
-			status_json(&j, "status", &procs[i].status);
+			bkctl_process_status_json(&j, "status", &procs[i].status);
 			bk_json_uint(&j, "expose_port", procs[i].expose_port);
 			bk_json_int(&j, "started_ms", procs[i].started_ms);
 			bk_json_bool(&j, "tty", procs[i].tty);
@@ -297,39 +277,7 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	return BKCTL_EXIT_OK;
 }
 
-/* logs: the one stream shown, where it is, and what the other is skipped to. */
-typedef struct logs_state {
-	const bkctl *ctl;
-	int stream;              /* enum bk_stream */
-	bkctl_term out;          /* our stdout: control sequences escaped on a terminal */
-} logs_state;
-
-static bool logs_output(void *arg, int stream, uint64_t offset, const uint8_t *data, size_t len)
-{
-	logs_state *l = arg;
-	int ret = 0;
-
-	(void)offset;
-	if (stream == l->stream)
-		ret = bkctl_term_write(&l->out, data, len);
-	return ret != -EPIPE; /* false: nobody reads us any more */
-}
-
-static void logs_lost(void *arg, int stream, uint64_t offset, uint64_t bytes)
-{
-	logs_state *l = arg;
-
-	if (stream == l->stream)
-		fprintf(stderr, "%s: %llu bytes lost: the ring dropped them before they were read; "
-				"output goes on from offset %llu\n",
-			l->ctl->prog, (unsigned long long)bytes, (unsigned long long)offset);
-}
-
-/* Where process id's streams end now (ends[0] stdout, ends[1] stderr), whether it still runs, and
- * the epoch its id is of now, which every call after names: a command that goes on for a while
- * (logs -f, send) never goes on with another boxkited's process of that id, restarted meanwhile.
- * An id not listed: all 0 (the call after it says NOT_FOUND). */
-static int process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st)
+int bkctl_process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st)
 {
 	bk_process_info *procs;
 	size_t n;
@@ -352,135 +300,8 @@ static int process_now(bk_client *c, const char *id, uint64_t ends[2], bool *run
 	return BK_OK;
 }
 
-/* logs without -f: what the stream holds from `from` to its end now. With -o json, one read's
- * answer (at most LOGS_READ_MAX bytes): "next" says where the following call goes on. */
-static int logs_once(const bkctl *ctl, bk_client *c, const char *id, uint64_t epoch, logs_state *l, uint64_t from,
-		     uint64_t other, bk_status *st)
-{
-	for (;;) {
-		uint64_t so = l->stream == BK_STREAM_STDOUT ? from : other;
-		uint64_t se = l->stream == BK_STREAM_STDERR ? from : other;
-		bk_process_output o;
-		bk_stream_chunk *ch;
-		bool done;
-		int code = bk_process_read(c, id, &epoch, so, se, LOGS_READ_MAX, 0, &o, st);
-
-		if (code != BK_OK)
-			return code;
-		ch = l->stream == BK_STREAM_STDERR ? &o.err : &o.out;
-		if (ctl->json) {
-			bk_json j = { .out = stdout };
-			bk_json_begin_object(&j, NULL);
-			bk_json_string(&j, "process_id", id);
-			bk_json_string(&j, "stream", l->stream == BK_STREAM_STDERR ? "stderr" : "stdout");
-			bk_json_uint(&j, "offset", ch->offset);
-			bk_json_uint(&j, "lost", ch->lost);
-			bk_json_bytes(&j, "data", ch->data, ch->len);
-			bk_json_uint(&j, "next", ch->offset + ch->len);
-			bk_json_uint(&j, "end", ch->end);
-			bk_json_bool(&j, "eof", ch->eof);
-			status_json(&j, "status", &o.status);
-			bk_json_end_object(&j);
-			bk_process_output_free(&o);
-			return BK_OK;
-		}
-		if (ch->lost)
-			logs_lost(l, l->stream, ch->offset, ch->lost);
-		done = !logs_output(l, l->stream, ch->offset, ch->data, ch->len);
-		from = ch->offset + ch->len;
-		other = l->stream == BK_STREAM_STDERR ? o.out.end : o.err.end;
-		done = done || !ch->len || from >= ch->end;
-		bk_process_output_free(&o);
-		if (done)
-			return BK_OK;
-	}
-}
-
-int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
-{
-	enum { OPT_FROM = 2000, OPT_STDERR, OPT_RAW };
-	static const struct option longopts[] = {
-		{ "follow", no_argument, NULL, 'f' },
-		{ "from", required_argument, NULL, OPT_FROM },
-		{ "stderr", no_argument, NULL, OPT_STDERR },
-		{ "raw", no_argument, NULL, OPT_RAW },
-		{ 0 },
-	};
-	logs_state l = { .ctl = ctl, .stream = BK_STREAM_STDOUT };
-	bool raw = false;
-	bk_process_handlers h = { .output = logs_output, .lost = logs_lost, .arg = &l };
-	uint64_t from = 0, other, ends[2], epoch;
-	bool follow = false, running;
-	const char *id;
-	char *end;
-	bk_status st;
-	bk_client *c;
-	int opt, help = 0, code;
-
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "f", longopts, &help)) != -1) {
-		switch (opt) {
-		case 'f':
-			follow = true;
-			break;
-		case OPT_FROM:
-			errno = 0;
-			from = strtoull(optarg, &end, 10);
-			if (end == optarg || *end || errno || optarg[0] == '-') {
-				fprintf(stderr, "%s: --from %s: expected a byte offset\n", ctl->prog, optarg);
-				return BKCTL_EXIT_USAGE;
-			}
-			break;
-		case OPT_STDERR:
-			l.stream = BK_STREAM_STDERR;
-			break;
-		case OPT_RAW:
-			raw = true;
-			break;
-		default:
-			return BKCTL_EXIT_USAGE;
-		}
-	}
-	if (help)
-		return BKCTL_EXIT_OK;
-	if (!(id = one_id(cmd, argc, argv)))
-		return BKCTL_EXIT_USAGE;
-	if (follow && ctl->json) {
-		fprintf(stderr, "%s: -f streams the output as text; -o json reads what is there now\n", ctl->prog);
-		return BKCTL_EXIT_USAGE;
-	}
-	bkctl_term_init(&l.out, STDOUT_FILENO, raw);
-	c = bkctl_connect(ctl, &code);
-	if (!c)
-		return code;
-	/* Reads skip what the stream not shown holds already. */
-	code = process_now(c, id, ends, &running, &epoch, &st);
-	other = l.stream == BK_STREAM_STDERR ? ends[0] : ends[1];
-	/* An ended process's last bytes may reach its rings just after its end: following it returns
-	 * once they all did, so that `bkctl wait ID; bkctl logs ID` shows all of them. */
-	if (code == BK_OK && (follow || (!running && !ctl->json))) {
-		uint64_t so = l.stream == BK_STREAM_STDOUT ? from : other;
-		uint64_t se = l.stream == BK_STREAM_STDERR ? from : other;
-		code = bk_process_follow(c, id, &epoch, &so, &se, &h, NULL, &st);
-		if (code == BK_CANCELLED)
-			code = BK_OK; /* our stdout was closed */
-	} else if (code == BK_OK) {
-		code = logs_once(ctl, c, id, epoch, &l, from, other, &st);
-	}
-	bkctl_term_flush(&l.out);
-	bk_client_close(c);
-	if (code != BK_OK) {
-		code = bkctl_fail(ctl, &st);
-		if (st.code == BK_OUT_OF_RANGE)
-			fprintf(stderr, "%s: --from %llu is past what the process has written so far (bkctl ps shows it)\n",
-				ctl->prog, (unsigned long long)from);
-		return code;
-	}
-	return BKCTL_EXIT_OK;
-}
-
 int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "close", no_argument, NULL, 'c' }, { 0 } };
 	_cleanup_free_ uint8_t *buf = NULL;
 	_cleanup_close_ int file = -1;
 	uint64_t total = 0, written, ends[2], epoch;
@@ -490,8 +311,8 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_status st;
 	bk_client *c;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != 'c')
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_CLOSE)
 			return BKCTL_EXIT_USAGE;
 		close_after = true;
 	}
@@ -519,7 +340,7 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = process_now(c, id, ends, &running, &epoch, &st);
+	code = bkctl_process_now(c, id, ends, &running, &epoch, &st);
 	/* A chunk at a time, as it comes (a pipe may never end): each in once the last is. */
 	while (code == BK_OK) {
 		ssize_t n = read(fd, buf, SEND_CHUNK);
@@ -576,24 +397,27 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 		return code;
 	code = bk_process_close_stdin(c, id, 0, &st);
 	bk_client_close(c);
-	return code == BK_OK ? BKCTL_EXIT_OK : bkctl_fail(ctl, &st);
+	if (code != BK_OK)
+		return bkctl_fail(ctl, &st);
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", id);
+		bk_json_bool(&j, "closed", true);
+		bk_json_end_object(&j);
+	}
+	return BKCTL_EXIT_OK;
 }
 
 int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_KILL_AFTER = 2000 };
-	static const struct option longopts[] = {
-		{ "signal", required_argument, NULL, 's' },
-		{ "kill-after", required_argument, NULL, OPT_KILL_AFTER },
-		{ 0 },
-	};
 	uint32_t kill_after_ms = 0;
 	int opt, help = 0, code, sig = SIGTERM;
 	const char *id;
 	bk_status st;
 	bk_client *c;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "s:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		switch (opt) {
 		case 's':
 			if (parse_signal(optarg, &sig) < 0) {
@@ -602,7 +426,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 				return BKCTL_EXIT_USAGE;
 			}
 			break;
-		case OPT_KILL_AFTER:
+		case BKCTL_OPT_KILL_AFTER:
 			if (bkctl_parse_seconds(optarg, &kill_after_ms) < 0) {
 				fprintf(stderr, "%s: --kill-after %s: expected seconds (0 < S <= 86400)\n", ctl->prog,
 					optarg);
@@ -628,12 +452,19 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			fprintf(stderr, "%s: %s has ended already (bkctl ps shows how)\n", ctl->prog, id);
 		return code;
 	}
+	if (ctl->json) {
+		bk_json j = { .out = stdout };
+		bk_json_begin_object(&j, NULL);
+		bk_json_string(&j, "process_id", id);
+		bk_json_int(&j, "signal", sig);
+		bk_json_uint(&j, "kill_after_ms", kill_after_ms);
+		bk_json_end_object(&j);
+	}
 	return BKCTL_EXIT_OK;
 }
 
 int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' }, { 0 } };
 	uint32_t timeout_ms = 0;
 	uint64_t epoch = 0;
 	struct timespec start;
@@ -643,9 +474,9 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != 'T' || bkctl_parse_seconds(optarg, &timeout_ms) < 0) {
-			if (opt == 'T')
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_TIMEOUT || bkctl_parse_seconds(optarg, &timeout_ms) < 0) {
+			if (opt == BKCTL_OPT_TIMEOUT)
 				fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, optarg);
 			return BKCTL_EXIT_USAGE;
 		}
@@ -676,7 +507,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_json j = { .out = stdout };
 		bk_json_begin_object(&j, NULL);
 		bk_json_string(&j, "process_id", id);
-		status_json(&j, "status", &ps);
+		bkctl_process_status_json(&j, "status", &ps);
 		bk_json_end_object(&j);
 	} else {
 		char text[64];
@@ -761,8 +592,6 @@ static int load_new_key(const bkctl *ctl, const char *path, bk_keyring **ring)
 
 int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	enum { OPT_NEW_KEY = 2000 };
-	static const struct option longopts[] = { { "new-key", required_argument, NULL, OPT_NEW_KEY }, { 0 } };
 	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
 	const char *new_key_path = NULL;
 	bk_reset_request rq = { 0 };
@@ -771,17 +600,15 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	bk_client *c;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1) {
-		if (opt != OPT_NEW_KEY)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (opt != BKCTL_OPT_NEW_KEY)
 			return BKCTL_EXIT_USAGE;
 		new_key_path = optarg;
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	if (new_key_path) {
 		code = load_new_key(ctl, new_key_path, &ring);
 		if (code)
@@ -809,15 +636,18 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_json_begin_object(&j, NULL);
 		bk_json_uint(&j, "processes_killed", res.processes_killed);
 		bk_json_uint(&j, "entries_removed", res.entries_removed);
-		if (new_key_path)
+		if (new_key_path) {
 			bk_json_string(&j, "key_id", rq.new_key_id);
+			bk_json_string(&j, "key_file", new_key_path);
+		}
 		bk_json_end_object(&j);
 	} else {
 		printf("reset: %llu processes killed, %llu entries removed, workspace and tmp verified empty\n",
 		       (unsigned long long)res.processes_killed, (unsigned long long)res.entries_removed);
 		if (new_key_path)
-			printf("reset: boxkited now accepts only key '%s' of %s; the previous key is refused\n",
-			       rq.new_key_id, new_key_path);
+			printf("reset: boxkited now accepts only key '%s' of %s; the previous key is refused\n"
+			       "reset: from now on: export BOXKITE_KEY_FILE=%s (or --key-file %s)\n",
+			       rq.new_key_id, new_key_path, new_key_path, new_key_path);
 	}
 	return BKCTL_EXIT_OK;
 }

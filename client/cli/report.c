@@ -37,13 +37,13 @@ static const char *fail_hint(const bkctl *ctl, const bk_status *st)
 {
 	switch (st->detail) {
 	case BK_DETAIL_UNKNOWN_KEY:
-		return ctl->key_file ? "boxkited has no key with this id: use the key file boxkited was started with "
-				       "(--key-file), or name one of its keys with --key-id"
-				     : "give the key file boxkited was started with: --key-file PATH, or "
-				       "export BOXKITE_KEY_FILE=PATH";
+		return ctl->key_file ? "boxkited has no key with this id: use its key (the file it was started with, or the "
+				       "one the last bkctl reset --new-key installed), or name one of its keys with --key-id"
+				     : "give the key file boxkited was started with (or the one the last bkctl reset "
+				       "--new-key installed): --key-file PATH, or export BOXKITE_KEY_FILE=PATH";
 	case BK_DETAIL_BAD_MAC:
-		return "the key does not match the server's: use the key file boxkited was started with "
-		       "(--key-file PATH or BOXKITE_KEY_FILE)";
+		return "the key does not match the server's: use its key (the file boxkited was started with, or the one "
+		       "the last bkctl reset --new-key installed), --key-file PATH or BOXKITE_KEY_FILE";
 	case BK_DETAIL_AUTH_NOT_CONFIGURED:
 		return "boxkited was started without --key-file: only health is served";
 	case BK_DETAIL_CLAIM_KEY:

@@ -20,8 +20,6 @@ typedef struct sync_opts {
 	const char *patterns[PATTERNS_MAX];
 } sync_opts;
 
-enum { OPT_TO = 2000, OPT_FROM, OPT_ID, OPT_MIRROR, OPT_DEFAULTS, OPT_PATH };
-
 /* --- the progress line ------------------------------------------------------------------------- */
 
 struct bar {
@@ -61,10 +59,19 @@ static void *bar_thread(void *arg)
 		pthread_mutex_lock(&b->lock);
 		if (code != BK_OK || !p.running || b->done)
 			continue;
-		/* A push learns its total only at its end: bytes so far, files so far. */
-		bkctl_progress_line(line, sizeof(line), p.bytes_done, p.bytes_total ? p.bytes_total : p.bytes_done,
-				    (double)bk_elapsed_us(&start) / 1e6, (size_t)p.files_done,
-				    (size_t)(p.files_total ? p.files_total : p.files_done));
+		if (strcmp(p.operation, "push") == 0) {
+			/* A push learns its total only at its end: what it did so far, this push's own
+			 * work (an unchanged file is walked, not read: its bytes are not this push's). */
+			char walked[32], up[32];
+			bkctl_human_bytes(p.bytes_done, walked, sizeof(walked));
+			bkctl_human_bytes(p.bytes_uploaded, up, sizeof(up));
+			snprintf(line, sizeof(line), "%llu files (%s) walked, %llu read, %llu blobs uploaded (%s)  %.1f s",
+				 (unsigned long long)p.files_done, walked, (unsigned long long)p.files_read,
+				 (unsigned long long)p.blobs_uploaded, up, (double)bk_elapsed_us(&start) / 1e6);
+		} else {
+			bkctl_progress_line(line, sizeof(line), p.bytes_done, p.bytes_total, (double)bk_elapsed_us(&start) / 1e6,
+					    (size_t)p.files_done, (size_t)p.files_total);
+		}
 		fprintf(stderr, "\r\033[K%s %s", p.operation, line);
 		b->drawn = true;
 	}
@@ -105,34 +112,24 @@ static void bar_stop(struct bar *b, bool running)
 static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, bool push, bool pull,
 		  sync_opts *o, int *exit_code)
 {
-	static const struct option longopts[] = {
-		{ "to", required_argument, NULL, OPT_TO },
-		{ "from", required_argument, NULL, OPT_FROM },
-		{ "id", required_argument, NULL, OPT_ID },
-		{ "exclude", required_argument, NULL, 'x' },
-		{ "mirror", no_argument, NULL, OPT_MIRROR },
-		{ "default-excludes", no_argument, NULL, OPT_DEFAULTS },
-		{ "path", required_argument, NULL, OPT_PATH },
-		{ 0 },
-	};
 	int opt, help = 0;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "x:", longopts, &help)) != -1) {
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
 		bool ok = true;
 		switch (opt) {
-		case OPT_TO:
+		case BKCTL_OPT_TO:
 			ok = push;
 			o->rq.url = optarg;
 			break;
-		case OPT_FROM:
+		case BKCTL_OPT_FROM:
 			ok = !push;
 			o->rq.url = optarg;
 			break;
-		case OPT_ID:
+		case BKCTL_OPT_ID:
 			ok = push || pull;
 			o->rq.snapshot = optarg;
 			break;
-		case OPT_PATH:
+		case BKCTL_OPT_PATH:
 			ok = push || pull;
 			o->rq.path = optarg;
 			break;
@@ -141,11 +138,11 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 			if (ok)
 				o->patterns[o->rq.n_exclude++] = optarg;
 			break;
-		case OPT_MIRROR:
+		case BKCTL_OPT_MIRROR:
 			ok = pull;
 			o->rq.mirror = true;
 			break;
-		case OPT_DEFAULTS:
+		case BKCTL_OPT_DEFAULT_EXCLUDES:
 			ok = push;
 			o->rq.default_excludes = true;
 			break;
@@ -164,8 +161,7 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 		return false;
 	}
 	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		*exit_code = BKCTL_EXIT_USAGE;
+		*exit_code = bkctl_usage_error(cmd);
 		return false;
 	}
 	o->rq.exclude = o->patterns;
@@ -292,22 +288,17 @@ static int run_ls(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
  * from the key: nothing is asked of a server. */
 static int run_prefix(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { 0 } };
 	_cleanup_(bk_keyring_freep) bk_keyring *ring = NULL;
 	char prefix[BK_STORE_PREFIX_LEN + 1];
 	const bk_key *key;
 	int help = 0, c;
 
-	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "", longopts, &help)) != -1)
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1)
 		return BKCTL_EXIT_USAGE;
-	if (help) {
-		bkctl_usage(stdout, cmd);
+	if (help)
 		return BKCTL_EXIT_OK;
-	}
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	if ((c = bkctl_key(ctl, "a store prefix is the key's", &ring, &key)) != 0)
 		return c;
 	if (bk_key_store_prefix(key, prefix) < 0) {
@@ -348,6 +339,5 @@ int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (strcmp(sub, "prefix") == 0)
 		return run_prefix(ctl, cmd, argc - 1, argv + 1);
 	fprintf(stderr, "bkctl sync: push, pull, ls or prefix, not '%s'\n", sub);
-	bkctl_usage(stderr, cmd);
-	return BKCTL_EXIT_USAGE;
+	return bkctl_usage_error(cmd);
 }

@@ -356,16 +356,13 @@ static void sidecar_mode(bkctl *ctl, char *mode, size_t size)
 
 int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "pod", required_argument, NULL, 'p' },
-						  { "namespace", required_argument, NULL, 'n' },
-						  { 0 } };
 	struct report r = { .j = { .out = stdout }, .json = ctl->json };
 	const char *pod = NULL, *ns = "boxkite";
 	char mode[16];
 	int c, help = 0;
 
-	while ((c = bkctl_getopt(ctl, cmd, argc, argv, "p:n:", longopts, &help)) != -1) {
-		if (c == 'p')
+	while ((c = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1) {
+		if (c == BKCTL_OPT_POD)
 			pod = optarg;
 		else if (c == 'n')
 			ns = optarg;
@@ -374,10 +371,8 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (optind != argc)
+		return bkctl_usage_error(cmd);
 	if (r.json) {
 		bk_json_begin_object(&r.j, NULL);
 		bk_json_begin_array(&r.j, "checks");

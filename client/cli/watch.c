@@ -155,7 +155,7 @@ static bool watch_option(bkctl *ctl, watching *w, int opt, const char *val)
 		}
 		return true;
 	}
-	if (opt != 'T')
+	if (opt != BKCTL_OPT_TIMEOUT)
 		return false;
 	if (bkctl_parse_seconds(val, &ms) < 0) {
 		fprintf(stderr, "%s: --timeout %s: expected seconds (0 < S <= 86400)\n", ctl->prog, val);
@@ -218,9 +218,6 @@ static int watch_loop(watching *w, const char *path)
 
 int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "timeout", required_argument, NULL, 'T' },
-						  { "count", required_argument, NULL, 'n' },
-						  { 0 } };
 	watching w = { .ctl = ctl, .sigfd = -1, .stop = { -1, -1 } };
 	const char *path;
 	pthread_t thread;
@@ -229,15 +226,13 @@ int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	sigset_t set;
 	int opt, help = 0, code;
 
-	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, "n:", longopts, &help)) != -1)
+	while ((opt = bkctl_getopt(ctl, cmd, argc, argv, &help)) != -1)
 		if (!watch_option(ctl, &w, opt, optarg))
 			return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (argc - optind > 1) {
-		bkctl_usage(stderr, cmd);
-		return BKCTL_EXIT_USAGE;
-	}
+	if (argc - optind > 1)
+		return bkctl_usage_error(cmd);
 	path = optind < argc ? bkctl_sandbox_arg(argv[optind]) : ".";
 	/* The signals are blocked in every thread (nng's too, which bkctl_connect starts): the
 	 * signal thread takes them. */

@@ -3,6 +3,7 @@
  * and Reset. */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,11 @@
 /* How long the server may hold a ProcessWrite whose process does not read before it answers
  * with what went in. */
 #define WRITE_WAIT_MS 60000
-/* Each read of bk_process_follow() long-polls this long. A call that waits keeps the process's
- * lease for its whole wait, also when its client died meanwhile (the server learns of that only
- * when it answers): short, so that a dead follower's lease runs out soon after. */
-#define FOLLOW_WAIT_MS 10000
+/* Each read of bk_process_follow() long-polls this long (BK_FOLLOW_POLL_MS). A call that waits
+ * keeps the process's lease for its whole wait, also when its client died meanwhile (the server
+ * learns of that only when it answers): short, so that a dead follower's lease runs out soon
+ * after. */
+#define FOLLOW_WAIT_MS BK_FOLLOW_POLL_MS
 /* A process that ended while a stream is still open (a descendant held it, and the server has
  * not seen it close yet) answers reads at once: between two such reads, this pause. */
 #define FOLLOW_DRAIN_PAUSE_NS (50 * 1000 * 1000)
@@ -165,9 +167,57 @@ static int chunk_from(const Boxkite__V1__StreamChunk *pb, const char *name, uint
 	return BK_OK;
 }
 
-/* One ProcessRead: its answer in *out, and the server's retry-after in *retry_after_ms. */
+/* A chunk's marks (ProcessRead's marks), copied out of the answer. */
+typedef struct out_mark {
+	uint64_t offset, seq;
+	int64_t time_ms;
+} out_mark;
+
+typedef struct chunk_marks {
+	out_mark *v;
+	size_t n;
+} chunk_marks;
+
+/* The marks of one chunk, checked: present when it has bytes, in offset order, the first at or
+ * before its offset and the others within it, their seq never going back. */
+static int marks_from(const Boxkite__V1__StreamChunk *pb, const char *name, const bk_stream_chunk *ch,
+		      chunk_marks *out, bk_status *st)
+{
+	if (!ch->len) {
+		if (pb->n_marks)
+			return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %s has marks and no bytes", name);
+		return BK_OK;
+	}
+	if (!pb->n_marks || pb->marks[0]->offset > ch->offset)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: no mark for %s's offset %llu", name,
+				     (unsigned long long)ch->offset);
+	out->v = calloc(pb->n_marks, sizeof(*out->v));
+	if (!out->v)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
+	for (size_t k = 0; k < pb->n_marks; k++) {
+		const Boxkite__V1__OutputMark *m = pb->marks[k];
+		if (k && (m->offset <= pb->marks[k - 1]->offset || m->offset >= ch->offset + ch->len ||
+			  m->seq < pb->marks[k - 1]->seq))
+			return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %s's marks are out of order", name);
+		out->v[k] = (out_mark){ .offset = m->offset, .seq = m->seq, .time_ms = m->time_ms };
+	}
+	out->n = pb->n_marks;
+	return BK_OK;
+}
+
+static void marks_free(chunk_marks *marks)
+{
+	for (int i = 0; marks && i < 2; i++) {
+		free(marks[i].v);
+		marks[i] = (chunk_marks){ 0 };
+	}
+}
+
+/* One ProcessRead of req: its answer in *out (the chunks' marks asked for and copied into
+ * marks[2] when marks is not NULL: free them with marks_free), the server's retry-after in
+ * *retry_after_ms. */
 static int read_once(bk_client *c, Boxkite__V1__ProcessReadRequest *req, uint64_t *epoch, bk_process_output *out,
-		     uint32_t *retry_after_ms, bk_status *st)
+		     chunk_marks *marks, uint32_t *retry_after_ms, bk_status *st)
 {
 	_cleanup_response_ Boxkite__V1__ProcessReadResponse *resp = NULL;
 	bk_answer_data *a;
@@ -177,12 +227,15 @@ static int read_once(bk_client *c, Boxkite__V1__ProcessReadRequest *req, uint64_
 	int code;
 
 	memset(out, 0, sizeof(*out));
+	req->marks = marks != NULL;
 	/* The output stays in the answer it arrived in, and the chunks point into it. */
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	out->answer = a;
 	code = bk_request_init(c, &call, "ProcessRead", &req->base, 0, NULL, st);
+	/* A long-poll has its wait on top of the client's timeout: the timeout is for the answer
+	 * to come once the server gives it. */
 	if (code == BK_OK)
 		code = bk_request_call(c, &call, NULL, &boxkite__v1__process_read_response__descriptor,
 				       (ProtobufCMessage **)&resp, (int)req->wait_ms + bk_client_timeout(c), &verified, a,
@@ -193,17 +246,25 @@ static int read_once(bk_client *c, Boxkite__V1__ProcessReadRequest *req, uint64_
 	    (code = status_from_pb(resp->status, "ProcessRead", &out->status, st)) == BK_OK && at != a->len)
 		code = bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %zu bytes of the answer's data belong to no stream",
 				     a->len - at);
+	if (code == BK_OK && marks &&
+	    (code = marks_from(resp->stdout, "stdout", &out->out, &marks[0], st)) == BK_OK)
+		code = marks_from(resp->stderr, "stderr", &out->err, &marks[1], st);
 	if (code == BK_OK)
 		code = epoch_check(epoch, resp->epoch, "ProcessRead", st);
-	if (code == BK_OK)
+	if (code == BK_OK) {
 		*retry_after_ms = resp->retry_after_ms;
-	else
-		bk_process_output_free(out);
+		return BK_OK;
+	}
+	bk_process_output_free(out);
+	marks_free(marks);
 	return code;
 }
 
-int bk_process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
-		    uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st)
+/* bk_process_read, with marks as read_once's. An answer that came early, with when to ask again
+ * (retry_after_ms), goes to the caller if it carries something; else it is asked again after the
+ * pause, within the wait (a read that got no room for the bytes there are, until it gets them). */
+static int process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
+			uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, chunk_marks *marks, bk_status *st)
 {
 	Boxkite__V1__ProcessReadRequest req = BOXKITE__V1__PROCESS_READ_REQUEST__INIT;
 	int64_t since = bk_clock_monotonic_ms();
@@ -220,19 +281,23 @@ int bk_process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdo
 
 		req.epoch = *epoch;
 		req.wait_ms = wait_left(wait_ms, since);
-		code = read_once(c, &req, epoch, out, &retry_after_ms, st);
+		code = read_once(c, &req, epoch, out, marks, &retry_after_ms, st);
 		if (code != BK_OK || !retry_after_ms)
 			return code;
-		/* Answered early: with no bytes, though there are some (no room for them yet), or
-		 * before the wait asked for (no place to wait). What there is goes to the caller; else
-		 * ask again after the pause, within the wait. */
 		nothing = !out->out.len && !out->err.len && !out->out.lost && !out->err.lost;
 		more = out->out.offset < out->out.end || out->err.offset < out->err.end;
 		if (!nothing || (!out->status.running && !more) || (!more && !wait_left(wait_ms, since)))
 			return code;
 		bk_process_output_free(out);
+		marks_free(marks);
 		retry_pause(retry_after_ms, more ? 0 : wait_left(wait_ms, since));
 	}
+}
+
+int bk_process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
+		    uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st)
+{
+	return process_read(c, id, epoch, stdout_offset, stderr_offset, max_bytes, wait_ms, out, NULL, st);
 }
 
 void bk_process_output_free(bk_process_output *out)
@@ -434,36 +499,129 @@ int bk_process_remove(bk_client *c, const char *id, uint64_t epoch, bk_status *s
 			    st);
 }
 
-/* Hand one stream's chunk to the handlers and move its offset on. false: a callback said stop. */
-static bool deliver(const bk_process_handlers *h, int stream, const bk_stream_chunk *ch, uint64_t *offset)
+/* One stream of one answer on its way to the handlers: its chunk, cut into pieces at its marks
+ * (one piece, the whole chunk, without them), the next piece to hand over, and whether the
+ * stream has more bytes than the answer carries. */
+typedef struct follow_stream {
+	int stream;              /* enum bk_stream */
+	const bk_stream_chunk *ch;
+	const chunk_marks *marks;
+	size_t next;             /* the next piece */
+	size_t pieces;
+	bool cut;                /* the server holds more of it than this answer brought */
+} follow_stream;
+
+/* A run of one stream's bytes read together: where it starts, how long it is, its read number
+ * and the time it was read. */
+typedef struct follow_piece {
+	uint64_t offset;
+	size_t len;
+	uint64_t seq;
+	int64_t time_ms;
+} follow_piece;
+
+/* Piece k of f. */
+static follow_piece piece(const follow_stream *f, size_t k)
 {
-	if (ch->lost && h->lost)
-		h->lost(h->arg, stream, ch->offset, ch->lost);
-	*offset = ch->offset + ch->len;
-	return !ch->len || h->output(h->arg, stream, ch->offset, ch->data, ch->len);
+	uint64_t end = f->ch->offset + f->ch->len;
+	follow_piece p = { .offset = f->ch->offset, .len = f->ch->len };
+
+	if (f->marks && f->marks->n) {
+		p.offset = k ? f->marks->v[k].offset : f->ch->offset;
+		p.len = (size_t)((k + 1 < f->marks->n ? f->marks->v[k + 1].offset : end) - p.offset);
+		p.seq = f->marks->v[k].seq;
+		p.time_ms = f->marks->v[k].time_ms;
+	}
+	return p;
+}
+
+/* Hand the pieces of one answer's two streams to the handlers and move the offsets on. With
+ * output_at, in the order they were read (by read number): a stream the answer cut short (the
+ * server had more) may still have bytes read before the other stream's later pieces, so those
+ * wait for the next answer, which asks for them again. false: a callback said stop. */
+static bool deliver(const bk_process_handlers *h, follow_stream f[2], uint64_t *offsets[2])
+{
+	uint64_t limit = UINT64_MAX;
+
+	for (int i = 0; i < 2; i++) {
+		if (f[i].ch->lost && h->lost)
+			h->lost(h->arg, f[i].stream, f[i].ch->offset, f[i].ch->lost);
+		*offsets[i] = f[i].ch->offset;
+		f[i].pieces = !f[i].ch->len ? 0 : f[i].marks && f[i].marks->n ? f[i].marks->n : 1;
+		/* What the cut stream brought last is as late as this answer can order. */
+		if (h->output_at && f[i].cut) {
+			uint64_t last = f[i].pieces ? piece(&f[i], f[i].pieces - 1).seq : 0;
+			if (last < limit)
+				limit = last;
+		}
+	}
+	for (;;) {
+		follow_piece next[2];
+		const uint8_t *data;
+		int pick = -1;
+		bool go_on;
+
+		for (int i = 0; i < 2; i++) {
+			if (f[i].next == f[i].pieces)
+				continue;
+			next[i] = piece(&f[i], f[i].next);
+			if (h->output_at && next[i].seq > limit)
+				continue;
+			/* Without output_at: stdout's, then stderr's. */
+			if (pick < 0 || (h->output_at && next[i].seq < next[pick].seq))
+				pick = i;
+		}
+		if (pick < 0)
+			return true;
+		data = f[pick].ch->data + (next[pick].offset - f[pick].ch->offset);
+		go_on = h->output_at ? h->output_at(h->arg, f[pick].stream, next[pick].offset, next[pick].time_ms, data,
+						    next[pick].len)
+				     : h->output(h->arg, f[pick].stream, next[pick].offset, data, next[pick].len);
+		f[pick].next++;
+		*offsets[pick] = next[pick].offset + next[pick].len;
+		if (!go_on)
+			return false;
+	}
 }
 
 int bk_process_follow(bk_client *c, const char *id, uint64_t *epoch, uint64_t *stdout_offset,
 		      uint64_t *stderr_offset, const bk_process_handlers *h, bk_process_status *status, bk_status *st)
 {
+	uint64_t target[2] = { 0, 0 }, *offsets[2] = { stdout_offset, stderr_offset };
+	bool first = true;
+
 	for (;;) {
+		chunk_marks marks[2] = { { 0 }, { 0 } };
+		follow_stream f[2];
 		bk_process_output o;
-		bool go_on, ended;
-		int code = bk_process_read(c, id, epoch, *stdout_offset, *stderr_offset, 0, FOLLOW_WAIT_MS, &o, st);
+		bool go_on, ended, caught_up;
+		int code = process_read(c, id, epoch, *stdout_offset, *stderr_offset, 0, h->until_now ? 0 : FOLLOW_WAIT_MS,
+					&o, h->output_at ? marks : NULL, st);
 
 		if (code != BK_OK)
 			return code;
-		go_on = deliver(h, BK_STREAM_STDOUT, &o.out, stdout_offset) &&
-			deliver(h, BK_STREAM_STDERR, &o.err, stderr_offset);
-		ended = !o.status.running && o.out.eof && o.err.eof;
-		if (ended && status)
+		if (first) {
+			target[0] = o.out.end;
+			target[1] = o.err.end;
+			first = false;
+		}
+		f[0] = (follow_stream){ .stream = BK_STREAM_STDOUT, .ch = &o.out, .marks = &marks[0],
+					.cut = o.out.offset + o.out.len < o.out.end };
+		f[1] = (follow_stream){ .stream = BK_STREAM_STDERR, .ch = &o.err, .marks = &marks[1],
+					.cut = o.err.offset + o.err.len < o.err.end };
+		go_on = deliver(h, f, offsets);
+		ended = !o.status.running && o.out.eof && o.err.eof && *stdout_offset == o.out.end &&
+			*stderr_offset == o.err.end;
+		caught_up = h->until_now && *stdout_offset >= target[0] && *stderr_offset >= target[1];
+		if ((ended || caught_up) && status)
 			*status = o.status;
 		if (!o.status.running && !ended && !o.out.len && !o.err.len)
 			nanosleep(&(struct timespec){ .tv_nsec = FOLLOW_DRAIN_PAUSE_NS }, NULL);
 		bk_process_output_free(&o);
+		marks_free(marks);
 		if (!go_on)
 			return bk_status_set(st, BK_CANCELLED, 0, true, "following %s: stopped by the caller", id);
-		if (ended)
+		if (ended || caught_up)
 			return bk_status_set(st, BK_OK, 0, true, "OK");
 	}
 }
@@ -515,6 +673,10 @@ int bk_reset(bk_client *c, const bk_reset_request *rq, bk_reset_result *out, bk_
 	memset(out, 0, sizeof(*out));
 	if (rq && (rq->new_key_id || rq->new_key)) {
 		bk_error *err = NULL;
+		if (!rq->new_key || rq->new_key_len != BK_RESET_KEY_LEN)
+			return bk_status_set(st, BK_INVALID_ARGUMENT, 0, false,
+					     "the new key is %zu bytes: a reset installs a key of %d bytes", rq->new_key_len,
+					     BK_RESET_KEY_LEN);
 		/* The next tenant's secret travels in the request's body, which the MAC authenticates
 		 * but does not hide. */
 		if (!bk_client_private(c))

@@ -38,6 +38,8 @@ int bk_sync_push(bk_client *c, const bk_sync_request *rq, bk_sync_result *out, b
 	out->skipped = resp->skipped;
 	out->blobs = resp->blobs;
 	out->blobs_uploaded = resp->blobs_uploaded;
+	out->files_read = resp->files_read;
+	out->bytes_uploaded = resp->bytes_uploaded;
 	out->bytes_uploaded = resp->bytes_uploaded;
 	out->files_read = resp->files_read;
 	return code;
@@ -133,6 +135,8 @@ int bk_sync_status(bk_client *c, bk_sync_progress *out, bk_status *st)
 	out->files_total = resp->files_total;
 	out->bytes_total = resp->bytes_total;
 	out->blobs_uploaded = resp->blobs_uploaded;
+	out->files_read = resp->files_read;
+	out->bytes_uploaded = resp->bytes_uploaded;
 	out->started_ms = resp->started_ms;
 	out->status = resp->status;
 	snprintf(out->message, sizeof(out->message), "%s", resp->message);

@@ -21,11 +21,37 @@
  * - Memory. What a result points to belongs to the caller and is freed only with the function
  *   named next to it; the library allocates with malloc.
  *
- * Thread safety: a bk_client may be used by any number of threads at once; each call runs on
- * its own nng context. bk_client_close() must not race with calls in progress.
+ * - Timeouts. A call waits for its answer up to the client's timeout (bk_client_options,
+ *   30 s by default). A call that asks the server to wait — a long-poll of bk_process_read() or
+ *   bk_process_wait() (up to 60 s), bk_process_write() (60 s for a process that does not read),
+ *   an Exec, a sync, a reset — waits that long *plus* the client's timeout: the timeout is for
+ *   the answer to arrive once the server gives it, and never cuts a wait the call asked for.
  *
- * Link with `pkg-config --cflags --libs boxkite` (add `--static` for libboxkite.a). The wire
- * protocol is docs/PROTOCOL.md; the ABI rules (what changes the soname) are docs/ABI.md. */
+ * Threads, per handle:
+ * - bk_client: any number of threads may call at once on one client; each call runs on an nng
+ *   context of its own (a long-poll in one thread holds up no other). Not with them:
+ *   bk_client_close() (no call may be in progress or start after it), and bk_reset() with a
+ *   new key, which changes the key the other calls sign with.
+ * - Results (bk_exec_result, bk_file_info, bk_process_output, lists...): plain memory the
+ *   caller owns, no lock inside: one thread at a time, as any struct.
+ * - Callbacks (bk_process_handlers, bk_progress_fn) run on the library's threads or the
+ *   calling one as their comments say, one at a time per call.
+ *
+ * Signals: the library installs no handler and changes no disposition or mask of the process.
+ * Its own sockets never raise SIGPIPE (nng sends with MSG_NOSIGNAL). A descriptor the caller
+ * hands it — bk_download_fd()'s — is written with write(2): a pipe whose reader went away raises
+ * SIGPIPE there as any write would; with SIGPIPE ignored the call fails instead, its message
+ * ending in "Broken pipe". A signal does not cut a call short (its waits are nng's and retry
+ * EINTR): a callback returning false stops a follow or a transfer.
+ *
+ * fork(): a client does not survive into a child — nng's threads are not there, and its
+ * sockets are the parent's. A child of a process that opened a client may only exec or _exit,
+ * as POSIX allows after fork in a threaded process; open clients after exec (or before any
+ * fork). A client is never inherited by exec: its descriptors are O_CLOEXEC.
+ *
+ * Link with `pkg-config --cflags --libs boxkite` (`boxkite-static` for libboxkite.a in a
+ * dynamic program). The wire protocol is docs/PROTOCOL.md; the ABI rules (what changes the
+ * soname) are docs/ABI.md. */
 #ifndef BOXKITE_H
 #define BOXKITE_H
 
@@ -567,10 +593,18 @@ BK_EXPORT int bk_process_remove(bk_client *client, const char *id, uint64_t epoc
 /* --- Streaming ---------------------------------------------------------------------------------
  *
  * Following a process is a loop of long-polling reads; bk_process_follow() runs it and hands the
- * bytes to callbacks as they arrive. Callbacks run on the calling thread, one at a time, in the
- * order of each stream's bytes; while one runs no read is in flight, so a process with a lease
- * must not be held up longer than the lease (keep it alive from another thread with
- * bk_process_wait() when a callback may block). */
+ * bytes to callbacks as they arrive. Each read waits at most 10 s for output (BK_FOLLOW_POLL_MS)
+ * and asks again; a read that waits keeps the process's lease for its whole wait, so a follower
+ * that dies leaves its process running at most BK_FOLLOW_POLL_MS plus its lease. Callbacks run on
+ * the calling thread, one at a time, in the order of each stream's bytes (with output_at, of
+ * both streams together); while one runs no read is in flight, so a process with a lease must
+ * not be held up longer than the lease (keep it alive from another thread with
+ * bk_process_wait() when a callback may block).
+ *
+ * The data a callback gets is the library's: valid during the call only (it is in the answer it
+ * arrived in, freed once the callbacks of that answer returned). Copy what you keep. */
+
+#define BK_FOLLOW_POLL_MS 10000u /* how long one read of bk_process_follow() waits for output */
 
 enum bk_stream { BK_STREAM_STDOUT = 1, BK_STREAM_STDERR = 2 };
 
@@ -585,6 +619,15 @@ typedef struct bk_process_handlers {
 	 * output; from here on other threads may write, signal or resize it (with both). Return
 	 * false not to follow it (it is killed and removed; the call returns BK_CANCELLED). */
 	bool (*started)(void *arg, const char *id, uint64_t epoch);
+	/* May be NULL. Set, it is called instead of output: both streams' bytes in the order
+	 * boxkited read them (docs/PROTOCOL.md, "ProcessRead": its marks), each piece with the wall
+	 * clock time it was read (ms since the Unix epoch). Writes to the two streams closer
+	 * together than boxkited's reads of them may come in either order (as with docker logs). */
+	bool (*output_at)(void *arg, int stream, uint64_t offset, int64_t time_ms, const uint8_t *data, size_t len);
+	/* Stop once both streams are read as far as they reached at the first read (BK_OK, *status
+	 * the process's status then, running or not): what a process wrote so far, without
+	 * waiting for more. */
+	bool until_now;
 	void *arg;
 } bk_process_handlers;
 
@@ -613,13 +656,19 @@ BK_EXPORT int bk_exec_stream(bk_client *client, const bk_process_request *rq, co
  * and tmp and checks they are empty, and forgets the session (rings, uploads, replay answers). A
  * reset that cannot prove the sandbox clean fails loudly, and the server then refuses all work
  * until it is discarded. */
+#define BK_RESET_KEY_LEN 32
+
 typedef struct bk_reset_request {
 	/* A key for the next tenant (all three may be NULL/0: the keys stay). Once the reset
 	 * succeeded it is the only key the server accepts; its answer is MAC'd with it, and this
 	 * client uses it from then on. Refused on a plain tcp:// URL, where it would cross the
 	 * network in clear. */
 	const char *new_key_id;
-	const uint8_t *new_key;  /* 32 bytes */
+	const uint8_t *new_key;  /* new_key_len bytes, which must be 32 (BK_RESET_KEY_LEN): the
+				    server takes no other size. A length, so that a buffer of another
+				    size is refused here (BK_INVALID_ARGUMENT) instead of read past
+				    its end or cut short; a client's own key (bk_client_options) may
+				    be 32..64 bytes, a reset's is 32 */
 	size_t new_key_len;
 } bk_reset_request;
 
@@ -679,6 +728,7 @@ typedef struct bk_sync_progress {
 	char operation[8];       /* "push", "pull", "" */
 	char snapshot[BK_SNAPSHOT_ID_MAX + 1];
 	uint64_t files_done, bytes_done, files_total, bytes_total, blobs_uploaded;
+	uint64_t files_read, bytes_uploaded; /* push: files read (new or changed), bytes put in the store */
 	int64_t started_ms;
 	int status;              /* once ended */
 	char message[512];

@@ -56,7 +56,8 @@ void bk_link_attach(bk_link *link, int fd);
 
 int bk_link_start(bk_link *link, bk_error **err);
 
-/* Past the queue's bound, for small orders that must go out whatever the load (a timeout's kill). */
+/* Past the queue's bound, for small orders that must go out whatever the load (a timeout's kill, a
+ * watch's Unwatch). */
 #define BK_LINK_URGENT 1
 /* What the front may have queued for one peer: orders are at most BK_CHANNEL_MAX_MSG each and
  * there are at most as many at once as calls in flight; past it an order fails ENOBUFS. */

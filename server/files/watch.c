@@ -156,7 +156,9 @@ static void send_unwatch(bk_server *srv, uint64_t key)
 	u.watch = key;
 	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_UNWATCH;
 	order.unwatch = &u;
-	bk_link_send(srv->files_link, &order, NULL, 0, 0, unwatched, NULL);
+	/* Past the queue's bound: a watch the worker kept for want of room would hold one of the
+	 * sandbox's instances until its next Reset. */
+	bk_link_send(srv->files_link, &order, NULL, 0, BK_LINK_URGENT, unwatched, NULL);
 }
 
 /* Without the lock: the answers, and the worker told what it may drop. */

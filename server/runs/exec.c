@@ -264,7 +264,7 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		return;
 	}
 	/* Buffers grow as output comes (ring.h): nothing of the limits is allocated yet. */
-	if (bk_run_init(&e->run, ex->rs, BK_RING_KEEP_HEAD, limit[0], limit[1]) < 0) {
+	if (bk_run_init(&e->run, ex->rs, BK_RING_KEEP_HEAD, limit[0], limit[1], false) < 0) {
 		bk_runs_lock(ex->rs);
 		post_fail(e, BK_RESOURCE_EXHAUSTED, "out of memory");
 		bk_runs_unlock(ex->rs);

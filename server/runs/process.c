@@ -36,6 +36,7 @@ struct waiter {
 	enum call_kind kind;
 	uint64_t off[2];
 	uint32_t max_bytes;
+	bool marks;              /* a read that asked for its chunks' marks */
 	/* the answer: failed (fail_status), a read's (made with its data: answer), or the response
 	 * below */
 	bk_answer *answer;
@@ -245,6 +246,31 @@ static void post_fail(bk_processes *ps, struct waiter *w, int status, const char
 	post(ps, w);
 }
 
+/* A chunk's marks (asked for), in room made for them: 0, or -ENOMEM. */
+static int chunk_marks(const bk_marks *m, Boxkite__V1__StreamChunk *c, Boxkite__V1__OutputMark **room,
+		       Boxkite__V1__OutputMark ***ptrs)
+{
+	size_t from = 0, n = c->length && m ? bk_marks_find(m, c->offset, c->length, &from) : 0;
+
+	if (!n)
+		return 0;
+	*room = calloc(n, sizeof(**room));
+	*ptrs = calloc(n, sizeof(**ptrs));
+	if (!*room || !*ptrs)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++) {
+		const bk_mark *mk = bk_marks_at(m, from + k);
+		(*room)[k] = (Boxkite__V1__OutputMark)BOXKITE__V1__OUTPUT_MARK__INIT;
+		(*room)[k].offset = mk->offset;
+		(*room)[k].seq = mk->seq;
+		(*room)[k].time_ms = mk->time_ms;
+		(*ptrs)[k] = &(*room)[k];
+	}
+	c->n_marks = n;
+	c->marks = *ptrs;
+	return 0;
+}
+
 /* What a read would carry from where each ring is now: each stream's chunk (offset, lost, end)
  * and its kept bytes from there, up to max_bytes (n); the sum. */
 static size_t read_extent(const struct proc *p, struct waiter *w, size_t n[2])
@@ -299,15 +325,30 @@ static void post_read(bk_processes *ps, struct proc *p, struct waiter *w, uint32
 	w->read.retry_after_ms = retry_after_ms;
 	w->read.epoch = ps->epoch;
 	for (int attempt = 0; attempt < 2 && !w->answer; attempt++) {
-		/* Without memory for the bytes: none this time, the caller asks again from the same
-		 * offsets; without memory for an answer at all: the call fails. */
+		Boxkite__V1__OutputMark *mark_room[2] = { NULL, NULL }, **ptrs[2] = { NULL, NULL };
+		bool ok = true;
+
+		/* Without memory for the bytes (or their marks): none this time, the caller asks again
+		 * from the same offsets; without memory for an answer at all: the call fails. */
 		if (attempt)
 			n[0] = n[1] = 0;
 		for (int i = 0; i < 2; i++) {
 			w->chunk[i].length = (uint32_t)n[i];
 			w->chunk[i].eof = p->run.out[i].eof && w->chunk[i].offset + n[i] == w->chunk[i].end;
+			w->chunk[i].n_marks = 0;
+			w->chunk[i].marks = NULL;
+			if (w->marks && ok)
+				ok = chunk_marks(p->run.out[i].marks, &w->chunk[i], &mark_room[i], &ptrs[i]) == 0;
 		}
-		w->answer = bk_call_answer(w->call, &w->read.base, n[0] + n[1], &w->data);
+		/* The answer's message is laid out now: the marks' room is not needed after. */
+		if (ok)
+			w->answer = bk_call_answer(w->call, &w->read.base, n[0] + n[1], &w->data);
+		for (int i = 0; i < 2; i++) {
+			free(mark_room[i]);
+			free(ptrs[i]);
+			w->chunk[i].n_marks = 0;
+			w->chunk[i].marks = NULL;
+		}
 	}
 	if (!w->answer) {
 		post_fail(ps, w, BK_RESOURCE_EXHAUSTED, "out of memory for the answer");
@@ -668,7 +709,7 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 			}
 		}
 	}
-	if (!refused && bk_run_init(&p->run, ps->rs, BK_RING_KEEP_TAIL, ring, ring) < 0) {
+	if (!refused && bk_run_init(&p->run, ps->rs, BK_RING_KEEP_TAIL, ring, ring, true) < 0) {
 		/* What was made of its rings goes with the record, the engine's way. */
 		bk_run_free(&p->run);
 		p = NULL;
@@ -755,6 +796,22 @@ static void wait_or_answer(bk_processes *ps, struct proc *p, struct waiter *w, u
 		post_wait(ps, p, w, retry_after_ms);
 }
 
+/* OUT_OF_RANGE, naming the stream (or both) whose offset is past what it produced. */
+static void read_past_end(bk_processes *ps, struct proc *p, struct waiter *w)
+{
+	static const char *const names[2] = { "stdout", "stderr" };
+	char what[2][96] = { "", "" };
+	int n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t end = bk_ring_end(p->run.out[i].ring);
+		if (w->off[i] > end)
+			snprintf(what[n++], sizeof(what[0]), "%s offset %" PRIu64 " is past its end, %" PRIu64, names[i],
+				 w->off[i], end);
+	}
+	post_fail(ps, w, BK_OUT_OF_RANGE, "%s%s%s", what[0], n == 2 ? "; " : "", what[1]);
+}
+
 void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 {
 	const Boxkite__V1__ProcessReadRequest *rq = (const Boxkite__V1__ProcessReadRequest *)request;
@@ -772,6 +829,7 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 	w->off[0] = rq->stdout_offset;
 	w->off[1] = rq->stderr_offset;
 	w->max_bytes = rq->max_bytes ? rq->max_bytes : BK_PROCESS_READ_DEFAULT;
+	w->marks = rq->marks;
 	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p) {
 		free(w);
@@ -781,9 +839,7 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 	for (int i = 0; p->run.lossless && p->run.live && i < 2; i++)
 		bk_run_asked(&p->run, i, w->off[i]);
 	if (w->off[0] > bk_ring_end(p->run.out[0].ring) || w->off[1] > bk_ring_end(p->run.out[1].ring))
-		post_fail(ps, w, BK_OUT_OF_RANGE,
-			  "offsets %" PRIu64 "/%" PRIu64 " are past the ends of stdout/stderr (%" PRIu64 "/%" PRIu64 ")",
-			  w->off[0], w->off[1], bk_ring_end(p->run.out[0].ring), bk_ring_end(p->run.out[1].ring));
+		read_past_end(ps, p, w);
 	else
 		wait_or_answer(ps, p, w, wait_ms(rq->wait_ms), read_ready(p, w));
 	bk_runs_unlock(ps->rs);

@@ -150,6 +150,20 @@ static void stream_pause(bk_run *run, bk_run_stream *s, bool paused)
 	rewatch(run, s == &run->out[0] ? WATCH_STDOUT : WATCH_STDERR, s->fd, paused ? 0 : EPOLLIN);
 }
 
+/* The bytes just read into s from at on: their read number (the next one when the other stream
+ * was read last) and the time, beside the ring; marks of what the ring dropped go. */
+static void stream_mark(bk_run *run, bk_run_stream *s, uint64_t at)
+{
+	int i = s == &run->out[0] ? BK_RUN_STDOUT : BK_RUN_STDERR;
+
+	if (run->last_read != i) {
+		run->read_seq++;
+		run->last_read = i;
+	}
+	bk_marks_add(s->marks, at, run->read_seq, bk_clock_realtime_ms());
+	bk_marks_trim(s->marks, bk_ring_first(s->ring));
+}
+
 /* Read what is there, up to RUNS_READ_BATCH (lossless: up to what the ring may hold unread).
  * last: the grace after the exit is over, the stream ends with what is there now. */
 static void stream_read(bk_run *run, bk_run_stream *s, bool last)
@@ -170,9 +184,12 @@ static void stream_read(bk_run *run, bk_run_stream *s, bool last)
 			if (cap - unread < max)
 				max = (size_t)(cap - unread);
 		}
+		uint64_t at = bk_ring_end(s->ring);
 		n = bk_ring_read(s->ring, s->fd, max);
 		if (n > 0) {
 			total += (size_t)n;
+			if (s->marks)
+				stream_mark(run, s, at);
 			continue;
 		}
 		if (n == -EINTR)
@@ -390,13 +407,22 @@ void bk_run_due(bk_run *run, int64_t at)
 	}
 }
 
-int bk_run_init(bk_run *run, bk_runs *rs, enum bk_ring_policy policy, size_t stdout_cap, size_t stderr_cap)
+int bk_run_init(bk_run *run, bk_runs *rs, enum bk_ring_policy policy, size_t stdout_cap, size_t stderr_cap,
+		bool marked)
 {
 	run->rs = rs;
 	run->in.fd = run->out[0].fd = run->out[1].fd = -1;
+	run->last_read = -1;
 	run->out[0].ring = bk_ring_new(policy, stdout_cap);
 	run->out[1].ring = bk_ring_new(policy, stderr_cap);
-	return run->out[0].ring && run->out[1].ring ? 0 : -ENOMEM;
+	if (!run->out[0].ring || !run->out[1].ring)
+		return -ENOMEM;
+	for (int i = 0; marked && i < 2; i++) {
+		run->out[i].marks = bk_marks_new(BK_MARKS_MAX);
+		if (!run->out[i].marks)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* The command's descriptors (stdin's write end, stdout's and stderr's read ends, now the run's)
@@ -546,7 +572,9 @@ void bk_run_free(bk_run *run)
 	/* The rings go now; the record once the I/O thread's batch that may still name it is over. */
 	for (int i = 0; i < 2; i++) {
 		bk_ring_free(run->out[i].ring);
+		bk_marks_free(run->out[i].marks);
 		run->out[i].ring = NULL;
+		run->out[i].marks = NULL;
 	}
 	run->next = rs->dead;
 	rs->dead = run;

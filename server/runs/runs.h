@@ -30,6 +30,7 @@
 
 #include "boundary/link.h"
 #include "rpc/call.h"
+#include "runs/marks.h"
 #include "runs/ring.h"
 
 typedef struct bk_runs bk_runs;
@@ -76,6 +77,7 @@ enum { BK_RUN_STDOUT, BK_RUN_STDERR };
 typedef struct bk_run_stream {
 	int fd;          /* the pipe (or terminal) it is read from; -1 once ended */
 	bk_ring *ring;
+	bk_marks *marks; /* when and in which order its bytes were read; NULL: not kept */
 	bool eof;        /* ended: EOF, a terminal's EIO, or the grace after the exit */
 	bool paused;     /* lossless: not read until a reader asks further */
 	uint64_t asked;  /* lossless: the furthest offset a reader asked from */
@@ -109,6 +111,8 @@ struct bk_run {
 	int exit_code, signal;
 	bool oom_killed;
 	bk_run_stream out[2];
+	uint64_t read_seq; /* the marks' read number: the next one each time the other stream is read */
+	int last_read;     /* the stream read last (BK_RUN_STDOUT, BK_RUN_STDERR), -1 before any */
 	bk_run_stdin in;
 	bk_run_waiter *waiters;
 	/* the engine's own */
@@ -138,9 +142,10 @@ void bk_runs_unlock(bk_runs *rs);
 void bk_runs_post(bk_runs *rs, bk_outbox_item *item);
 
 /* Make run (zeroed) ready for bk_run_spawn: its two rings, keeping stdout_cap and stderr_cap
- * bytes by policy. The owner sets ops, tty, lossless, keep_stdin. 0, or -ENOMEM (free what was
- * made with bk_run_free). */
-int bk_run_init(bk_run *run, bk_runs *rs, enum bk_ring_policy policy, size_t stdout_cap, size_t stderr_cap);
+ * bytes by policy, and with marked the marks beside them. The owner sets ops, tty, lossless,
+ * keep_stdin. 0, or -ENOMEM (free what was made with bk_run_free). */
+int bk_run_init(bk_run *run, bk_runs *rs, enum bk_ring_policy policy, size_t stdout_cap, size_t stderr_cap,
+		bool marked);
 /* Send the executor its Spawn (spawn's exec_id and the run's are set here): ops->spawned follows.
  * Without the lock: the answer may come before this returns. */
 void bk_run_spawn(bk_run *run, Boxkite__Executor__Spawn *spawn);

@@ -45,6 +45,7 @@ struct progress {
 	const char *operation;
 	char snapshot[ID_MAX + 1];
 	uint64_t files_done, bytes_done, files_total, bytes_total, blobs_uploaded;
+	uint64_t files_read, bytes_uploaded; /* push: files read (changed since the store saw them), bytes put */
 	int64_t started_ms;
 	int status;
 	char message[512];
@@ -122,7 +123,12 @@ struct dirent_info {
 };
 
 /* walk.c */
-void sync_progress_add(struct job *j, uint64_t files, uint64_t bytes, uint64_t blobs);
+/* What the running sync did since: files walked (and of them read) with their bytes, blobs put
+ * with their stored bytes. */
+struct progress_step {
+	uint64_t files, bytes, files_read, blobs, bytes_uploaded;
+};
+void sync_progress_add(struct job *j, struct progress_step d);
 /* Send an order to the file worker and wait for its reply (with a descriptor into *fd when fd is
  * not NULL); the error in j->err, prefixed with what and path. */
 int sync_order(struct job *j, bk_order *order, bk_reply **reply, int *fd, const char *what, const char *path);

@@ -314,7 +314,7 @@ static int pull_file_write(struct job *j, const Boxkite__Store__Entry *e, const 
 			return ret;
 		if ((ret = bk_pwrite_full(fd, j->buf, len, k * (uint64_t)BK_BLOCK_SIZE)) < 0)
 			return bk_error_errno(&j->err, -ret, "write %.300s", path);
-		sync_progress_add(j, 0, len, 0);
+		sync_progress_add(j, (struct progress_step){ .bytes = len });
 	}
 	c.path = (char *)path;
 	c.mode = e->mode & 0777;
@@ -342,7 +342,7 @@ static int pull_file_write(struct job *j, const Boxkite__Store__Entry *e, const 
 	}
 	j->pull.files++;
 	j->pull.bytes += e->size;
-	sync_progress_add(j, 1, 0, 0);
+	sync_progress_add(j, (struct progress_step){ .files = 1 });
 	return 0;
 }
 

@@ -92,10 +92,13 @@ static void upload_work(void *arg, void *scratch)
 		bk_error_set(&err, BK_INTERNAL, 0, "zstd: %s", ZSTD_getErrorName(z));
 	else
 		j->store->ops->put(j->store, key, scratch, z, &err);
+	bool put;
+
 	pthread_mutex_lock(&j->ulock);
 	if (!err && bk_hashset_add(&j->seen->blobs, u->h) < 0)
 		bk_error_errno(&err, ENOMEM, "blob set");
-	if (!err) {
+	put = !err;
+	if (put) {
 		j->push.blobs_uploaded++;
 		j->push.bytes_uploaded += z;
 	} else if (!j->upload_err) {
@@ -106,8 +109,8 @@ static void upload_work(void *arg, void *scratch)
 	pthread_cond_broadcast(&j->ucond);
 	pthread_mutex_unlock(&j->ulock);
 	bk_error_free(err);
-	if (!ZSTD_isError(z))
-		sync_progress_add(j, 0, 0, 1);
+	if (put)
+		sync_progress_add(j, (struct progress_step){ .blobs = 1, .bytes_uploaded = z });
 	free(u);
 }
 
@@ -339,7 +342,7 @@ static int push_file(struct job *j, const char *path, const char *rel, struct di
 	j->push.files++;
 	j->push.bytes += e->size;
 	j->push.files_read += read_any;
-	sync_progress_add(j, 1, e->size, 0);
+	sync_progress_add(j, (struct progress_step){ .files = 1, .bytes = e->size, .files_read = read_any });
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "sync/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,37 @@ int bk_store_prepare(const char *url, uid_t owner, bk_error **err)
 		return bk_error_errno(err, errno, "chown --sync-store %s", url);
 	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
 		return bk_error_errno(err, errno, "chmod --sync-store %s", url);
+	return 0;
+}
+
+int bk_store_check(const char *url, bk_error **err)
+{
+	const char *dir = url + strlen(FILE_SCHEME);
+	char path[4096];
+	size_t len;
+
+	if (strncmp(url, FILE_SCHEME, strlen(FILE_SCHEME)) != 0)
+		return 0;
+	len = strlen(dir);
+	if (len >= sizeof(path))
+		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "--sync-store %.200s: too long", url);
+	/* Every directory above it, from the root down: the first one it cannot search. */
+	for (size_t i = 1; i < len; i++) {
+		if (dir[i] != '/')
+			continue;
+		memcpy(path, dir, i);
+		path[i] = '\0';
+		if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) < 0)
+			return bk_error_set(err, BK_FAILED_PRECONDITION, errno,
+					    "--sync-store %s: the front (uid %u) cannot reach it past %s: give it search "
+					    "permission there (e.g. chmod o+x %s) or put the store elsewhere",
+					    url, (unsigned)geteuid(), path, path);
+	}
+	if (faccessat(AT_FDCWD, dir, R_OK | W_OK | X_OK, AT_EACCESS) < 0)
+		return bk_error_set(err, BK_FAILED_PRECONDITION, errno,
+				    "--sync-store %s: the front (uid %u) cannot read and write it: make it the front's "
+				    "(chown %u %s) on a filesystem mounted read-write",
+				    url, (unsigned)geteuid(), (unsigned)geteuid(), dir);
 	return 0;
 }
 

@@ -57,6 +57,13 @@ void bk_store_free(bk_store *s);
  * user (owner, mode 0700). Other schemes: nothing to do. */
 int bk_store_prepare(const char *url, uid_t owner, bk_error **err);
 
+/* At start-up, as the front (its privileges dropped): a file:// store is a directory it can
+ * search, read and write, below directories it can search; else the error says which directory
+ * stops it and what to change (prepare made the store the front's, but not the directories above
+ * it). s3:// stores are not contacted: an endpoint away for a moment would keep the sandbox from
+ * serving at all, and a push or pull says what its store answered. */
+int bk_store_check(const char *url, bk_error **err);
+
 /* Whether url may be used given the configured stores: one of them, or a prefix under one
  * ("/"-separated, no "." or ".." component). */
 int bk_store_url_allowed(const char *url, char *const *configured, size_t n, bk_error **err);

@@ -346,6 +346,8 @@ void bk_handle_sync_status(bk_call *call, const ProtobufCMessage *request)
 	resp.files_total = p.files_total;
 	resp.bytes_total = p.bytes_total;
 	resp.blobs_uploaded = p.blobs_uploaded;
+	resp.files_read = p.files_read;
+	resp.bytes_uploaded = p.bytes_uploaded;
 	resp.started_ms = p.started_ms;
 	resp.status = p.status;
 	resp.message = p.message;

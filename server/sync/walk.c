@@ -15,14 +15,16 @@ static const char *const default_excludes[] = {
 
 /* --- progress ------------------------------------------------------------------------------- */
 
-void sync_progress_add(struct job *j, uint64_t files, uint64_t bytes, uint64_t blobs)
+void sync_progress_add(struct job *j, struct progress_step d)
 {
 	struct bk_sync *s = sync_of(j->srv);
 
 	pthread_mutex_lock(&s->lock);
-	s->p.files_done += files;
-	s->p.bytes_done += bytes;
-	s->p.blobs_uploaded += blobs;
+	s->p.files_done += d.files;
+	s->p.bytes_done += d.bytes;
+	s->p.files_read += d.files_read;
+	s->p.blobs_uploaded += d.blobs;
+	s->p.bytes_uploaded += d.bytes_uploaded;
 	pthread_mutex_unlock(&s->lock);
 }
 

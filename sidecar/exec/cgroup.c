@@ -612,6 +612,24 @@ int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err)
 	return 0;
 }
 
+int bk_cgroups_exec_memory(const bk_cgroups *cg, uint64_t *total, uint64_t *available)
+{
+	const char *mem_dir = cg->base[hierarchies(cg) - 1];
+	uint64_t used, room;
+	char buf[64];
+	int ret;
+
+	if (cg->mode == BK_CGROUP_NONE || !mem_dir)
+		return -ENOENT;
+	if ((ret = read_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes", buf,
+			     sizeof(buf))) < 0)
+		return ret;
+	used = strtoull(buf, NULL, 10);
+	room = used < cg->limits.sandbox_memory ? cg->limits.sandbox_memory - used : 0;
+	*total = cg->limits.exec_memory < cg->limits.sandbox_memory ? cg->limits.exec_memory : cg->limits.sandbox_memory;
+	*available = room < *total ? room : *total;
+	return 0;
+}
 
 void bk_exec_cgroup_release(bk_cgroups *cg, bk_exec_cgroup *ecg)
 {

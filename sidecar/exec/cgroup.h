@@ -100,6 +100,11 @@ int bk_cgroups_take(bk_cgroups *cg, bk_exec_cgroup *out, bk_error **err);
 /* Move the calling process back home (before it creates something that is not an exec). */
 int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err);
 
+/* The memory the next exec may use: its limit, or what the whole sandbox may still hold
+ * (--sandbox-memory less what every exec holds now) if that is less, in *total, and of it what is
+ * free now in *available. -ENOENT in mode NONE (no memory cgroup limits it), else 0 or -errno. */
+int bk_cgroups_exec_memory(const bk_cgroups *cg, uint64_t *total, uint64_t *available);
+
 /* True if the kernel OOM-killed a process of this exec's memory cgroup. */
 bool bk_exec_cgroup_oom_killed(const bk_cgroups *cg, const bk_exec_cgroup *ecg);
 

@@ -48,6 +48,7 @@ static const char *const step_names[] = {
 	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS] = "mount /dev/pts",
 	[BOXKITE__EXECUTOR__STEP__STEP_USERNS] = "join the sandbox's user namespace",
 	[BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA] = "egress CA bundle at " BK_EGRESS_CA_DIR,
+	[BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO] = "mount /proc/meminfo",
 };
 
 /* A step a child can fail at (STEP_NONE is not one). */

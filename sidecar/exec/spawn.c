@@ -93,31 +93,62 @@ out:
 	return ret;
 }
 
-/* Step 2, for a grant that reaches a brokered destination: the proxy's CA bundle, in a tmpfs of
- * the exec's own on the sandbox's BK_EGRESS_CA_DIR, written as root and then read-only — the
- * command can read what it trusts, and change nothing of it. */
-static int mount_ca(const struct child_ctx *c)
+/* A tmpfs mounted on dir (with opts) holding one file, path, of len bytes of data, mode 0444,
+ * written as root: 0, or -1 (errno says why). Raw system calls only. */
+static int tmpfs_file(const char *dir, const char *opts, const char *path, const char *data, size_t len)
 {
-	const bk_spawn_request *rq = c->rq;
 	size_t off = 0;
-	int fd, ret = -1;
+	int fd;
 
-	if (mount("tmpfs", BK_EGRESS_CA_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, c->ca_opts) < 0)
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
 		return -1;
-	fd = open(BK_EGRESS_CA_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
 	if (fd < 0)
 		return -1;
-	while (off < rq->ca_len) {
-		ssize_t n = write(fd, rq->ca_bundle + off, rq->ca_len - off);
+	while (off < len) {
+		ssize_t n = write(fd, data + off, len - off);
 		if (n <= 0)
 			break;
 		off += (size_t)n;
 	}
 	/* Closed first: a file open for writing keeps a remount read-only busy. */
 	close(fd);
-	if (off == rq->ca_len)
-		ret = mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	return ret;
+	if (off != len) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Step 2, for a grant that reaches a brokered destination: the proxy's CA bundle, in a tmpfs of
+ * the exec's own on the sandbox's BK_EGRESS_CA_DIR, written as root and then read-only — the
+ * command can read what it trusts, and change nothing of it. */
+static int mount_ca(const struct child_ctx *c)
+{
+	const bk_spawn_request *rq = c->rq;
+
+	if (tmpfs_file(BK_EGRESS_CA_DIR, c->ca_opts, BK_EGRESS_CA_FILE, rq->ca_bundle, rq->ca_len) < 0)
+		return -1;
+	return mount(NULL, BK_EGRESS_CA_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+/* Step 2, where a memory cgroup limits the exec: text as its /proc/meminfo, read-only — a file on
+ * a tmpfs mounted for the purpose on /proc/sys (a directory every exec has, and only for the
+ * moment), bound over /proc/meminfo, and the tmpfs detached again. */
+static int mount_meminfo(const char *text)
+{
+	size_t len = 0;
+
+	while (text[len])
+		len++;
+	if (tmpfs_file("/proc/sys", "size=16k,mode=0700", "/proc/sys/meminfo", text, len) < 0 ||
+	    mount("/proc/sys/meminfo", "/proc/meminfo", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/proc/meminfo", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0) {
+		umount2("/proc/sys", MNT_DETACH);
+		return -1;
+	}
+	return umount2("/proc/sys", MNT_DETACH);
 }
 
 /* The exec child, pid 1 of its own PID namespace and alone in a fresh network namespace (both
@@ -164,6 +195,11 @@ static int exec_child(void *arg)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_NS);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_PROC);
+	/*    ...whose meminfo is the exec's memory limit, where a memory cgroup sets one: what free,
+	 *    top and the runtimes that size themselves by it see (exec/meminfo.h). Read-only: nothing
+	 *    in the exec can change what the next reader sees. */
+	if (rq->meminfo && mount_meminfo(rq->meminfo) < 0)
+		bk_child_fail(rfd, BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO);
 	/*    ...and a devpts instance of its own on /dev/pts (the sandbox's /dev/ptmx leads to it):
 	 *    the terminals it makes can be opened by its own processes only, none of another
 	 *    exec's is there to open — before, a process without a terminal read and wrote another

@@ -53,6 +53,7 @@ typedef struct bk_spawn_request {
 	 * namespace. NULL: none. */
 	const char *ca_bundle;
 	size_t ca_len;
+	const char *meminfo; /* the exec's /proc/meminfo (exec/meminfo.h), or NULL: the node's */
 	bool tty;          /* a terminal for stdin, stdout and stderr instead of pipes */
 	unsigned short rows, cols;
 } bk_spawn_request;

@@ -185,12 +185,14 @@ class EscapeTest(FilesTestCase):
     def test_make_parents_does_not_probe_the_hosts_tree(self):
         # mkdir -p (and upload's make_parents) through an escaping symlink must be refused before
         # anything behind the symlink is looked at: the answer may not depend on what is there.
-        # /run exists on the host and is hidden from the sandbox; /boxkite-nonexistent exists
-        # nowhere; /etc/hostname is a file; ../outside climbs out of the workspace mount.
+        # /root exists on the host and is hidden from the sandbox (whose /run is its own, for the
+        # egress CA); /boxkite-nonexistent exists nowhere; /etc/hostname is a file; ../outside
+        # climbs out of the workspace mount.
+        self.assertTrue(os.path.isdir("/root"))
         self.assertFalse(os.path.exists("/boxkite-nonexistent"))
-        links = {"hostdir": "/run", "nothing": "/boxkite-nonexistent", "hostfile": "/etc/hostname",
+        links = {"hostdir": "/root", "nothing": "/boxkite-nonexistent", "hostfile": "/etc/hostname",
                  "climb": "../outside", "climbroot": "../../.."}
-        self.fs.exec(" && ".join("ln -s %s %s" % (t, n) for n, t in links.items()) + " && test ! -e /run")
+        self.fs.exec(" && ".join("ln -s %s %s" % (t, n) for n, t in links.items()) + " && test ! -e /root")
         answers = {}
         for link in links:
             for op in ("mkdir_parents", "upload_parents"):

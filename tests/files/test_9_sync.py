@@ -12,6 +12,7 @@ import socket
 import subprocess
 import os
 import random
+import re
 import shutil
 import signal
 import stat as st_
@@ -707,7 +708,12 @@ class SyncSuite:
             reader.join(10)
         shown = b"".join(chunks).decode(errors="replace")
         self.assertIn("pushed ", out)
-        self.assertRegex(shown, r"push \[[#-]{20}\] +\d+%  .* files")
+        # A push's own work (its total is known only at its end): files walked, of them read, and
+        # what it uploaded — an unchanged file is walked, not read.
+        m = re.findall(r"push (\d+) files \([\d.]+ (?:B|[KMG]iB)\) walked, (\d+) read, (\d+) blobs uploaded "
+                       r"\([\d.]+ (?:B|[KMG]iB)\)  [\d.]+ s", shown)
+        self.assertTrue(m, shown)
+        self.assertTrue(all(int(read) <= int(walked) for walked, read, _ in m), m)
         self.assertTrue(shown.endswith("\r\x1b[K"), "the progress line is not cleared: %r" % shown[-80:])
 
 
@@ -726,7 +732,7 @@ import sigv4_proxy  # noqa: E402
 
 
 class S3Store(FileStore):
-    """s3rver (npm, pinned in tests/files/s3/package-lock.json, installed by make deps) on a free
+    """s3rver (npm, pinned in tests/files/s3/package-lock.json, installed by make test-deps) on a free
     loopback port: a real S3-speaking server, its objects kept on disk under self.dir as
     KEY._S3rver_object, where the tests count them; reads, writes and deletions of the tests go
     through its S3 API (curl --aws-sigv4), as a user of the store would make them. s3rver 3.7.1
@@ -739,11 +745,11 @@ class S3Store(FileStore):
     @staticmethod
     def skip_reason():
         if not shutil.which("node"):
-            return "no node: s3rver cannot run (make deps installs nodejs)"
+            return "no node: s3rver cannot run (make test-deps installs nodejs)"
         if not os.path.exists(S3RVER):
-            return "%s is missing: run make deps (npm ci in tests/files/s3)" % S3RVER
+            return "%s is missing: run make test-deps (npm ci in tests/files/s3)" % S3RVER
         if not shutil.which("curl"):
-            return "no curl (make deps installs it)"
+            return "no curl (make test-deps installs it)"
         return None
 
     def __init__(self):
@@ -1003,6 +1009,66 @@ class HostileS3Test(unittest.TestCase):
         self.assertEqual(status_name(cm.exception.code), "DATA_LOSS", cm.exception)
         # The manifest's bound (64 MiB stored) and the slack of the error document, no more.
         self.assertLess(grown, 100 * MiB, "the front's peak grew by %d MiB" % (grown >> 20))
+
+
+class StoreCheckedAtStartUp(unittest.TestCase):
+    """A file:// store the front cannot use is refused at start-up, with the directory that stops it
+    and what to change — it was accepted, and the first push failed with a bare 'Permission denied'.
+    Every store is checked, not only the first."""
+
+    def start(self, stores, wrap=()):
+        """boxkited with these stores, until it exits or serves (then stopped): (served, stderr)."""
+        d = tempfile.mkdtemp(prefix="boxkite-store-check-")
+        self.addCleanup(shutil.rmtree, d, True)
+        subprocess.run([boxkited_process.BKCTL, "keygen", d + "/key"], check=True, capture_output=True)
+        args = [*wrap, boxkited_process.BOXKITED, "--listen", "ipc://%s/s.sock" % d, "--key-file", d + "/key",
+                "--workspace", d + "/ws", "--state-dir", d + "/state"]
+        for store in stores:
+            args += ["--sync-store", store]
+        with open(d + "/log", "w") as log:
+            p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while p.poll() is None and "listening on" not in open(d + "/log").read():
+            self.assertLess(time.monotonic(), deadline, "boxkited neither served nor exited")
+            time.sleep(0.05)
+        served = p.poll() is None
+        if served:
+            p.terminate()
+        p.wait(timeout=30)
+        return served, open(d + "/log").read()
+
+    def test_a_store_below_a_directory_the_front_cannot_search(self):
+        locked = tempfile.mkdtemp(prefix="boxkite-locked-")  # mode 0700, root's
+        self.addCleanup(shutil.rmtree, locked, True)
+        ok = tempfile.mkdtemp(prefix="boxkite-ok-store-")
+        self.addCleanup(shutil.rmtree, ok, True)
+        served, log = self.start(["file://" + ok, "file://%s/snapshots" % locked])
+        self.assertFalse(served, log[-2000:])
+        self.assertIn("--sync-store file://%s/snapshots: the front (uid 65532) cannot reach it past %s: give it "
+                      "search permission there (e.g. chmod o+x %s) or put the store elsewhere" % (locked, locked, locked),
+                      log)
+        # What it says to change is enough.
+        os.chmod(locked, 0o701)
+        served, log = self.start(["file://" + ok, "file://%s/snapshots" % locked])
+        self.assertTrue(served, log[-2000:])
+
+    def test_a_store_on_a_read_only_mount(self):
+        ro = tempfile.mkdtemp(prefix="boxkite-ro-store-")
+        self.addCleanup(shutil.rmtree, ro, True)
+        os.chmod(ro, 0o755)
+        os.mkdir(ro + "/store")
+        os.chown(ro + "/store", 65532, 65532)
+        os.chmod(ro + "/store", 0o700)
+        if not shutil.which("unshare"):
+            self.skipTest("SKIP: no unshare (util-linux) to mount in a namespace of the test's own")
+        # Read-only in a mount namespace of its own: nothing of this machine's mounts changes.
+        wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                'mount --bind -o ro "$0" "$0" && exec "$@"', ro]
+        served, log = self.start(["file://%s/store" % ro], wrap)
+        self.assertFalse(served, log[-2000:])
+        self.assertIn("--sync-store file://%s/store: the front (uid 65532) cannot read and write it: make it the "
+                      "front's (chown 65532 %s/store) on a filesystem mounted read-write: Read-only file system"
+                      % (ro, ro), log)
 
 
 @unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")

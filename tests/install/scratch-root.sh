@@ -5,10 +5,12 @@
 # make install's /usr/local and bkctl keygen's /etc/boxkite, land in the tmpfs), the host's
 # /dev and /sys, a fresh /proc, and empty /run, /tmp, /var and /root; REPO at its own path; then
 # pivots into it and runs SCRIPT with bash in REPO, with a clean environment. Everything it
-# mounts lives in this mount namespace and goes with it.
-#   usage: scratch-root.sh ROOT REPO SCRIPT
+# mounts lives in this mount namespace and goes with it. With "net", the caller gave it a network
+# namespace of its own (unshare --net): its loopback is brought up, so that what SCRIPT listens on
+# is its own.
+#   usage: scratch-root.sh ROOT REPO SCRIPT [net]
 set -eu
-R=$1 REPO=$2 SCRIPT=$3
+R=$1 REPO=$2 SCRIPT=$3 NET=${4:-}
 case $R in /?*) ;; *) echo "scratch-root.sh: ROOT must be an absolute path, not '$R'" >&2; exit 2 ;; esac
 
 mount -t tmpfs -o mode=0755 boxkite-scratch "$R"
@@ -41,6 +43,10 @@ mount --bind /var/lib/dpkg "$R/var/lib/dpkg"
 mount -o remount,bind,ro "$R/var/lib/dpkg"
 mount --bind "$REPO" "$R$REPO"
 cp "$SCRIPT" "$R/walkthrough.sh"
+
+if [ "$NET" = net ]; then
+	ip link set lo up
+fi
 
 cd "$R"
 pivot_root . .old

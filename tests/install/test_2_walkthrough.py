@@ -1,7 +1,10 @@
 """README.md's walkthrough, run as written: the console blocks between its walkthrough markers
 are read from README.md itself (so the two cannot drift), their `$ ` lines run one after the
 other by one bash, as a person would type them, in a scratch root (scratch-root.sh: nothing lands
-on this machine), and what each prints is checked against the lines README.md shows under it.
+on this machine; its own network namespace), and what each prints is checked against the lines
+README.md shows under it. The walkthrough goes from make install through exec, files, background
+processes and a preview fetched through the daemon's --preview-listen, to stopping the daemon:
+followed in order, every command works.
 
 In the expected lines `…` stands for any text, and a line that is only `…` for any number of
 lines. Every command must exit 0 (the walkthrough shows a failing status with `; echo ...`)."""
@@ -77,7 +80,7 @@ class ReadmeWalkthrough(unittest.TestCase):
     def setUp(self):
         if os.geteuid() != 0:
             self.skipTest("SKIP: needs root (mount namespaces, and boxkited makes a sandbox)")
-        for tool in ("unshare", "pivot_root", "mountpoint", "bash", "make"):
+        for tool in ("unshare", "pivot_root", "mountpoint", "bash", "make", "ip"):
             if not shutil.which(tool):
                 self.skipTest("SKIP: %s is not installed (make deps)" % tool)
         with open("/proc/filesystems") as f:
@@ -92,6 +95,14 @@ class ReadmeWalkthrough(unittest.TestCase):
         with open(README) as f:
             steps = walkthrough(f.read())
         self.assertGreater(len(steps), 10, "README.md's walkthrough has hardly any commands")
+        # What a new user hit: the process and preview commands came after the daemon was stopped,
+        # and the daemon had no --preview-listen.
+        commands = [cmd for cmd, _ in steps]
+        stop = commands.index("kill %1")
+        self.assertEqual(stop, len(commands) - 1, "the daemon is stopped before the walkthrough's end")
+        for needed in ("bkctl watch", "bkctl start", "bkctl ps", "bkctl preview", "bkctl logs", "bkctl kill"):
+            self.assertTrue(any(needed in c for c in commands[:stop]), "%s is not in the walkthrough" % needed)
+        self.assertIn("--preview-listen", [c for c in commands if c.startswith("boxkited ")][0])
         path = os.path.join(self.tmp, "walkthrough.sh")
         with open(path, "w") as f:
             f.write(script(steps))
@@ -101,8 +112,10 @@ class ReadmeWalkthrough(unittest.TestCase):
         # Into a file, not a pipe: a daemon the walkthrough starts in the background keeps our
         # stdout open as long as it runs.
         with open(out_path, "w") as out:
-            r = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
-                                os.path.join(HERE, "scratch-root.sh"), root, REPO, path],
+            # A network namespace of its own: the ports the walkthrough listens on (the preview's,
+            # the exposed one) are its own, whatever else this machine runs.
+            r = subprocess.run(["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--propagation",
+                                "private", os.path.join(HERE, "scratch-root.sh"), root, REPO, path, "net"],
                                stdout=out, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT,
                                stdin=subprocess.DEVNULL)
         with open(out_path, errors="replace") as f:

@@ -1,9 +1,15 @@
 """make run's script (scripts/run-demo) leaves nothing behind: a plain run removes its directory
 (key, socket, pid file, log, workspace) and stops its daemon; `KEEP=1 ... | tail` ends although
 the daemon goes on (it does not hold the pipe); `run-demo stop` (make run-stop) stops that
-daemon and removes the directory. RUN points it at a temporary directory, not build/run."""
+daemon and removes the directory. RUN points it at a temporary directory, not build/run.
+
+And README.md's set-up as written — `make deps`, then `make run` — in a scratch root
+(scratch-root.sh: a fresh machine's /usr/local and /etc, nothing of it landing on this one): make
+deps finds every package it installs present (the scratch root sees this machine's dpkg
+database, read-only: nothing may change it) and make run goes through."""
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -64,3 +70,42 @@ class MakeRun(unittest.TestCase):
             time.sleep(0.1)
         self.assertFalse(alive(pid), "make run-stop left boxkited running")
         self.assertFalse(os.path.exists(self.run_dir), "make run-stop left %s behind" % self.run_dir)
+
+
+class ReadmeSetUp(unittest.TestCase):
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("SKIP: make run needs root (boxkited makes a sandbox)")
+        for tool in ("unshare", "pivot_root", "mountpoint", "ip"):
+            if not shutil.which(tool):
+                self.skipTest("SKIP: %s is not installed" % tool)
+        with open("/proc/filesystems") as f:
+            if "overlay" not in f.read():
+                self.skipTest("SKIP: no overlay filesystem in this kernel")
+        self.tmp = tempfile.mkdtemp(prefix="boxkite-setup-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def test_make_deps_then_make_run_as_written(self):
+        with open(os.path.join(REPO, "README.md")) as f:
+            readme = f.read()
+        setup = readme[readme.index("## Set-up on a fresh Debian 12 machine"):readme.index("Run the whole test suite")]
+        first = re.search(r"(?m)^    (apt-get .* && make deps)$", setup)
+        self.assertTrue(first, "README's set-up no longer reads 'apt-get ... && make deps'")
+        self.assertRegex(setup, r"(?m)^    make run$")
+        # Its apt-get part needs the network and changes the machine: the scratch root runs what
+        # follows it, as written (make run's directory in the scratch root's /tmp, not in the
+        # checkout, where a run of someone's may be kept).
+        script = os.path.join(self.tmp, "setup.sh")
+        with open(script, "w") as f:
+            f.write("export RUN=/tmp/make-run\nmake deps && make run; echo \"@rc $?\"\n")
+        root = os.path.join(self.tmp, "root")
+        os.mkdir(root)
+        r = subprocess.run(["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--propagation",
+                            "private", os.path.join(HERE, "scratch-root.sh"), root, REPO, script, "net"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
+                           stdin=subprocess.DEVNULL)
+        self.assertIn("@rc 0", r.stdout, r.stdout[-3000:])
+        self.assertIn("deps: all build packages present", r.stdout)
+        self.assertNotIn("npm", r.stdout)
+        self.assertIn("uid=1001", r.stdout)
+        self.assertIn("isolated: 0 failed", r.stdout)

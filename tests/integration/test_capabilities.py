@@ -24,7 +24,7 @@ MANIFEST = bkit.REPO / "deploy" / "sandbox" / "pod.yaml"
 
 
 def manifest_sidecar():
-    import yaml  # python3-yaml (scripts/install-deps)
+    import yaml  # python3-yaml (make test-deps)
     pod = yaml.safe_load(MANIFEST.read_text())
     return next(c for c in pod["spec"]["containers"] if c["name"] == "sidecar")
 
@@ -180,7 +180,7 @@ class CapabilityList(unittest.TestCase):
         try:
             cls.drop, cls.caps = manifest_caps()
         except ImportError:
-            raise unittest.SkipTest("needs python3-yaml to read the manifest (make deps)")
+            raise unittest.SkipTest("needs python3-yaml to read the manifest (make test-deps)")
 
     def test_manifest_drops_all_and_adds_a_list(self):
         self.assertEqual(self.drop, ["ALL"])

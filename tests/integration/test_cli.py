@@ -268,7 +268,8 @@ class OutputOnATerminal(unittest.TestCase):
 
 class HelpTexts(unittest.TestCase):
     COMMANDS = ("keygen", "health", "exec", "doctor", "cp", "ls", "stat", "rm", "mkdir", "mv", "start", "ps", "logs",
-                "send", "close-stdin", "kill", "wait", "prune", "reset", "sync", "preview", "kube", "verify")
+                "send", "close-stdin", "kill", "wait", "prune", "reset", "sync", "preview", "kube", "verify", "help",
+                "completion")
 
     def test_usage_lines_and_option_headers(self):
         for cmd in self.COMMANDS:
@@ -306,6 +307,100 @@ class HelpTexts(unittest.TestCase):
         v = bkit.run([bkit.BOXKITED, "--version"])
         self.assertEqual(v.returncode, 0)
         self.assertRegex(v.stdout, r"^boxkited \d+\.\d+\.\d+\n$")
+
+
+class CommandLineEdges(unittest.TestCase):
+    """What a new user hit (issue 23): cp with -, JSON from every command, an unknown option's
+    message, bkctl help CMD, doctor's nproc against --exec-nproc's help."""
+
+    def test_cp_dash_is_standard_input_and_output(self):
+        data = bytes(range(256)) * 4099  # not text, not a whole number of blocks
+        r = bkit.run([bkit.BKCTL, "cp", "-", ":std/in.bin"], input=data, text=False,
+                     env=bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"copied 1 file", r.stdout)
+        r = bkit.run([bkit.BKCTL, "cp", ":std/in.bin", "-"], text=False, stdin=subprocess.DEVNULL,
+                     env=bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key))
+        self.assertEqual((r.returncode, r.stdout == data), (0, True), r.stderr)
+        # ./- is a file named -, both ways.
+        d = bkit.temp_dir("cp-dash")
+        r = bkit.run([bkit.BKCTL, "cp", ":std/in.bin", "./-"], cwd=d, stdin=subprocess.DEVNULL,
+                     env=bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual((d / "-").read_bytes(), data)
+        r = bkit.run([bkit.BKCTL, "cp", "./-", ":std/named-dash"], cwd=d, stdin=subprocess.DEVNULL,
+                     env=bkctl_env(BOXKITE_URL=D.url, BOXKITE_KEY_FILE=D.key))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(bkctl("stat", "-o", "json", "std/named-dash").returncode, 0)
+        # What - cannot be: a directory on either side, several files, JSON on standard output.
+        r = bkctl("cp", "-", ":std", input="x")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("standard input has no name: give the file's path, :std/NAME", r.stderr)
+        r = bkctl("cp", ":std", "-")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("std is not a regular file", r.stderr)
+        r = bkctl("cp", ":std/in.bin", ":std/named-dash", "-")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("goes with one source only", r.stderr)
+        r = bkctl("-o", "json", "cp", ":std/in.bin", "-")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("-o json and - both write to standard output", r.stderr)
+
+    def test_every_process_command_prints_json(self):
+        pid = bkctl("start", "-i", "--", "sleep", "4409").stdout.strip()
+        bkit.defer(bkctl, "kill", "-s", "KILL", pid)
+        r = bkctl("-o", "json", "close-stdin", pid)
+        self.assertEqual((r.returncode, json.loads(r.stdout)), (0, {"process_id": pid, "closed": True}), r.stderr)
+        r = bkctl("-o", "json", "kill", "-s", "KILL", "--kill-after", "1", pid)
+        self.assertEqual((r.returncode, json.loads(r.stdout)),
+                         (0, {"process_id": pid, "signal": 9, "kill_after_ms": 1000}), r.stderr)
+
+    def test_kube_refuses_json(self):
+        r = bkctl("-o", "json", "kube", "sb-1")
+        self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+        self.assertIn("kube prints YAML manifests", r.stderr)
+
+    def test_an_unknown_option_points_to_the_commands_help(self):
+        for args, word in ((["logs", "--bogus", "p1"], "--bogus"), (["exec", "-Q", "--", "true"], "-Q")):
+            with self.subTest(args):
+                r = bkctl(*args)
+                self.assertIn(r.returncode, (2, bkit.EXIT_FAILED), r.stderr)
+                self.assertIn(f"unknown option '{word}'", r.stderr)
+                self.assertIn(f"'bkctl {args[0]} --help' lists its options", r.stderr)
+                self.assertNotIn("Global options", r.stderr)  # not the whole usage
+        r = bkctl("logs", "--from")
+        self.assertIn("option '--from' needs an argument", r.stderr)
+        r = bkctl("logs")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "Usage: bkctl logs [options] ID\n'bkctl logs --help' for more.\n")
+
+    def test_help_command_and_help_once(self):
+        for cmd in ("logs", "preview", "sync", "cp"):
+            with self.subTest(cmd):
+                h = bkctl("help", cmd)
+                self.assertEqual((h.returncode, h.stdout), (0, bkctl(cmd, "--help").stdout))
+                self.assertEqual(h.stdout.count("Usage:"), 1, h.stdout)
+        r = bkctl("help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("  completion  ", r.stdout)
+        self.assertIn("'bkctl help COMMAND'", r.stdout)
+        r = bkctl("help", "nope")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no command 'nope'", r.stderr)
+
+    def test_nproc_as_doctor_shows_it_and_the_help_says(self):
+        r = bkctl("-o", "json", "doctor")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = json.loads(r.stdout)
+        row = [c for c in doc["checks"] if c["check"] == "rlimits"][0]["value"]
+        profile = doc["isolation_profile"]
+        helptext = bkit.run([bkit.BOXKITED, "--help"]).stdout
+        self.assertIn("RLIMIT_NPROC of the sandbox user, only without a pids cgroup (default 4096; else --exec-pids",
+                      helptext)
+        if "cgroup-none" in profile:
+            self.assertIn("nproc 4096", row)
+        else:
+            self.assertIn("(inherited: the pids cgroup limits processes)", row)
 
 
 class IpcRuntimeDirectory(unittest.TestCase):

@@ -182,6 +182,42 @@ class CgroupCleanup(unittest.TestCase):
                       what="no exec cgroup that saw an OOM kill")
 
 
+class MemoryAsTheCommandSeesIt(unittest.TestCase):
+    """free, top and psutil read /proc/meminfo: where a memory cgroup limits the exec, it says the
+    exec's limit (sidecar/exec/meminfo.h), not the node's memory; read-only; /proc/sys, where its
+    file was made, as it was."""
+
+    def test_meminfo_is_the_execs_limit(self):
+        node = open("/proc/meminfo").read().splitlines()[0]
+        rc, res, err = D.exec_json("--shell", "cat /proc/meminfo; echo @free; free -b; echo @write; "
+                                   "echo x 2>&1 > /proc/meminfo; echo @sys; cat /proc/sys/kernel/ostype")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        out = res["stdout"]
+        meminfo, rest = out.split("@free\n")
+        free, rest = rest.split("@write\n")
+        write, sys_ = rest.split("@sys\n")
+        total = int(meminfo.splitlines()[0].split()[1])
+        if not D.cgroup_dirs:
+            # No memory cgroup: nothing to show but the node's (the rlimit is no memory size).
+            self.assertEqual(meminfo.splitlines()[0], node)
+            return
+        # The default --exec-memory, 512 MiB (less than 4 x it, the sandbox's): its limit.
+        self.assertEqual(total, 512 * 1024, meminfo)
+        avail = int(meminfo.splitlines()[2].split()[1])
+        self.assertEqual(meminfo.splitlines()[2].split()[0], "MemAvailable:")
+        self.assertLessEqual(avail, total)
+        self.assertGreater(avail, 0)
+        self.assertRegex(free, r"Mem:\s+%d\s" % (total * 1024))
+        self.assertIn("Read-only file system", res["stderr"] + write)
+        self.assertEqual(sys_, "Linux\n")
+        # Another exec gets a file of its own, not a share of this one's.
+        rc, res, err = D.exec_json("--shell", "grep -c . /proc/meminfo; grep meminfo /proc/self/mountinfo")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        lines = res["stdout"].splitlines()
+        self.assertEqual(lines[0], "12")
+        self.assertIn(" /proc/meminfo ro,nosuid,nodev,noexec", lines[1])
+
+
 class LargeRequests(unittest.TestCase):
     def test_argv_at_its_limit_runs(self):
         # Two arguments of 125,000 bytes (the kernel takes 128 KiB per argument; boxkited 256 KiB

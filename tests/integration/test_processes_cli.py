@@ -7,6 +7,7 @@ running (the lease), and -it: a terminal whose size follows ours, raw mode given
 Every wait here is a hang guard (bkit.wait_for, timeouts of tens of seconds), never a measured
 duration: the machine is shared and slow.
 """
+import calendar
 import fcntl
 import hashlib
 import json
@@ -60,9 +61,8 @@ def wait_ended(pid, daemon=None):
     d = daemon or D
     r = d.bkctl("-o", "json", "wait", "--timeout", "60", pid, timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
-    for stream in ((), ("--stderr",)):
-        f = d.bkctl("logs", "-f", *stream, pid, timeout=90)
-        assert f.returncode == 0, f.stderr
+    f = d.bkctl("logs", "-f", pid, timeout=90)
+    assert f.returncode == 0, f.stderr
     return json.loads(r.stdout)["status"]
 
 
@@ -171,8 +171,8 @@ class StartPsLogs(unittest.TestCase):
         self.assertIn("build-1", line[0])
         r = D.bkctl("logs", pid)
         self.assertEqual((r.returncode, r.stdout), (0, "out-line\n"), r.stderr)
-        r = D.bkctl("logs", "--stderr", pid)
-        self.assertEqual((r.returncode, r.stdout), (0, "err-line\n"), r.stderr)
+        r = D.bkctl("logs", "--stderr", pid)  # its stderr to ours, as docker logs
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", "err-line\n"))
         r = D.bkctl("logs", "--from", "4", pid)
         self.assertEqual((r.returncode, r.stdout), (0, "line\n"), r.stderr)
         r = D.bkctl("-o", "json", "logs", "--stderr", "--from", "4", pid)
@@ -186,16 +186,20 @@ class StartPsLogs(unittest.TestCase):
         wait_ended(pid)
         r = D.bkctl("logs", "--from", "100", pid)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("OUT_OF_RANGE", r.stderr)
-        self.assertIn("--from 100 is past what the process has written so far", r.stderr)
+        self.assertIn("OUT_OF_RANGE: stdout offset 100 is past its end, 4", r.stderr)
+        self.assertNotIn("stderr offset", r.stderr)  # stderr was asked from its end: it is not past it
+        self.assertIn("--from 100 is past what the process has written to its stdout so far", r.stderr)
+        r = D.bkctl("logs", "--stderr", "--from", "1", pid)
+        self.assertIn("OUT_OF_RANGE: stderr offset 1 is past its end, 0", r.stderr)
+        self.assertNotIn("stdout offset", r.stderr)
 
     def test_logs_tells_when_the_ring_dropped_bytes(self):
         pid = start("--ring-size", "64K", "--shell", "head -c 1048576 /dev/zero | tr '\\0' a")
         wait_ended(pid)
         r = D.bkctl("logs", pid)
         self.assertEqual(r.returncode, 0, r.stderr)
-        m = re.search(r"(\d+) bytes lost: the ring dropped them before they were read; output goes on from "
-                      r"offset (\d+)", r.stderr)
+        m = re.search(r"(\d+) bytes of its stdout lost: the ring dropped them before they were read; output goes "
+                      r"on from offset (\d+)", r.stderr)
         self.assertTrue(m, r.stderr)
         lost, at = int(m.group(1)), int(m.group(2))
         self.assertEqual(lost, at)
@@ -238,7 +242,7 @@ class StartPsLogs(unittest.TestCase):
                  "        time.sleep(0.2)\n"
                  "sys.exit(1)\n" % port)
         client = start("--expose", str(bkit.free_tcp_port()), "--", "python3", "-c", probe)
-        self.assertEqual(wait_ended(client)["exit_code"], 0, D.bkctl("logs", "--stderr", client).stdout)
+        self.assertEqual(wait_ended(client)["exit_code"], 0, D.bkctl("logs", "--stderr", client).stderr)
         self.assertEqual(D.bkctl("logs", client).stdout, "200\n")
         rc, res, err = D.exec_json("python3", "-c", "import urllib.request; urllib.request.urlopen("
                                    "'http://127.0.0.1:%d/', timeout=3)" % port)
@@ -247,13 +251,126 @@ class StartPsLogs(unittest.TestCase):
         p = subprocess.Popen([bkit.BKCTL, "logs", "-f", "--stderr", pid], env=bkctl_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         bkit.defer(bkit.stop_process, p)
-        self.assertIn(b'"GET / HTTP/1.1" 200', p.stdout.readline())
+        self.assertIn(b'"GET / HTTP/1.1" 200', p.stderr.readline())
         self.assertIsNone(p.poll())
         r = D.bkctl("kill", pid)
         self.assertEqual(r.returncode, 0, r.stderr)
         p.communicate(timeout=60)
         self.assertEqual(p.returncode, 0)
         self.assertEqual(wait_ended(pid)["signal"], signal.SIGTERM)
+
+
+def iso_ms(ms):
+    """ms since the epoch as bkctl logs --timestamps writes it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
+
+
+def wait_output(pid, total):
+    """Until the process's two streams hold total bytes together (a hang guard)."""
+    bkit.wait_for(lambda: sum(ps()[pid][k] for k in ("stdout_end", "stderr_end")) >= total, 60,
+                  what=f"{pid} to have written {total} bytes")
+
+
+def logs(*args, merged=True):
+    """bkctl logs ARGS: its exit status, and what it wrote — stdout and stderr in one pipe, in the
+    order bkctl wrote them, unless merged is False (then stdout alone)."""
+    r = subprocess.run([bkit.BKCTL, "logs", *args], env=bkctl_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT if merged else subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120)
+    return r.returncode, r.stdout.decode()
+
+
+class LogsInOrder(unittest.TestCase):
+    """bkctl logs shows both streams in the order they were written, as docker logs does; --tail,
+    --since, --timestamps. Each write of the commands here waits for the previous one to be in
+    boxkited's ring (the test sends a line on its stdin once ps shows it): the order the server
+    read them in is then the order they were written, whatever the load."""
+
+    LINES = ["out1", "err1", "out2", "err2", "out3", "err3"]
+
+    @classmethod
+    def setUpClass(cls):
+        script = "for i in 1 2 3; do echo out$i; read x; echo err$i >&2; read x; done"
+        cls.pid = start("-i", "--shell", script)
+        for k in range(len(cls.LINES)):
+            wait_output(cls.pid, 5 * (k + 1))
+            r = D.bkctl("send", cls.pid, input="go\n")
+            assert r.returncode == 0, r.stderr
+        wait_ended(cls.pid)
+
+    def test_both_streams_interleaved_each_to_its_own(self):
+        self.assertEqual(logs(self.pid), (0, "".join(l + "\n" for l in self.LINES)))
+        r = D.bkctl("logs", self.pid)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "out1\nout2\nout3\n", "err1\nerr2\nerr3\n"))
+        self.assertEqual(logs("--stdout", self.pid, merged=False), (0, "out1\nout2\nout3\n"))
+        self.assertEqual(logs("--stderr", self.pid), (0, "err1\nerr2\nerr3\n"))
+
+    def test_timestamps_are_the_times_each_line_was_read(self):
+        before = D.bkctl("-o", "json", "ps")
+        rc, out = logs("--timestamps", self.pid)
+        self.assertEqual(rc, 0, out)
+        lines = out.splitlines()
+        self.assertEqual([l.split(" ", 1)[1] for l in lines], self.LINES)
+        times = [l.split(" ", 1)[0] for l in lines]
+        for t in times:
+            self.assertRegex(t, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertEqual(times, sorted(times))
+        started = [p for p in json.loads(before.stdout) if p["process_id"] == self.pid][0]["started_ms"]
+        # The first was read once the process had started (the same clock: boxkited runs here).
+        first = calendar.timegm(time.strptime(times[0][:19], "%Y-%m-%dT%H:%M:%S")) * 1000 + int(times[0][20:23])
+        self.assertGreaterEqual(first, started)
+        self.assertEqual(times[0], iso_ms(first))
+
+    def test_tail_counts_lines_across_both_streams(self):
+        self.assertEqual(logs("--tail", "3", self.pid), (0, "err2\nout3\nerr3\n"))
+        self.assertEqual(logs("-n", "1", "--stdout", self.pid), (0, "out3\n"))
+        self.assertEqual(logs("--tail", "0", self.pid), (0, ""))
+        self.assertEqual(logs("--tail", "100", self.pid), (0, "".join(l + "\n" for l in self.LINES)))
+
+    def test_json_refuses_what_shapes_text(self):
+        for args in (["--tail", "1"], ["--since", "1h"], ["-t"], ["-f"]):
+            with self.subTest(args):
+                r = D.bkctl("-o", "json", "logs", *args, self.pid)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("-o json prints one read of one stream", r.stderr)
+
+    def test_since(self):
+        pid = start("-i", "--shell", "echo early; read x; echo late; read x")
+        wait_output(pid, 6)
+        # A time after "early" was read and before "late" is written (the clock is this
+        # machine's, as boxkited's: it runs here).
+        cut = time.time()
+        time.sleep(0.05)
+        D.bkctl("send", pid, input="go\n")
+        wait_output(pid, 11)
+        D.bkctl("send", "--close", pid, input="")
+        wait_ended(pid)
+        iso = iso_ms(int(cut * 1000) + 1)
+        self.assertEqual(logs("--since", iso, pid), (0, "late\n"))
+        self.assertEqual(logs("--since", "1h", pid), (0, "early\nlate\n"))
+        r = D.bkctl("logs", "--since", "yesterday", pid)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--since yesterday: expected a time ago", r.stderr)
+
+    def test_follow_from_the_tail(self):
+        pid = start("-i", "--shell", "for i in 1 2 3 4 5; do echo line$i; done; read x; echo after")
+        bkit.defer(D.bkctl, "kill", "-s", "KILL", pid)
+        wait_output(pid, 30)
+        p = subprocess.Popen([bkit.BKCTL, "logs", "-f", "--tail", "2", pid], env=bkctl_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        bkit.defer(bkit.stop_process, p)
+        self.assertEqual(p.stdout.readline(), b"line4\n")
+        self.assertEqual(p.stdout.readline(), b"line5\n")
+        self.assertIsNone(p.poll(), "logs -f ended while the process still ran")
+        D.bkctl("send", pid, input="go\n")
+        out, err = p.communicate(timeout=60)
+        self.assertEqual((p.returncode, out), (0, b"after\n"), err)
+
+    def test_a_running_process_without_f_shows_what_it_wrote_so_far(self):
+        pid = start("-i", "--shell", "echo so-far; echo err-so-far >&2; read x")
+        bkit.defer(D.bkctl, "kill", "-s", "KILL", pid)
+        wait_output(pid, 17)
+        self.assertEqual(logs(pid), (0, "so-far\nerr-so-far\n"))
+        self.assertTrue(ps()[pid]["status"]["running"])
 
 
 class StdinKillWaitPrune(unittest.TestCase):
@@ -319,6 +436,11 @@ class StdinKillWaitPrune(unittest.TestCase):
         bkit.defer(D.bkctl, "kill", "-s", "KILL", pid)
         r = D.bkctl("wait", "--timeout", "0.5", pid)
         self.assertEqual((r.returncode, r.stdout), (1, "%s running\n" % pid), r.stderr)
+        # A long-poll longer than the client's own timeout (--timeout before the command: 1 s) is
+        # not cut by it: the wait asked for comes on top (boxkite.h, "Timeouts").
+        r = D.bkctl("--timeout", "1", "wait", "--timeout", "3", pid)
+        self.assertEqual((r.returncode, r.stdout), (1, "%s running\n" % pid), r.stderr)
+        self.assertNotIn("DEADLINE_EXCEEDED", r.stderr)
 
     def test_max_runtime_and_an_exit_code(self):
         pid = start("--max-runtime", "1", "--", "sleep", "60")
@@ -468,6 +590,22 @@ class StoppingExec(unittest.TestCase):
         self.assertTrue(expired[0]["status"]["lease_expired"], expired[0])
 
 
+    def test_a_bkctl_stopped_past_its_lease_exits_125_when_it_goes_on(self):
+        # ^Z for longer than the lease: the command is killed, as for a bkctl that died, and bkctl
+        # says so and exits 125 (bkctl's failure, as exec --help says), not 137 (the command's).
+        p = subprocess.Popen([bkit.BKCTL, "exec", "--shell", "echo ready; sleep 4408"], env=bkctl_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        bkit.defer(bkit.stop_process, p)
+        self.assertEqual(p.stdout.readline(), b"ready\n")
+        bkit.wait_for(lambda: sandbox_processes("sleep", "4408"), 30, what="sleep 4408 to run")
+        p.send_signal(signal.SIGSTOP)
+        self.gone("sleep", "4408", timeout=120)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, bkit.EXIT_FAILED, err)
+        self.assertIn(b"killed because bkctl did not reach boxkited for 15 s", err)
+
+
 class InteractiveTerminal(unittest.TestCase):
     def test_exec_it_sh_is_a_terminal_that_follows_resizes_and_takes_ctrl_c(self):
         t = Terminal([str(bkit.BKCTL), "exec", "-it", "--", "sh"], bkctl_env(), rows=30, cols=100)
@@ -506,6 +644,23 @@ class InteractiveTerminal(unittest.TestCase):
         t.read_until(rb"/dev/pts/\d+")
         self.assertEqual(t.wait(), 0, t.out)
 
+    def test_the_command_gets_our_term_and_clear_clears(self):
+        # As docker exec -t: the remote terminal stands for ours, and full-screen programs need its
+        # type (it was TERM=dumb, and clear failed).
+        script = 'echo "term=$TERM-$((1+1))"; clear; echo "clear=$?-$((2+2))"'
+        t = Terminal([str(bkit.BKCTL), "exec", "-it", "--", "sh", "-c", script],
+                     dict(bkctl_env(), TERM="xterm-256color"))
+        t.read_until(rb"term=xterm-256color-2\r\n")
+        m = t.read_until(rb"clear=(\d+)-4")
+        self.assertEqual(m.group(1), b"0", t.out)
+        self.assertIn(b"\x1b[H\x1b[2J", t.out)  # what xterm-256color's terminfo says clears
+        self.assertEqual(t.wait(), 0, t.out)
+        # -e TERM=... is the caller's choice, kept.
+        t = Terminal([str(bkit.BKCTL), "exec", "-it", "-e", "TERM=vt100", "--", "sh", "-c", 'echo "term=$TERM-$((1+1))"'],
+                     dict(bkctl_env(), TERM="xterm-256color"))
+        t.read_until(rb"term=vt100-2\r\n")
+        self.assertEqual(t.wait(), 0, t.out)
+
     def test_raw_mode_is_given_back(self):
         script = f"stty -g; {bkit.BKCTL} exec -it -- sh -c 'exit 3'; echo rc=$?; stty -g"
         t = Terminal(["/bin/sh", "-c", script], bkctl_env())
@@ -540,11 +695,13 @@ class Reset(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         res = json.loads(r.stdout)
         self.assertGreaterEqual(res["processes_killed"], 1)
-        self.assertEqual(res["key_id"], "tenant2")
+        self.assertEqual((res["key_id"], res["key_file"]), ("tenant2", str(new_key)))
         self.assertFalse(sandbox_processes("sleep", "4407"))
-        # The old key is refused; the new one works and finds a clean sandbox.
+        # The old key is refused, and the hint names the key a reset installed as one to use; the
+        # new one works and finds a clean sandbox.
         r = d.bkctl("ps")
         self.assertEqual(r.returncode, 4, r.stderr)  # bkctl(1): authentication refused
+        self.assertIn("or the one the last bkctl reset --new-key installed", r.stderr)
         env = dict(bkctl_env(d), BOXKITE_KEY_FILE=str(new_key))
         r = bkit.run([bkit.BKCTL, "-o", "json", "ps"], env=env)
         self.assertEqual((r.returncode, json.loads(r.stdout or "null")), (0, []), r.stderr)
@@ -552,6 +709,19 @@ class Reset(unittest.TestCase):
         r = bkit.run([bkit.BKCTL, "-o", "json", "exec", "--shell", "ls -A /workspace /tmp"], env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["stdout"], "/tmp:\n\n/workspace:\n")
+
+    def test_reset_new_key_says_which_key_file_to_use(self):
+        d = bkit.Daemon("proc-reset-text").start()
+        new_key = bkit.temp_dir("newkey-text") / "key"
+        bkit.run([bkit.BKCTL, "keygen", new_key], check=True)
+        r = d.bkctl("reset", "--new-key", str(new_key), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"from now on: export BOXKITE_KEY_FILE={new_key} (or --key-file {new_key})", r.stdout)
+        # The same key id, another secret: the old file's MAC is refused with the same hint.
+        r = d.bkctl("ls")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn("BAD_MAC", r.stderr)
+        self.assertIn("or the one the last bkctl reset --new-key installed", r.stderr)
 
     def test_a_new_key_is_refused_over_plain_tcp(self):
         new_key = bkit.temp_dir("tcpkey") / "key"

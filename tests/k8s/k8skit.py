@@ -28,7 +28,7 @@ def yaml():
     try:
         import yaml as y
     except ImportError:
-        raise unittest.SkipTest("needs python3-yaml (make deps)")
+        raise unittest.SkipTest("needs python3-yaml (make test-deps)")
     return y
 
 

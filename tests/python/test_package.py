@@ -133,7 +133,7 @@ class BuildTest(unittest.TestCase):
     def test_type_hints_check(self):
         mypy = shutil.which("mypy")
         if not mypy:
-            self.skipTest("mypy is not installed (make deps installs Debian's)")
+            self.skipTest("mypy is not installed (make test-deps installs Debian's)")
         examples = os.path.join(sdk_dir(), "examples")
         with tempfile.TemporaryDirectory() as cache:
             # The package as installed here, and the examples as a user's code typed against it.

@@ -301,6 +301,112 @@ static void path_dir_and_mkdir_p(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* bkctl logs --timestamps: RFC 3339 in UTC with milliseconds, also before 1970. */
+static void times_as_rfc3339(void **state)
+{
+	char out[BKCTL_TIME_LEN];
+
+	(void)state;
+	bkctl_format_time(0, out);
+	assert_string_equal(out, "1970-01-01T00:00:00.000Z");
+	bkctl_format_time(1764670830123, out);
+	assert_string_equal(out, "2025-12-02T10:20:30.123Z");
+	bkctl_format_time(-1, out);
+	assert_string_equal(out, "1969-12-31T23:59:59.999Z");
+}
+
+/* bkctl logs --since: a time ago or an RFC 3339 time; anything else refused. */
+static void since_ago_or_rfc3339(void **state)
+{
+	const int64_t now = 1764670830123;
+	int64_t ms;
+
+	(void)state;
+	assert_int_equal(bkctl_parse_since("90", now, &ms), 0);
+	assert_int_equal(ms, now - 90000);
+	assert_int_equal(bkctl_parse_since("1.5s", now, &ms), 0);
+	assert_int_equal(ms, now - 1500);
+	assert_int_equal(bkctl_parse_since("10m", now, &ms), 0);
+	assert_int_equal(ms, now - 600000);
+	assert_int_equal(bkctl_parse_since("2h", now, &ms), 0);
+	assert_int_equal(ms, now - 7200000);
+	assert_int_equal(bkctl_parse_since("1d", now, &ms), 0);
+	assert_int_equal(ms, now - 86400000);
+	assert_int_equal(bkctl_parse_since("2025-12-02T10:20:30Z", now, &ms), 0);
+	assert_int_equal(ms, 1764670830000);
+	assert_int_equal(bkctl_parse_since("2025-12-02T10:20:30.1Z", now, &ms), 0);
+	assert_int_equal(ms, 1764670830100);
+	assert_int_equal(bkctl_parse_since("2025-12-02T11:20:30.123+01:00", now, &ms), 0);
+	assert_int_equal(ms, 1764670830123);
+	assert_int_equal(bkctl_parse_since("2025-12-02T09:20:30-01:00", now, &ms), 0);
+	assert_int_equal(ms, 1764670830000);
+	for (const char *const *bad = (const char *const[]){ "", "x", "10x", "10mm", "-5", "2025-12-02T10:20:30",
+							     "2025-12-02T10:20:30Zjunk", "2025-12-02T10:20:30+1", NULL };
+	     *bad; bad++)
+		assert_int_equal(bkctl_parse_since(*bad, now, &ms), -1);
+}
+
+/* The last lines of what t kept, as bkctl logs --tail writes them. */
+static char *tail_text(const bkctl_tail *t)
+{
+	size_t skip, k = bkctl_tail_start(t, &skip), len = 0;
+	char *out = NULL;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_non_null(f);
+	for (; k < t->n; k++, skip = 0)
+		fwrite(t->v[k].data + skip, 1, t->v[k].len - skip, f);
+	assert_int_equal(fclose(f), 0);
+	return out;
+}
+
+static void tail_keeps_the_last_lines(void **state)
+{
+	static const char *const pieces[] = { "a\nb", "\nc\n", "d\ne\nf", "\n", "g" };
+	const struct {
+		uint64_t lines;
+		size_t upto;   /* pieces fed */
+		const char *want;
+	} cases[] = {
+		{ 2, 2, "b\nc\n" },  { 1, 2, "c\n" },        { 0, 5, "" },        { 9, 5, "a\nb\nc\nd\ne\nf\ng" },
+		{ 2, 5, "f\ng" },      { 3, 4, "d\ne\nf\n" }, { 1, 1, "b" },       { 1, 4, "f\n" },
+	};
+
+	(void)state;
+	for (size_t c = 0; c < BK_ARRAY_SIZE(cases); c++) {
+		bkctl_tail t;
+		char *got;
+
+		bkctl_tail_init(&t, cases[c].lines);
+		for (size_t i = 0; i < cases[c].upto; i++)
+			bkctl_tail_add(&t, BK_STREAM_STDOUT, (int64_t)i, (const uint8_t *)pieces[i], strlen(pieces[i]));
+		got = tail_text(&t);
+		assert_string_equal(got, cases[c].want);
+		free(got);
+		bkctl_tail_free(&t);
+	}
+}
+
+/* What is kept stays about the last lines however much comes. */
+static void tail_lets_go_of_what_it_will_not_show(void **state)
+{
+	bkctl_tail t;
+	char *got;
+
+	(void)state;
+	bkctl_tail_init(&t, 3);
+	for (int i = 0; i < 100000; i++) {
+		char line[32];
+		snprintf(line, sizeof(line), "line %d\n", i);
+		bkctl_tail_add(&t, i % 2 ? BK_STREAM_STDERR : BK_STREAM_STDOUT, i, (const uint8_t *)line, strlen(line));
+		assert_true(t.n - t.head <= 5);
+	}
+	got = tail_text(&t);
+	assert_string_equal(got, "line 99997\nline 99998\nline 99999\n");
+	free(got);
+	bkctl_tail_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +419,10 @@ int main(void)
 		cmocka_unit_test(seconds_round_up_to_a_millisecond),
 		cmocka_unit_test(sizes_with_binary_suffixes),
 		cmocka_unit_test(path_dir_and_mkdir_p),
+		cmocka_unit_test(times_as_rfc3339),
+		cmocka_unit_test(since_ago_or_rfc3339),
+		cmocka_unit_test(tail_keeps_the_last_lines),
+		cmocka_unit_test(tail_lets_go_of_what_it_will_not_show),
 	};
 
 	umask(022);

@@ -7,7 +7,7 @@
 # NAME (tests/cmocka_filter.c), and the scripts whose file names do.
 
 UNIT_TESTS := envelope mac_vectors contenthash fileindex store replay replaylog keys channel fsops cgroup sbpath preview httpreq \
-              ring egresspolicy httpparse broker
+              ring marks meminfo egresspolicy httpparse broker
 UNIT_BINS  := $(patsubst %,$(B)/tests/unit/test_%,$(UNIT_TESTS))
 # Client-side tests link bkctl's objects and libboxkite instead of the server and executor libraries.
 UNIT_CLIENT_BINS := $(B)/tests/unit/test_bkctl_files $(B)/tests/unit/test_bkctl_text

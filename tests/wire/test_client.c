@@ -152,6 +152,26 @@ static void *health_worker(void *arg)
 
 /* One bk_client shared by THREADS threads (documented thread-safe): every call succeeds and is
  * verified, and the server ran exactly that many Health handlers. */
+/* A reset installs a key of BK_RESET_KEY_LEN bytes: another length is refused by the library, with
+ * the rule, before anything reaches the server (boxkite.h, bk_reset_request). */
+static void test_reset_new_key_length_checked_here(void **state)
+{
+	wire *w = *state;
+	bk_client *c = client_open(w->url, &(bk_client_options){ .key = stranger_secret, .key_len = 32,
+								 .key_id = "k1", .timeout_ms = WIRE_TIMEOUT_MS });
+	static const uint8_t secret[64] = { 1 };
+	bk_reset_result res;
+	bk_status st;
+
+	for (size_t len = 31; len <= 64; len += 33) {
+		bk_reset_request rq = { .new_key_id = "next", .new_key = secret, .new_key_len = len };
+		assert_int_equal(bk_reset(c, &rq, &res, &st), BK_INVALID_ARGUMENT);
+		assert_non_null(strstr(st.message, "a reset installs a key of 32 bytes"));
+	}
+	assert_int_equal(atomic_load(&wire_method(w, "Reset")->calls), 0);
+	bk_client_close(c);
+}
+
 static void test_concurrent_keyed_health(void **state)
 {
 	wire *w = *state;
@@ -501,6 +521,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_health_unknown_key, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_health_server_without_key, setup_unkeyed, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_keyed_health, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_reset_new_key_length_checked_here, setup_keyed, teardown),
 		cmocka_unit_test_setup_teardown(test_client_rejects_tampered_answers, setup_fake, teardown_fake),
 	};
 

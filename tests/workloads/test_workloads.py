@@ -26,7 +26,7 @@ def need(*tools):
     """Skip unless every tool is on this machine (the local sandbox shows the host's /usr)."""
     missing = [t for t in tools if not shutil.which(t)]
     if missing:
-        raise unittest.SkipTest(f"this machine has no {', '.join(missing)} (make deps installs it)")
+        raise unittest.SkipTest(f"this machine has no {', '.join(missing)} (make test-deps installs it)")
 
 
 def run(test, script, timeout=180):
@@ -58,7 +58,7 @@ class Python(unittest.TestCase):
         need("python3")
         if not Path("/usr/lib/python3/dist-packages/pip").exists() and \
                 not list(Path("/usr/share/python-wheels").glob("pip-*.whl")):
-            self.skipTest("no pip for venvs here (python3-venv / python3-pip-whl; make deps installs them)")
+            self.skipTest("no pip for venvs here (python3-venv / python3-pip-whl; make test-deps installs them)")
         wheel(D.workspace / "bkdemo-1.0-py3-none-any.whl")
         out = run(self, "set -e; python3 -m venv /tmp/bk-venv; "
                         "PIP_DISABLE_PIP_VERSION_CHECK=1 /tmp/bk-venv/bin/pip install -q --no-index "

@@ -4291,7 +4291,7 @@ const ProtobufCMessageDescriptor boxkite__executor__reply__descriptor =
   (ProtobufCMessageInit) boxkite__executor__reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[31] =
+static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[32] =
 {
   { "STEP_NONE", "BOXKITE__EXECUTOR__STEP__STEP_NONE", 0 },
   { "STEP_PIDNS", "BOXKITE__EXECUTOR__STEP__STEP_PIDNS", 1 },
@@ -4324,11 +4324,12 @@ static const ProtobufCEnumValue boxkite__executor__step__enum_values_by_number[3
   { "STEP_MOUNT_DEVPTS", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_DEVPTS", 28 },
   { "STEP_USERNS", "BOXKITE__EXECUTOR__STEP__STEP_USERNS", 29 },
   { "STEP_EGRESS_CA", "BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA", 30 },
+  { "STEP_MOUNT_MEMINFO", "BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO", 31 },
 };
 static const ProtobufCIntRange boxkite__executor__step__value_ranges[] = {
-{0, 0},{0, 31}
+{0, 0},{0, 32}
 };
-static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[31] =
+static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_name[32] =
 {
   { "STEP_CAPBSET", 9 },
   { "STEP_CAPSET", 13 },
@@ -4341,6 +4342,7 @@ static const ProtobufCEnumValueIndex boxkite__executor__step__enum_values_by_nam
   { "STEP_IPC_NS", 4 },
   { "STEP_LOOPBACK", 2 },
   { "STEP_MOUNT_DEVPTS", 28 },
+  { "STEP_MOUNT_MEMINFO", 31 },
   { "STEP_MOUNT_NS", 6 },
   { "STEP_MOUNT_PROC", 7 },
   { "STEP_NONE", 0 },
@@ -4369,9 +4371,9 @@ const ProtobufCEnumDescriptor boxkite__executor__step__descriptor =
   "Step",
   "Boxkite__Executor__Step",
   "boxkite.executor",
-  31,
+  32,
   boxkite__executor__step__enum_values_by_number,
-  31,
+  32,
   boxkite__executor__step__enum_values_by_name,
   1,
   boxkite__executor__step__value_ranges,

@@ -118,7 +118,14 @@ typedef enum _Boxkite__Executor__Step {
   /*
    * a grant reaching a brokered destination: the proxy's CA bundle
    */
-  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 30
+  BOXKITE__EXECUTOR__STEP__STEP_EGRESS_CA = 30,
+  /*
+   * mounted at /run/boxkite (the sandbox must have that directory)
+   */
+  /*
+   * the exec's own /proc/meminfo, its memory limit (sidecar/exec/meminfo.h)
+   */
+  BOXKITE__EXECUTOR__STEP__STEP_MOUNT_MEMINFO = 31
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(BOXKITE__EXECUTOR__STEP)
 } Boxkite__Executor__Step;
 

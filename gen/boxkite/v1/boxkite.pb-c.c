@@ -1672,6 +1672,51 @@ void   boxkite__v1__stream_chunk__free_unpacked
   assert(message->base.descriptor == &boxkite__v1__stream_chunk__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   boxkite__v1__output_mark__init
+                     (Boxkite__V1__OutputMark         *message)
+{
+  static const Boxkite__V1__OutputMark init_value = BOXKITE__V1__OUTPUT_MARK__INIT;
+  *message = init_value;
+}
+size_t boxkite__v1__output_mark__get_packed_size
+                     (const Boxkite__V1__OutputMark *message)
+{
+  assert(message->base.descriptor == &boxkite__v1__output_mark__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t boxkite__v1__output_mark__pack
+                     (const Boxkite__V1__OutputMark *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &boxkite__v1__output_mark__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t boxkite__v1__output_mark__pack_to_buffer
+                     (const Boxkite__V1__OutputMark *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &boxkite__v1__output_mark__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Boxkite__V1__OutputMark *
+       boxkite__v1__output_mark__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Boxkite__V1__OutputMark *)
+     protobuf_c_message_unpack (&boxkite__v1__output_mark__descriptor,
+                                allocator, len, data);
+}
+void   boxkite__v1__output_mark__free_unpacked
+                     (Boxkite__V1__OutputMark *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &boxkite__v1__output_mark__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   boxkite__v1__process_read_request__init
                      (Boxkite__V1__ProcessReadRequest         *message)
 {
@@ -5684,7 +5729,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor =
   (ProtobufCMessageInit) boxkite__v1__process_status__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descriptors[5] =
+static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descriptors[6] =
 {
   {
     "length",
@@ -5746,18 +5791,31 @@ static const ProtobufCFieldDescriptor boxkite__v1__stream_chunk__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "marks",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Boxkite__V1__StreamChunk, n_marks),
+    offsetof(Boxkite__V1__StreamChunk, marks),
+    &boxkite__v1__output_mark__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__stream_chunk__field_indices_by_name[] = {
   3,   /* field[3] = end */
   4,   /* field[4] = eof */
   0,   /* field[0] = length */
   2,   /* field[2] = lost */
+  5,   /* field[5] = marks */
   1,   /* field[1] = offset */
 };
 static const ProtobufCIntRange boxkite__v1__stream_chunk__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor =
 {
@@ -5767,14 +5825,78 @@ const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor =
   "Boxkite__V1__StreamChunk",
   "boxkite.v1",
   sizeof(Boxkite__V1__StreamChunk),
-  5,
+  6,
   boxkite__v1__stream_chunk__field_descriptors,
   boxkite__v1__stream_chunk__field_indices_by_name,
   1,  boxkite__v1__stream_chunk__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__stream_chunk__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor boxkite__v1__output_mark__field_descriptors[3] =
+{
+  {
+    "offset",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__OutputMark, offset),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "seq",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__OutputMark, seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "time_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__OutputMark, time_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned boxkite__v1__output_mark__field_indices_by_name[] = {
+  0,   /* field[0] = offset */
+  1,   /* field[1] = seq */
+  2,   /* field[2] = time_ms */
+};
+static const ProtobufCIntRange boxkite__v1__output_mark__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor boxkite__v1__output_mark__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "boxkite.v1.OutputMark",
+  "OutputMark",
+  "Boxkite__V1__OutputMark",
+  "boxkite.v1",
+  sizeof(Boxkite__V1__OutputMark),
+  3,
+  boxkite__v1__output_mark__field_descriptors,
+  boxkite__v1__output_mark__field_indices_by_name,
+  1,  boxkite__v1__output_mark__number_ranges,
+  (ProtobufCMessageInit) boxkite__v1__output_mark__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[7] =
 {
   {
     "process_id",
@@ -5837,8 +5959,20 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "epoch",
+    "marks",
     6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadRequest, marks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    7,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_FIXED64,
     0,   /* quantifier_offset */
@@ -5850,7 +5984,8 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
   },
 };
 static const unsigned boxkite__v1__process_read_request__field_indices_by_name[] = {
-  5,   /* field[5] = epoch */
+  6,   /* field[6] = epoch */
+  5,   /* field[5] = marks */
   3,   /* field[3] = max_bytes */
   0,   /* field[0] = process_id */
   2,   /* field[2] = stderr_offset */
@@ -5860,7 +5995,7 @@ static const unsigned boxkite__v1__process_read_request__field_indices_by_name[]
 static const ProtobufCIntRange boxkite__v1__process_read_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
 {
@@ -5870,7 +6005,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
   "Boxkite__V1__ProcessReadRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadRequest),
-  6,
+  7,
   boxkite__v1__process_read_request__field_descriptors,
   boxkite__v1__process_read_request__field_indices_by_name,
   1,  boxkite__v1__process_read_request__number_ranges,
@@ -7410,7 +7545,7 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_status_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__sync_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__sync_status_response__field_descriptors[11] =
+static const ProtobufCFieldDescriptor boxkite__v1__sync_status_response__field_descriptors[13] =
 {
   {
     "running",
@@ -7544,12 +7679,38 @@ static const ProtobufCFieldDescriptor boxkite__v1__sync_status_response__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "files_read",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, files_read),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_uploaded",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__SyncStatusResponse, bytes_uploaded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__sync_status_response__field_indices_by_name[] = {
   7,   /* field[7] = blobs_uploaded */
   4,   /* field[4] = bytes_done */
   6,   /* field[6] = bytes_total */
+  12,   /* field[12] = bytes_uploaded */
   3,   /* field[3] = files_done */
+  11,   /* field[11] = files_read */
   5,   /* field[5] = files_total */
   10,   /* field[10] = message */
   1,   /* field[1] = operation */
@@ -7561,7 +7722,7 @@ static const unsigned boxkite__v1__sync_status_response__field_indices_by_name[]
 static const ProtobufCIntRange boxkite__v1__sync_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__sync_status_response__descriptor =
 {
@@ -7571,7 +7732,7 @@ const ProtobufCMessageDescriptor boxkite__v1__sync_status_response__descriptor =
   "Boxkite__V1__SyncStatusResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__SyncStatusResponse),
-  11,
+  13,
   boxkite__v1__sync_status_response__field_descriptors,
   boxkite__v1__sync_status_response__field_indices_by_name,
   1,  boxkite__v1__sync_status_response__number_ranges,

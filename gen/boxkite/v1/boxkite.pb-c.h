@@ -52,6 +52,7 @@ typedef struct Boxkite__V1__ProcessStartRequest Boxkite__V1__ProcessStartRequest
 typedef struct Boxkite__V1__ProcessStartResponse Boxkite__V1__ProcessStartResponse;
 typedef struct Boxkite__V1__ProcessStatus Boxkite__V1__ProcessStatus;
 typedef struct Boxkite__V1__StreamChunk Boxkite__V1__StreamChunk;
+typedef struct Boxkite__V1__OutputMark Boxkite__V1__OutputMark;
 typedef struct Boxkite__V1__ProcessReadRequest Boxkite__V1__ProcessReadRequest;
 typedef struct Boxkite__V1__ProcessReadResponse Boxkite__V1__ProcessReadResponse;
 typedef struct Boxkite__V1__ProcessWriteRequest Boxkite__V1__ProcessWriteRequest;
@@ -1060,10 +1061,36 @@ struct  Boxkite__V1__StreamChunk
    * the stream is closed and these bytes reach its end
    */
   protobuf_c_boolean eof;
+  /*
+   * asked for (ProcessReadRequest.marks): when and in which order
+   */
+  size_t n_marks;
+  Boxkite__V1__OutputMark **marks;
 };
 #define BOXKITE__V1__STREAM_CHUNK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__stream_chunk__descriptor) \
-    , 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0,NULL }
+
+
+/*
+ * The stream's bytes from `offset` up to the next mark's offset (or the chunk's end) were read by
+ * boxkited as its read number `seq`, at `time_ms`. seq counts a process's reads across both
+ * streams, moving on only when the other stream is read: ordered by (seq, offset), the two
+ * streams' bytes are back in the order they were read.
+ */
+struct  Boxkite__V1__OutputMark
+{
+  ProtobufCMessage base;
+  uint64_t offset;
+  uint64_t seq;
+  /*
+   * wall clock, ms since the Unix epoch
+   */
+  int64_t time_ms;
+};
+#define BOXKITE__V1__OUTPUT_MARK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__output_mark__descriptor) \
+    , 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadRequest
@@ -1082,6 +1109,12 @@ struct  Boxkite__V1__ProcessReadRequest
   uint32_t wait_ms;
   /*
    * process runs, wait up to this long for bytes or the end
+   */
+  /*
+   * each chunk's marks too (StreamChunk.marks)
+   */
+  protobuf_c_boolean marks;
+  /*
    * The epoch the process was named in (ProcessStartResponse.epoch, or an answer about it): a
    * process of another epoch — another boxkited at this address, or the tenant before a Reset —
    * is 5 NOT_FOUND, never acted on. 0: whatever process has this id now (an id a person typed).
@@ -1090,7 +1123,7 @@ struct  Boxkite__V1__ProcessReadRequest
 };
 #define BOXKITE__V1__PROCESS_READ_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_read_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadResponse
@@ -1564,10 +1597,21 @@ struct  Boxkite__V1__SyncStatusResponse
    * once ended: its error message
    */
   char *message;
+  /*
+   * push: files read so far (new or changed since the store saw them;
+   */
+  uint64_t files_read;
+  /*
+   * files_done counts every file walked, read or not)
+   */
+  /*
+   * push: bytes put in the store so far (compressed blobs)
+   */
+  uint64_t bytes_uploaded;
 };
 #define BOXKITE__V1__SYNC_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__sync_status_response__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ResetRequest
@@ -2306,6 +2350,25 @@ Boxkite__V1__StreamChunk *
 void   boxkite__v1__stream_chunk__free_unpacked
                      (Boxkite__V1__StreamChunk *message,
                       ProtobufCAllocator *allocator);
+/* Boxkite__V1__OutputMark methods */
+void   boxkite__v1__output_mark__init
+                     (Boxkite__V1__OutputMark         *message);
+size_t boxkite__v1__output_mark__get_packed_size
+                     (const Boxkite__V1__OutputMark   *message);
+size_t boxkite__v1__output_mark__pack
+                     (const Boxkite__V1__OutputMark   *message,
+                      uint8_t             *out);
+size_t boxkite__v1__output_mark__pack_to_buffer
+                     (const Boxkite__V1__OutputMark   *message,
+                      ProtobufCBuffer     *buffer);
+Boxkite__V1__OutputMark *
+       boxkite__v1__output_mark__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   boxkite__v1__output_mark__free_unpacked
+                     (Boxkite__V1__OutputMark *message,
+                      ProtobufCAllocator *allocator);
 /* Boxkite__V1__ProcessReadRequest methods */
 void   boxkite__v1__process_read_request__init
                      (Boxkite__V1__ProcessReadRequest         *message);
@@ -2951,6 +3014,9 @@ typedef void (*Boxkite__V1__ProcessStatus_Closure)
 typedef void (*Boxkite__V1__StreamChunk_Closure)
                  (const Boxkite__V1__StreamChunk *message,
                   void *closure_data);
+typedef void (*Boxkite__V1__OutputMark_Closure)
+                 (const Boxkite__V1__OutputMark *message,
+                  void *closure_data);
 typedef void (*Boxkite__V1__ProcessReadRequest_Closure)
                  (const Boxkite__V1__ProcessReadRequest *message,
                   void *closure_data);
@@ -3348,6 +3414,7 @@ extern const ProtobufCMessageDescriptor boxkite__v1__process_start_request__desc
 extern const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_status__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__stream_chunk__descriptor;
+extern const ProtobufCMessageDescriptor boxkite__v1__output_mark__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor;
 extern const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor;

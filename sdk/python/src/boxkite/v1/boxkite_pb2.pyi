@@ -390,6 +390,16 @@ class HealthResponse(_message.Message):
     version: str
     def __init__(self, version: _Optional[str] = ..., mode: _Optional[str] = ..., sandbox_ready: bool = ..., auth_configured: bool = ..., uptime_ms: _Optional[int] = ..., not_ready_reason: _Optional[str] = ..., egress_ceiling: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class OutputMark(_message.Message):
+    __slots__ = ["offset", "seq", "time_ms"]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    seq: int
+    time_ms: int
+    def __init__(self, offset: _Optional[int] = ..., seq: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
 class ProcessCloseStdinRequest(_message.Message):
     __slots__ = ["epoch", "process_id"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -437,20 +447,22 @@ class ProcessListResponse(_message.Message):
     def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessReadRequest(_message.Message):
-    __slots__ = ["epoch", "max_bytes", "process_id", "stderr_offset", "stdout_offset", "wait_ms"]
+    __slots__ = ["epoch", "marks", "max_bytes", "process_id", "stderr_offset", "stdout_offset", "wait_ms"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MARKS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_OFFSET_FIELD_NUMBER: _ClassVar[int]
     STDOUT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
+    marks: bool
     max_bytes: int
     process_id: str
     stderr_offset: int
     stdout_offset: int
     wait_ms: int
-    def __init__(self, process_id: _Optional[str] = ..., stdout_offset: _Optional[int] = ..., stderr_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., wait_ms: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., stdout_offset: _Optional[int] = ..., stderr_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., wait_ms: _Optional[int] = ..., marks: bool = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessReadResponse(_message.Message):
     __slots__ = ["epoch", "retry_after_ms", "status", "stderr", "stdout"]
@@ -641,18 +653,20 @@ class SnapshotInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., files: _Optional[int] = ..., bytes: _Optional[int] = ..., created_ms: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
 
 class StreamChunk(_message.Message):
-    __slots__ = ["end", "eof", "length", "lost", "offset"]
+    __slots__ = ["end", "eof", "length", "lost", "marks", "offset"]
     END_FIELD_NUMBER: _ClassVar[int]
     EOF_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     LOST_FIELD_NUMBER: _ClassVar[int]
+    MARKS_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     end: int
     eof: bool
     length: int
     lost: int
+    marks: _containers.RepeatedCompositeFieldContainer[OutputMark]
     offset: int
-    def __init__(self, length: _Optional[int] = ..., offset: _Optional[int] = ..., lost: _Optional[int] = ..., end: _Optional[int] = ..., eof: bool = ...) -> None: ...
+    def __init__(self, length: _Optional[int] = ..., offset: _Optional[int] = ..., lost: _Optional[int] = ..., end: _Optional[int] = ..., eof: bool = ..., marks: _Optional[_Iterable[_Union[OutputMark, _Mapping]]] = ...) -> None: ...
 
 class SyncListRequest(_message.Message):
     __slots__ = ["url"]
@@ -745,11 +759,13 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusResponse(_message.Message):
-    __slots__ = ["blobs_uploaded", "bytes_done", "bytes_total", "files_done", "files_total", "message", "operation", "running", "snapshot", "started_ms", "status"]
+    __slots__ = ["blobs_uploaded", "bytes_done", "bytes_total", "bytes_uploaded", "files_done", "files_read", "files_total", "message", "operation", "running", "snapshot", "started_ms", "status"]
     BLOBS_UPLOADED_FIELD_NUMBER: _ClassVar[int]
     BYTES_DONE_FIELD_NUMBER: _ClassVar[int]
     BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BYTES_UPLOADED_FIELD_NUMBER: _ClassVar[int]
     FILES_DONE_FIELD_NUMBER: _ClassVar[int]
+    FILES_READ_FIELD_NUMBER: _ClassVar[int]
     FILES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
@@ -760,7 +776,9 @@ class SyncStatusResponse(_message.Message):
     blobs_uploaded: int
     bytes_done: int
     bytes_total: int
+    bytes_uploaded: int
     files_done: int
+    files_read: int
     files_total: int
     message: str
     operation: str
@@ -768,7 +786,7 @@ class SyncStatusResponse(_message.Message):
     snapshot: str
     started_ms: int
     status: int
-    def __init__(self, running: bool = ..., operation: _Optional[str] = ..., snapshot: _Optional[str] = ..., files_done: _Optional[int] = ..., bytes_done: _Optional[int] = ..., files_total: _Optional[int] = ..., bytes_total: _Optional[int] = ..., blobs_uploaded: _Optional[int] = ..., started_ms: _Optional[int] = ..., status: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, running: bool = ..., operation: _Optional[str] = ..., snapshot: _Optional[str] = ..., files_done: _Optional[int] = ..., bytes_done: _Optional[int] = ..., files_total: _Optional[int] = ..., bytes_total: _Optional[int] = ..., blobs_uploaded: _Optional[int] = ..., started_ms: _Optional[int] = ..., status: _Optional[int] = ..., message: _Optional[str] = ..., files_read: _Optional[int] = ..., bytes_uploaded: _Optional[int] = ...) -> None: ...
 
 class TerminalSize(_message.Message):
     __slots__ = ["cols", "rows"]

@@ -60,7 +60,7 @@ static const struct option_def option_defs[] = {
 	{ "exec-timeout-max", OPT_SECONDS, FIELD(exec_timeout_max_ms), "SECONDS", "largest timeout a request may ask (default 3600)" },
 	{ "exec-output", OPT_SIZE, FIELD(exec_output), "BYTES", "default bytes kept per output stream (default 1M)" },
 	{ "exec-output-max", OPT_SIZE, FIELD(exec_output_max), "BYTES", "largest per-stream limit a request may ask (default 64M)" },
-	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output buffered for all running execs together (default 256M)" },
+	{ "exec-output-budget", OPT_SIZE, FIELD(exec_output_budget), "BYTES", "output and stdin buffered for all running execs together (default 256M)" },
 	{ "exec-memory", OPT_SIZE, FIELD(exec_memory), "BYTES", "memory limit per exec (default 512M)" },
 	{ "exec-pids", OPT_UINT, FIELD(exec_pids), "N", "process limit per exec (default 256)" },
 	{ "sandbox-memory", OPT_SIZE, FIELD(sandbox_memory), "BYTES", "memory of every exec and process together (default 4 x --exec-memory)" },

@@ -49,8 +49,16 @@ int main(void)
 	printf("| memory one request decodes into | anyone | %s (`--decode-cap`) | 8 RESOURCE_EXHAUSTED |\n",
 	       bytes(cfg.decode_cap, a, sizeof(a)));
 	printf("| requests served at once; calls waiting (long-polls) beside them | key holder | %u (`--contexts`); "
-	       "%d | further requests wait in nng; a read or wait past the parked ones answers at once |\n",
-	       cfg.contexts, BK_PARKED_MAX);
+	       "%d, each up to %d s | further requests wait in nng; past the waiting ones, a read, wait or write "
+	       "answers at once with `retry_after_ms` %d (the clients wait that long), an Exec is refused "
+	       "RESOURCE_EXHAUSTED: no wait holds a context |\n",
+	       cfg.contexts, BK_PARKED_MAX, BK_PROCESS_WAIT_MAX_MS / 1000, BK_PROCESS_RETRY_AFTER_MS);
+	printf("| read answers made from the rings and not yet taken by their connection | key holder | %s, every "
+	       "process together (a connection writes one answer at a time: at most %u more, one per connection, "
+	       "each up to %s) | a read that has its bytes waits for room (or, not waiting, gets none and "
+	       "`retry_after_ms`) |\n",
+	       bytes(BK_PROCESS_ANSWER_BUDGET, a, sizeof(a)), cfg.max_connections,
+	       bytes(2 * (size_t)BK_PROCESS_READ_MAX, b, sizeof(b)));
 	printf("| connections to `--http-listen` and to `--preview-listen` | anyone | %d each, a request's head "
 	       "%s and %d s to send it (and as long to take the answer) | the oldest is closed for a new one; "
 	       "a larger head 431 |\n",
@@ -67,8 +75,8 @@ int main(void)
 	printf("| nonces remembered; answers kept for re-sends | key holder | %zu; %s (`--replay-capacity`, "
 	       "`--replay-answer-cap`) | RESOURCE_EXHAUSTED; oldest answers dropped |\n",
 	       cfg.replay_capacity, bytes(cfg.replay_answer_cap, a, sizeof(a)));
-	printf("| output buffered for running execs | key holder | %s (`--exec-output-budget`) | Exec refused "
-	       "RESOURCE_EXHAUSTED before it runs |\n",
+	printf("| output and stdin buffered for running execs | key holder | %s (`--exec-output-budget`) | Exec "
+	       "refused RESOURCE_EXHAUSTED before it runs |\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
 	printf("| background processes; their rings | key holder | %u; %s (`--processes-max`, "
 	       "`--process-ring-budget`) | ProcessStart: RESOURCE_EXHAUSTED |\n",

@@ -62,7 +62,8 @@ int main(void)
 	       "`--exec-output-max` | past the limit: read and dropped, counted; above the largest: 3 "
 	       "INVALID_ARGUMENT |\n",
 	       bytes(cfg.exec_output, a, sizeof(a)), bytes(cfg.exec_output_max, b, sizeof(b)));
-	printf("| output buffered for all running execs, each reserving its two streams' limits when admitted | %s | "
+	printf("| output and stdin buffered for all running execs, each reserving its two streams' limits and its "
+	       "stdin when admitted | %s | "
 	       "`--exec-output-budget` | Exec: 8 RESOURCE_EXHAUSTED before it runs |\n",
 	       bytes(cfg.exec_output_budget, a, sizeof(a)));
 	printf("| memory and processes of every exec and process together (their common cgroup) | %s, %u | "
@@ -99,7 +100,11 @@ int main(void)
 	       bytes(BK_PROCESS_READ_MAX, b, sizeof(b)));
 	printf("| ProcessWrite: bytes per write | at most %s |\n", bytes(BK_PROCESS_WRITE_MAX, a, sizeof(a)));
 	printf("| ProcessRead, ProcessWait, a ProcessWrite not taken: longest wait | %d s |\n", BK_PROCESS_WAIT_MAX_MS / 1000);
-	printf("| calls waiting (long-polls) at once, beside `--contexts` | %d |\n", BK_PARKED_MAX);
+	printf("| calls waiting (long-polls) at once, beside `--contexts`; past them, the wait to ask again after "
+	       "(`retry_after_ms`) | %d; %d s |\n",
+	       BK_PARKED_MAX, BK_PROCESS_RETRY_AFTER_MS / 1000);
+	printf("| bytes of ProcessRead answers being made and sent, every process together | %s |\n",
+	       bytes(BK_PROCESS_ANSWER_BUDGET, a, sizeof(a)));
 	printf("| FileWatch: watches of a sandbox at once; the directories they watch together | %d; %d |\n",
 	       BK_WATCHES_MAX, BK_WATCH_DIRS_MAX);
 	printf("| FileWatch: events a watch keeps for its reader, and their paths' bytes (past either, one "

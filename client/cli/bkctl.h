@@ -189,6 +189,11 @@ int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
 /* A process's status in JSON, under key (client/cli/process.c). */
 void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps);
+/* Where process id's streams end now (ends[0] stdout, ends[1] stderr), whether it still runs, and
+ * the epoch its id is of now, which every call after names: a command that goes on for a while
+ * (logs -f, send) never goes on with another boxkited's process of that id, restarted meanwhile.
+ * An id not listed: all 0 (the call after it says NOT_FOUND). */
+int bkctl_process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st);
 
 /* --- bkctl logs' parts that need no server (client/cli/logs.c; tests/unit/test_bkctl_text.c) */
 

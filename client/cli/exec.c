@@ -138,6 +138,7 @@ typedef struct stream_exec {
 	const bkctl *ctl;
 	bk_client *c;
 	char id[BK_PROCESS_ID_MAX];
+	uint64_t epoch;           /* id's: no call of ours reaches another boxkited's process of that id */
 	bool tty;                 /* -t */
 	bool feed_stdin;          /* -i */
 	int sigfd;                /* SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGWINCH, blocked in every thread */
@@ -155,7 +156,7 @@ static void send_signal(stream_exec *s, int sig, uint32_t kill_after_ms)
 {
 	bk_status st;
 
-	if (bk_process_signal(s->c, s->id, sig, kill_after_ms, &st) != BK_OK && st.code != BK_FAILED_PRECONDITION &&
+	if (bk_process_signal(s->c, s->id, s->epoch, sig, kill_after_ms, &st) != BK_OK && st.code != BK_FAILED_PRECONDITION &&
 	    st.code != BK_NOT_FOUND) {
 		fprintf(stderr, "%s: cannot signal the command (%s): ", s->ctl->prog, bk_status_name(st.code));
 		bkctl_put_text(stderr, st.message);
@@ -189,7 +190,7 @@ static void on_signal(stream_exec *s, int sig, int *interrupts)
 		break;
 	case SIGWINCH:
 		if (s->tty && bkctl_terminal_size(&rows, &cols) == 0 && rows && cols)
-			(void)bk_process_resize(s->c, s->id, rows, cols, NULL);
+			(void)bk_process_resize(s->c, s->id, s->epoch, rows, cols, NULL);
 		break;
 	default:
 		break;
@@ -205,6 +206,7 @@ static void *signal_thread(void *arg)
 		struct pollfd p[2] = { { .fd = s->sigfd, .events = POLLIN }, { .fd = s->stop[0], .events = POLLIN } };
 		struct signalfd_siginfo si;
 		bk_process_status ps;
+		uint64_t epoch = s->epoch;
 		int n = poll(p, 2, LEASE_RENEW_MS);
 
 		if (n < 0 && errno == EINTR)
@@ -213,7 +215,7 @@ static void *signal_thread(void *arg)
 			return NULL;
 		if (n == 0) {
 			/* Keeps the lease while the follower waits on our stdout. */
-			(void)bk_process_wait(s->c, s->id, 0, &ps, NULL);
+			(void)bk_process_wait(s->c, s->id, &epoch, 0, &ps, NULL);
 			continue;
 		}
 		if (read(s->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
@@ -250,7 +252,7 @@ static void *input_thread(void *arg)
 
 	if (!buf) {
 		fprintf(stderr, "%s: -i: out of memory; the command's stdin is closed%s", s->ctl->prog, eol());
-		(void)bk_process_close_stdin(s->c, s->id, NULL);
+		(void)bk_process_close_stdin(s->c, s->id, s->epoch, NULL);
 		return NULL;
 	}
 	for (;;) {
@@ -268,7 +270,7 @@ static void *input_thread(void *arg)
 		n = stdin_gather(buf, 0, STDIN_CHUNK, &eof);
 		if (!n && !eof)
 			continue;
-		if (bk_process_write(s->c, s->id, buf, n, eof, NULL, &st) != BK_OK) {
+		if (bk_process_write(s->c, s->id, s->epoch, buf, n, eof, NULL, &st) != BK_OK) {
 			if (st.code != BK_FAILED_PRECONDITION && st.code != BK_NOT_FOUND) {
 				fprintf(stderr, "%s: -i: writing to the command's stdin (%s): ", s->ctl->prog,
 					bk_status_name(st.code));
@@ -282,11 +284,12 @@ static void *input_thread(void *arg)
 	}
 }
 
-static bool on_started(void *arg, const char *id)
+static bool on_started(void *arg, const char *id, uint64_t epoch)
 {
 	stream_exec *s = arg;
 
 	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->epoch = epoch;
 	if (pthread_create(&s->signals, NULL, signal_thread, s) != 0)
 		return false;
 	s->signals_running = true;
@@ -412,6 +415,13 @@ static int exec_streamed(bkctl *ctl, bk_process_request *rq, bool raw)
 	stream_exec_end(&s);
 	terminal_restore();
 	bk_client_close(s.c);
+	if (code == BK_ABORTED && started.id[0]) {
+		/* A Reset killed it (SIGKILL, its whole tree), as it kills an Exec's command: ended as
+		 * killed, with why. */
+		fprintf(stderr, "%s: the sandbox was reset: the command and everything it started were killed\n",
+			ctl->prog);
+		return 128 + SIGKILL;
+	}
 	if (code != BK_OK) {
 		bkctl_fail(ctl, &st);
 		if (started.id[0])

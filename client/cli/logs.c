@@ -253,35 +253,15 @@ static bool logs_tail_flush(logs_state *l)
 	return ok;
 }
 
-/* Where stream ends now, and whether the process still runs. */
-static int stream_end(bk_client *c, const char *id, int stream, uint64_t *end, bool *running, bk_status *st)
-{
-	bk_process_info *procs;
-	size_t n;
-	int code = bk_process_list(c, &procs, &n, st);
-
-	if (code != BK_OK)
-		return code;
-	*end = 0;
-	*running = false;
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(procs[i].id, id) == 0) {
-			*end = stream == BK_STREAM_STDERR ? procs[i].stderr_end : procs[i].stdout_end;
-			*running = procs[i].status.running;
-		}
-	}
-	bk_process_list_free(procs, n);
-	return BK_OK;
-}
-
 /* -o json: one read of the one stream, from `from`: "next" says where the following call goes on. */
-static int logs_json(bk_client *c, const char *id, int stream, uint64_t from, uint64_t other, bk_status *st)
+static int logs_json(bk_client *c, const char *id, uint64_t epoch, int stream, uint64_t from, uint64_t other,
+		     bk_status *st)
 {
 	uint64_t so = stream == BK_STREAM_STDOUT ? from : other, se = stream == BK_STREAM_STDERR ? from : other;
 	bk_json j = { .out = stdout };
 	bk_process_output o;
 	bk_stream_chunk *ch;
-	int code = bk_process_read(c, id, so, se, LOGS_READ_MAX, 0, &o, st);
+	int code = bk_process_read(c, id, &epoch, so, se, LOGS_READ_MAX, 0, &o, st);
 
 	if (code != BK_OK)
 		return code;
@@ -306,7 +286,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	logs_state l = { .ctl = ctl, .since_ms = INT64_MIN, .line_start = { true, true } };
 	bk_process_handlers h = { .output_at = logs_output, .lost = logs_lost, .arg = &l };
 	bool follow = false, raw = false, has_from = false, has_tail = false, running;
-	uint64_t from = 0, lines = 0, offsets[2] = { 0, 0 };
+	uint64_t from = 0, lines = 0, offsets[2] = { 0, 0 }, ends[2], epoch;
 	const char *id;
 	char *end;
 	bk_status st;
@@ -381,16 +361,16 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	/* The stream not shown starts where it ends now: its bytes so far are not read. */
+	/* The stream not shown starts where it ends now: its bytes so far are not read. Every read
+	 * after names the epoch the id is of now. */
+	code = bkctl_process_now(c, id, ends, &running, &epoch, &st);
 	if (l.only) {
-		int other = l.only == BK_STREAM_STDOUT ? BK_STREAM_STDERR : BK_STREAM_STDOUT;
-		code = stream_end(c, id, other, &offsets[other == BK_STREAM_STDERR], &running, &st);
-		offsets[l.only == BK_STREAM_STDERR] = from;
-	} else {
-		code = stream_end(c, id, BK_STREAM_STDOUT, &(uint64_t){ 0 }, &running, &st);
+		int other = l.only == BK_STREAM_STDOUT ? 1 : 0;
+		offsets[other] = ends[other];
+		offsets[!other] = from;
 	}
 	if (code == BK_OK && ctl->json) {
-		code = logs_json(c, id, l.only ? l.only : BK_STREAM_STDOUT, from,
+		code = logs_json(c, id, epoch, l.only ? l.only : BK_STREAM_STDOUT, from,
 				 offsets[l.only == BK_STREAM_STDOUT], &st);
 		goto out;
 	}
@@ -399,7 +379,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	 * --tail to pick its last lines from, or without -f to show; then with -f what comes. */
 	if (code == BK_OK && (has_tail || !follow)) {
 		h.until_now = running;
-		code = bk_process_follow(c, id, &offsets[0], &offsets[1], &h, NULL, &st);
+		code = bk_process_follow(c, id, &epoch, &offsets[0], &offsets[1], &h, NULL, &st);
 		l.tailing = false;
 		if (code == BK_OK && has_tail)
 			logs_tail_flush(&l);
@@ -407,7 +387,7 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		h.until_now = false;
 	}
 	if (code == BK_OK && !l.gone && follow)
-		code = bk_process_follow(c, id, &offsets[0], &offsets[1], &h, NULL, &st);
+		code = bk_process_follow(c, id, &epoch, &offsets[0], &offsets[1], &h, NULL, &st);
 	if (code == BK_CANCELLED && l.gone)
 		code = BK_OK; /* our stdout was closed */
 out:

@@ -277,12 +277,35 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	return BKCTL_EXIT_OK;
 }
 
+int bkctl_process_now(bk_client *c, const char *id, uint64_t ends[2], bool *running, uint64_t *epoch, bk_status *st)
+{
+	bk_process_info *procs;
+	size_t n;
+	int code = bk_process_list(c, &procs, &n, st);
+
+	if (code != BK_OK)
+		return code;
+	ends[0] = ends[1] = 0;
+	*running = false;
+	*epoch = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(procs[i].id, id) == 0) {
+			ends[0] = procs[i].stdout_end;
+			ends[1] = procs[i].stderr_end;
+			*running = procs[i].status.running;
+			*epoch = procs[i].epoch;
+		}
+	}
+	bk_process_list_free(procs, n);
+	return BK_OK;
+}
+
 int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	_cleanup_free_ uint8_t *buf = NULL;
 	_cleanup_close_ int file = -1;
-	uint64_t total = 0, written;
-	bool close_after = false;
+	uint64_t total = 0, written, ends[2], epoch;
+	bool close_after = false, running;
 	const char *id, *path = "-";
 	int opt, help = 0, code = BK_OK, fd = STDIN_FILENO;
 	bk_status st;
@@ -317,8 +340,9 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
+	code = bkctl_process_now(c, id, ends, &running, &epoch, &st);
 	/* A chunk at a time, as it comes (a pipe may never end): each in once the last is. */
-	for (;;) {
+	while (code == BK_OK) {
 		ssize_t n = read(fd, buf, SEND_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -329,10 +353,10 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		}
 		if (n == 0) {
 			if (close_after)
-				code = bk_process_close_stdin(c, id, &st);
+				code = bk_process_close_stdin(c, id, epoch, &st);
 			break;
 		}
-		code = bk_process_write(c, id, buf, (size_t)n, false, &written, &st);
+		code = bk_process_write(c, id, epoch, buf, (size_t)n, false, &written, &st);
 		total += written;
 		if (code != BK_OK)
 			break;
@@ -371,7 +395,7 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = bk_process_close_stdin(c, id, &st);
+	code = bk_process_close_stdin(c, id, 0, &st);
 	bk_client_close(c);
 	if (code != BK_OK)
 		return bkctl_fail(ctl, &st);
@@ -420,7 +444,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
-	code = bk_process_signal(c, id, sig, kill_after_ms, &st);
+	code = bk_process_signal(c, id, 0, sig, kill_after_ms, &st);
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
@@ -442,6 +466,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
 	uint32_t timeout_ms = 0;
+	uint64_t epoch = 0;
 	struct timespec start;
 	bk_process_status ps;
 	const char *id;
@@ -464,12 +489,14 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	if (!c)
 		return code;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	/* Long-polls of at most the server's maximum, until it ends or our --timeout is up. */
+	/* Long-polls of at most the server's maximum, until it ends or our --timeout is up; each after
+	 * the first names the epoch the first found, so that a boxkited restarted meanwhile is not
+	 * waited on for its own process of that id. */
 	for (;;) {
 		uint64_t waited_ms = bk_elapsed_us(&start) / 1000;
 		uint32_t left = timeout_ms ? (waited_ms >= timeout_ms ? 0 : timeout_ms - (uint32_t)waited_ms)
 					   : BK_PROCESS_LONG_POLL_MAX_MS;
-		code = bk_process_wait(c, id, left, &ps, &st);
+		code = bk_process_wait(c, id, &epoch, left, &ps, &st);
 		if (code != BK_OK || !ps.running || (timeout_ms && left == 0))
 			break;
 	}
@@ -515,7 +542,7 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			if (procs[i].status.running)
 				continue;
-			if (bk_process_remove(c, procs[i].id, &st) == BK_OK)
+			if (bk_process_remove(c, procs[i].id, procs[i].epoch, &st) == BK_OK)
 				removed++;
 			else
 				bkctl_failures_add(ctl, &f, procs[i].id, &st, NULL, NULL);
@@ -523,7 +550,7 @@ int bkctl_prune(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		bk_process_list_free(procs, n);
 	} else {
 		for (int i = optind; i < argc; i++) {
-			if (bk_process_remove(c, argv[i], &st) == BK_OK)
+			if (bk_process_remove(c, argv[i], 0, &st) == BK_OK)
 				removed++;
 			else
 				bkctl_failures_add(ctl, &f, argv[i], &st, NULL, NULL);

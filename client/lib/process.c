@@ -1,6 +1,7 @@
 /* The process rpcs (start, read, write, close stdin, signal, wait, resize, list, remove), following
  * a process's output to its end on top of them, the streaming exec that runs a command that way,
  * and Reset. */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "request.h"
 #include "cleanup.h"
+#include "clock.h"
 
 /* The most one ProcessWrite carries (the server's limit). */
 #define WRITE_MAX (1u << 20)
@@ -42,6 +44,35 @@ static int process_call(bk_client *c, const char *method, const ProtobufCMessage
 static uint32_t long_poll_ms(uint32_t wait_ms)
 {
 	return wait_ms < BK_PROCESS_LONG_POLL_MAX_MS ? wait_ms : BK_PROCESS_LONG_POLL_MAX_MS;
+}
+
+/* What is left of a wait of wait_ms begun at `since` (CLOCK_MONOTONIC ms). */
+static uint32_t wait_left(uint32_t wait_ms, int64_t since)
+{
+	int64_t waited = bk_clock_monotonic_ms() - since;
+
+	return waited >= (int64_t)wait_ms ? 0 : wait_ms - (uint32_t)waited;
+}
+
+/* The server could not keep a call waiting and said when to ask again: wait that long (at most
+ * `left`, the caller's own wait, when it has one). */
+static void retry_pause(uint32_t retry_after_ms, uint32_t left)
+{
+	uint32_t ms = left && left < retry_after_ms ? left : retry_after_ms;
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* An answer's epoch, as the caller asked it: an epoch given must be the answer's (the server
+ * refuses another), and 0 learns it. */
+static int epoch_check(uint64_t *epoch, uint64_t answered, const char *method, bk_status *st)
+{
+	if (*epoch && answered != *epoch)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "%s: the answer is about another epoch's process", method);
+	*epoch = answered;
+	return BK_OK;
 }
 
 /* The status an answer carries. An answer without one is a broken answer, not "exit 0". */
@@ -102,7 +133,10 @@ int bk_process_start(bk_client *c, const bk_process_request *rq, bk_process_star
 		return code;
 	if (!resp->process_id[0] || strlen(resp->process_id) >= sizeof(out->id))
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessStart: the answer's process id is empty or too long");
+	if (!resp->epoch)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessStart: the answer names no epoch");
 	snprintf(out->id, sizeof(out->id), "%s", resp->process_id);
+	out->epoch = resp->epoch;
 	snprintf(out->isolation_profile, sizeof(out->isolation_profile), "%s", resp->isolation_profile);
 	return BK_OK;
 }
@@ -171,12 +205,20 @@ static int marks_from(const Boxkite__V1__StreamChunk *pb, const char *name, cons
 	return BK_OK;
 }
 
-/* bk_process_read, with the chunks' marks asked for and copied into marks[2] when marks is not
- * NULL (free their v). */
-static int process_read(bk_client *c, const char *id, uint64_t stdout_offset, uint64_t stderr_offset,
-			uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, chunk_marks *marks, bk_status *st)
+static void marks_free(chunk_marks *marks)
 {
-	Boxkite__V1__ProcessReadRequest req = BOXKITE__V1__PROCESS_READ_REQUEST__INIT;
+	for (int i = 0; marks && i < 2; i++) {
+		free(marks[i].v);
+		marks[i] = (chunk_marks){ 0 };
+	}
+}
+
+/* One ProcessRead of req: its answer in *out (the chunks' marks asked for and copied into
+ * marks[2] when marks is not NULL: free them with marks_free), the server's retry-after in
+ * *retry_after_ms. */
+static int read_once(bk_client *c, Boxkite__V1__ProcessReadRequest *req, uint64_t *epoch, bk_process_output *out,
+		     chunk_marks *marks, uint32_t *retry_after_ms, bk_status *st)
+{
 	_cleanup_response_ Boxkite__V1__ProcessReadResponse *resp = NULL;
 	bk_answer_data *a;
 	bk_request call;
@@ -185,46 +227,77 @@ static int process_read(bk_client *c, const char *id, uint64_t stdout_offset, ui
 	int code;
 
 	memset(out, 0, sizeof(*out));
-	req.process_id = (char *)id;
-	req.stdout_offset = stdout_offset;
-	req.stderr_offset = stderr_offset;
-	req.max_bytes = max_bytes;
-	req.wait_ms = long_poll_ms(wait_ms);
-	req.marks = marks != NULL;
+	req->marks = marks != NULL;
 	/* The output stays in the answer it arrived in, and the chunks point into it. */
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	out->answer = a;
-	code = bk_request_init(c, &call, "ProcessRead", &req.base, 0, NULL, st);
+	code = bk_request_init(c, &call, "ProcessRead", &req->base, 0, NULL, st);
 	/* A long-poll has its wait on top of the client's timeout: the timeout is for the answer
 	 * to come once the server gives it. */
 	if (code == BK_OK)
 		code = bk_request_call(c, &call, NULL, &boxkite__v1__process_read_response__descriptor,
-				       (ProtobufCMessage **)&resp, (int)req.wait_ms + bk_client_timeout(c), &verified, a,
+				       (ProtobufCMessage **)&resp, (int)req->wait_ms + bk_client_timeout(c), &verified, a,
 				       st);
-	if (code == BK_OK && (code = chunk_from(resp->stdout, "stdout", stdout_offset, a, &at, &out->out, st)) == BK_OK &&
-	    (code = chunk_from(resp->stderr, "stderr", stderr_offset, a, &at, &out->err, st)) == BK_OK &&
+	if (code == BK_OK &&
+	    (code = chunk_from(resp->stdout, "stdout", req->stdout_offset, a, &at, &out->out, st)) == BK_OK &&
+	    (code = chunk_from(resp->stderr, "stderr", req->stderr_offset, a, &at, &out->err, st)) == BK_OK &&
 	    (code = status_from_pb(resp->status, "ProcessRead", &out->status, st)) == BK_OK && at != a->len)
 		code = bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessRead: %zu bytes of the answer's data belong to no stream",
 				     a->len - at);
 	if (code == BK_OK && marks &&
 	    (code = marks_from(resp->stdout, "stdout", &out->out, &marks[0], st)) == BK_OK)
 		code = marks_from(resp->stderr, "stderr", &out->err, &marks[1], st);
-	if (code != BK_OK) {
-		bk_process_output_free(out);
-		for (int i = 0; marks && i < 2; i++) {
-			free(marks[i].v);
-			marks[i] = (chunk_marks){ 0 };
-		}
+	if (code == BK_OK)
+		code = epoch_check(epoch, resp->epoch, "ProcessRead", st);
+	if (code == BK_OK) {
+		*retry_after_ms = resp->retry_after_ms;
+		return BK_OK;
 	}
+	bk_process_output_free(out);
+	marks_free(marks);
 	return code;
 }
 
-int bk_process_read(bk_client *c, const char *id, uint64_t stdout_offset, uint64_t stderr_offset, uint32_t max_bytes,
-		    uint32_t wait_ms, bk_process_output *out, bk_status *st)
+/* bk_process_read, with marks as read_once's. An answer that came early, with when to ask again
+ * (retry_after_ms), goes to the caller if it carries something; else it is asked again after the
+ * pause, within the wait (a read that got no room for the bytes there are, until it gets them). */
+static int process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
+			uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, chunk_marks *marks, bk_status *st)
 {
-	return process_read(c, id, stdout_offset, stderr_offset, max_bytes, wait_ms, out, NULL, st);
+	Boxkite__V1__ProcessReadRequest req = BOXKITE__V1__PROCESS_READ_REQUEST__INIT;
+	int64_t since = bk_clock_monotonic_ms();
+	uint32_t retry_after_ms = 0;
+	int code;
+
+	req.process_id = (char *)id;
+	req.stdout_offset = stdout_offset;
+	req.stderr_offset = stderr_offset;
+	req.max_bytes = max_bytes;
+	wait_ms = long_poll_ms(wait_ms);
+	for (;;) {
+		bool nothing, more;
+
+		req.epoch = *epoch;
+		req.wait_ms = wait_left(wait_ms, since);
+		code = read_once(c, &req, epoch, out, marks, &retry_after_ms, st);
+		if (code != BK_OK || !retry_after_ms)
+			return code;
+		nothing = !out->out.len && !out->err.len && !out->out.lost && !out->err.lost;
+		more = out->out.offset < out->out.end || out->err.offset < out->err.end;
+		if (!nothing || (!out->status.running && !more) || (!more && !wait_left(wait_ms, since)))
+			return code;
+		bk_process_output_free(out);
+		marks_free(marks);
+		retry_pause(retry_after_ms, more ? 0 : wait_left(wait_ms, since));
+	}
+}
+
+int bk_process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
+		    uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st)
+{
+	return process_read(c, id, epoch, stdout_offset, stderr_offset, max_bytes, wait_ms, out, NULL, st);
 }
 
 void bk_process_output_free(bk_process_output *out)
@@ -238,8 +311,8 @@ void bk_process_output_free(bk_process_output *out)
 	out->out.len = out->err.len = 0;
 }
 
-int bk_process_write(bk_client *c, const char *id, const void *data, size_t len, bool close, uint64_t *written,
-		     bk_status *st)
+int bk_process_write(bk_client *c, const char *id, uint64_t epoch, const void *data, size_t len, bool close,
+		     uint64_t *written, bk_status *st)
 {
 	const uint8_t *p = data;
 	size_t done = 0;
@@ -254,6 +327,7 @@ int bk_process_write(bk_client *c, const char *id, const void *data, size_t len,
 		size_t n = len - done < WRITE_MAX ? len - done : WRITE_MAX;
 
 		req.process_id = (char *)id;
+		req.epoch = epoch;
 		req.data = (ProtobufCBinaryData){ .len = n, .data = (uint8_t *)p + done };
 		req.close = close && done + n == len;
 		code = process_call(c, "ProcessWrite", &req.base, &boxkite__v1__process_write_response__descriptor, &resp,
@@ -272,49 +346,67 @@ int bk_process_write(bk_client *c, const char *id, const void *data, size_t len,
 			*written = done;
 		if (resp->written == n && req.close)
 			break;
+		/* The server could not wait for the process to take the rest: not before it said. */
+		if (resp->retry_after_ms && done < len)
+			retry_pause(resp->retry_after_ms, 0);
 	} while (done < len);
 	return code;
 }
 
-int bk_process_close_stdin(bk_client *c, const char *id, bk_status *st)
+int bk_process_close_stdin(bk_client *c, const char *id, uint64_t epoch, bk_status *st)
 {
 	Boxkite__V1__ProcessCloseStdinRequest req = BOXKITE__V1__PROCESS_CLOSE_STDIN_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__ProcessCloseStdinResponse *resp = NULL;
 
 	req.process_id = (char *)id;
+	req.epoch = epoch;
 	return process_call(c, "ProcessCloseStdin", &req.base, &boxkite__v1__process_close_stdin_response__descriptor,
 			    &resp, 0, st);
 }
 
-int bk_process_signal(bk_client *c, const char *id, int signal, uint32_t kill_after_ms, bk_status *st)
+int bk_process_signal(bk_client *c, const char *id, uint64_t epoch, int signal, uint32_t kill_after_ms,
+		      bk_status *st)
 {
 	Boxkite__V1__ProcessSignalRequest req = BOXKITE__V1__PROCESS_SIGNAL_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__ProcessSignalResponse *resp = NULL;
 
 	req.process_id = (char *)id;
+	req.epoch = epoch;
 	req.signal = signal;
 	req.kill_after_ms = kill_after_ms;
 	return process_call(c, "ProcessSignal", &req.base, &boxkite__v1__process_signal_response__descriptor, &resp, 0,
 			    st);
 }
 
-int bk_process_wait(bk_client *c, const char *id, uint32_t wait_ms, bk_process_status *out, bk_status *st)
+int bk_process_wait(bk_client *c, const char *id, uint64_t *epoch, uint32_t wait_ms, bk_process_status *out,
+		    bk_status *st)
 {
 	Boxkite__V1__ProcessWaitRequest req = BOXKITE__V1__PROCESS_WAIT_REQUEST__INIT;
-	_cleanup_response_ Boxkite__V1__ProcessWaitResponse *resp = NULL;
+	int64_t since = bk_clock_monotonic_ms();
 	int code;
 
 	memset(out, 0, sizeof(*out));
 	req.process_id = (char *)id;
-	req.wait_ms = long_poll_ms(wait_ms);
-	code = process_call(c, "ProcessWait", &req.base, &boxkite__v1__process_wait_response__descriptor, &resp,
-			    (int)req.wait_ms + bk_client_timeout(c), st);
-	if (code != BK_OK)
-		return code;
-	return status_from_pb(resp->status, "ProcessWait", out, st);
+	wait_ms = long_poll_ms(wait_ms);
+	for (;;) {
+		_cleanup_response_ Boxkite__V1__ProcessWaitResponse *resp = NULL;
+
+		req.epoch = *epoch;
+		req.wait_ms = wait_left(wait_ms, since);
+		code = process_call(c, "ProcessWait", &req.base, &boxkite__v1__process_wait_response__descriptor, &resp,
+				    (int)req.wait_ms + bk_client_timeout(c), st);
+		if (code == BK_OK)
+			code = status_from_pb(resp->status, "ProcessWait", out, st);
+		if (code == BK_OK)
+			code = epoch_check(epoch, resp->epoch, "ProcessWait", st);
+		if (code != BK_OK || !resp->retry_after_ms || !out->running || !wait_left(wait_ms, since))
+			return code;
+		/* Answered before its wait: no place to wait at the server. Again after the pause. */
+		retry_pause(resp->retry_after_ms, wait_left(wait_ms, since));
+	}
 }
 
-int bk_process_resize(bk_client *c, const char *id, uint32_t rows, uint32_t cols, bk_status *st)
+int bk_process_resize(bk_client *c, const char *id, uint64_t epoch, uint32_t rows, uint32_t cols, bk_status *st)
 {
 	Boxkite__V1__ProcessResizeRequest req = BOXKITE__V1__PROCESS_RESIZE_REQUEST__INIT;
 	Boxkite__V1__TerminalSize size = BOXKITE__V1__TERMINAL_SIZE__INIT;
@@ -323,6 +415,7 @@ int bk_process_resize(bk_client *c, const char *id, uint32_t rows, uint32_t cols
 	size.rows = rows;
 	size.cols = cols;
 	req.process_id = (char *)id;
+	req.epoch = epoch;
 	req.size = &size;
 	return process_call(c, "ProcessResize", &req.base, &boxkite__v1__process_resize_response__descriptor, &resp, 0,
 			    st);
@@ -342,13 +435,14 @@ void bk_process_list_free(bk_process_info *procs, size_t n)
 }
 
 /* One record, its strings copied out of the decoded answer. */
-static int info_from_pb(const Boxkite__V1__ProcessInfo *pb, bk_process_info *out, bk_status *st)
+static int info_from_pb(const Boxkite__V1__ProcessInfo *pb, uint64_t epoch, bk_process_info *out, bk_status *st)
 {
 	int code;
 
 	if (strlen(pb->process_id) >= sizeof(out->id))
 		return bk_status_set(st, BK_DATA_LOSS, 0, true, "ProcessList: a process id is too long");
 	snprintf(out->id, sizeof(out->id), "%s", pb->process_id);
+	out->epoch = epoch;
 	out->argv = calloc(pb->n_argv + 1, sizeof(*out->argv));
 	out->tag = strdup(pb->tag);
 	if (!out->argv || !out->tag)
@@ -383,7 +477,7 @@ int bk_process_list(bk_client *c, bk_process_info **procs, size_t *n, bk_status 
 	if (!v)
 		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory");
 	for (size_t i = 0; i < resp->n_processes; i++) {
-		code = info_from_pb(resp->processes[i], &v[i], st);
+		code = info_from_pb(resp->processes[i], resp->epoch, &v[i], st);
 		if (code != BK_OK) {
 			bk_process_list_free(v, i + 1);
 			return code;
@@ -394,12 +488,13 @@ int bk_process_list(bk_client *c, bk_process_info **procs, size_t *n, bk_status 
 	return BK_OK;
 }
 
-int bk_process_remove(bk_client *c, const char *id, bk_status *st)
+int bk_process_remove(bk_client *c, const char *id, uint64_t epoch, bk_status *st)
 {
 	Boxkite__V1__ProcessRemoveRequest req = BOXKITE__V1__PROCESS_REMOVE_REQUEST__INIT;
 	_cleanup_response_ Boxkite__V1__ProcessRemoveResponse *resp = NULL;
 
 	req.process_id = (char *)id;
+	req.epoch = epoch;
 	return process_call(c, "ProcessRemove", &req.base, &boxkite__v1__process_remove_response__descriptor, &resp, 0,
 			    st);
 }
@@ -489,8 +584,8 @@ static bool deliver(const bk_process_handlers *h, follow_stream f[2], uint64_t *
 	}
 }
 
-int bk_process_follow(bk_client *c, const char *id, uint64_t *stdout_offset, uint64_t *stderr_offset,
-		      const bk_process_handlers *h, bk_process_status *status, bk_status *st)
+int bk_process_follow(bk_client *c, const char *id, uint64_t *epoch, uint64_t *stdout_offset,
+		      uint64_t *stderr_offset, const bk_process_handlers *h, bk_process_status *status, bk_status *st)
 {
 	uint64_t target[2] = { 0, 0 }, *offsets[2] = { stdout_offset, stderr_offset };
 	bool first = true;
@@ -500,8 +595,8 @@ int bk_process_follow(bk_client *c, const char *id, uint64_t *stdout_offset, uin
 		follow_stream f[2];
 		bk_process_output o;
 		bool go_on, ended, caught_up;
-		int code = process_read(c, id, *stdout_offset, *stderr_offset, 0, h->until_now ? 0 : FOLLOW_WAIT_MS, &o,
-					h->output_at ? marks : NULL, st);
+		int code = process_read(c, id, epoch, *stdout_offset, *stderr_offset, 0, h->until_now ? 0 : FOLLOW_WAIT_MS,
+					&o, h->output_at ? marks : NULL, st);
 
 		if (code != BK_OK)
 			return code;
@@ -523,8 +618,7 @@ int bk_process_follow(bk_client *c, const char *id, uint64_t *stdout_offset, uin
 		if (!o.status.running && !ended && !o.out.len && !o.err.len)
 			nanosleep(&(struct timespec){ .tv_nsec = FOLLOW_DRAIN_PAUSE_NS }, NULL);
 		bk_process_output_free(&o);
-		free(marks[0].v);
-		free(marks[1].v);
+		marks_free(marks);
 		if (!go_on)
 			return bk_status_set(st, BK_CANCELLED, 0, true, "following %s: stopped by the caller", id);
 		if (ended || caught_up)
@@ -547,21 +641,23 @@ int bk_exec_stream(bk_client *c, const bk_process_request *rq, const bk_process_
 		*started_out = started;
 	if (code != BK_OK)
 		return code;
-	if (h->started && !h->started(h->arg, started.id))
+	if (h->started && !h->started(h->arg, started.id, started.epoch))
 		code = bk_status_set(st, BK_CANCELLED, 0, true, "%s: not followed, stopped by the caller", started.id);
 	else
-		code = bk_process_follow(c, started.id, &so, &se, h, status, st);
+		code = bk_process_follow(c, started.id, &started.epoch, &so, &se, h, status, st);
 	if (code != BK_OK) {
 		/* Nothing left running that nobody follows: kill the tree, give it time to go, and
-		 * drop the record. The first failure is the one reported. */
-		if (bk_process_signal(c, started.id, SIGKILL, 0, NULL) == BK_OK)
-			(void)bk_process_wait(c, started.id, KILL_WAIT_MS, &end, NULL);
-		(void)bk_process_remove(c, started.id, NULL);
+		 * drop the record — in its epoch, so that a boxkited restarted meanwhile at the same
+		 * address, whose p1 is another command, is left alone (BK_NOT_FOUND). The first
+		 * failure is the one reported. */
+		if (bk_process_signal(c, started.id, started.epoch, SIGKILL, 0, NULL) == BK_OK)
+			(void)bk_process_wait(c, started.id, &started.epoch, KILL_WAIT_MS, &end, NULL);
+		(void)bk_process_remove(c, started.id, started.epoch, NULL);
 		return code;
 	}
 	/* The command ran and its status is known: a record that could not be removed does not
 	 * change that (it holds no process). */
-	(void)bk_process_remove(c, started.id, NULL);
+	(void)bk_process_remove(c, started.id, started.epoch, NULL);
 	return bk_status_set(st, BK_OK, 0, true, "OK");
 }
 

@@ -435,8 +435,18 @@ BK_EXPORT int bk_watch_stop(bk_client *client, const char *cursor, bk_status *st
  * stdout and stderr, addressed by absolute byte offsets from 0: a reader asking for bytes the ring
  * already dropped is told so (bk_stream_chunk.lost), never given other bytes. With a terminal
  * (tty) everything the process writes is on stdout and stderr stays empty. A process is named by
- * the id bk_process_start() gives ("p1", "p2", ..., never reused by one boxkited); its record stays
- * after it ends until bk_process_remove(). Unknown ids are BK_NOT_FOUND everywhere.
+ * the id bk_process_start() gives ("p1", "p2", ...) in its epoch (bk_process_started.epoch): ids
+ * start from p1 again after a Reset and in a restarted boxkited, each time in a new epoch. Every
+ * call for a process takes the epoch too, and a process of another epoch is never acted on: it is
+ * BK_NOT_FOUND, as an unknown id is. An epoch of 0 names whatever process has the id now (an id a
+ * person typed); bk_process_read(), bk_process_wait() and bk_process_follow() then set it to the
+ * answer's, so that what follows stays with the process the first call found. Its record stays
+ * after it ends until bk_process_remove().
+ *
+ * A call that would wait (a read or wait that long-polls, a write the process does not take yet)
+ * and that boxkited cannot keep waiting (it holds as many waiting calls as it may) is answered
+ * early with when to ask again: the library waits that long and asks again within the caller's
+ * wait, so that followers of a busy server do not spin.
  *
  * Every call below may run on another thread while a bk_process_read(), bk_process_wait() or
  * bk_process_follow() of the same process long-polls: write stdin, signal or resize from one
@@ -484,6 +494,7 @@ typedef struct bk_process_status {
 
 typedef struct bk_process_started {
 	char id[BK_PROCESS_ID_MAX];  /* NUL-terminated */
+	uint64_t epoch;              /* the epoch id names it in: give both to every call for it */
 	char isolation_profile[160];
 } bk_process_started;
 
@@ -514,9 +525,11 @@ typedef struct bk_process_output {
  * neither has bytes past its offset and the process runs, wait up to wait_ms (at most
  * BK_PROCESS_LONG_POLL_MAX_MS) for bytes or the end: the answer comes as soon as there is
  * something. An offset past the stream's end is BK_OUT_OF_RANGE. The exit status is final once
- * both streams are at eof and status.running is false. Free *out with bk_process_output_free(). */
-BK_EXPORT int bk_process_read(bk_client *client, const char *id, uint64_t stdout_offset, uint64_t stderr_offset,
-			      uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, bk_status *st);
+ * both streams are at eof and status.running is false. *epoch: the process's epoch, or 0 (any:
+ * set to the answer's). Free *out with bk_process_output_free(). */
+BK_EXPORT int bk_process_read(bk_client *client, const char *id, uint64_t *epoch, uint64_t stdout_offset,
+			      uint64_t stderr_offset, uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out,
+			      bk_status *st);
 
 /* Free the answer both chunks' data are in and set them to NULL. out may be NULL; freeing twice
  * is harmless. */
@@ -528,32 +541,35 @@ BK_EXPORT void bk_process_output_free(bk_process_output *out);
  * all of it is in, or on an error. *written (may be NULL) receives the bytes that went in, also on
  * an error. A process started without stdin_open, or whose stdin was closed, is
  * BK_FAILED_PRECONDITION; so is one that closed its stdin itself. data may be NULL when len is 0. */
-BK_EXPORT int bk_process_write(bk_client *client, const char *id, const void *data, size_t len, bool close,
-			       uint64_t *written, bk_status *st);
+BK_EXPORT int bk_process_write(bk_client *client, const char *id, uint64_t epoch, const void *data, size_t len,
+			       bool close, uint64_t *written, bk_status *st);
 
 /* Close the process's stdin (the command reads EOF). Closing twice is no error. */
-BK_EXPORT int bk_process_close_stdin(bk_client *client, const char *id, bk_status *st);
+BK_EXPORT int bk_process_close_stdin(bk_client *client, const char *id, uint64_t epoch, bk_status *st);
 
 /* Send signal (1-64) to every process of its tree; with kill_after_ms > 0, the server SIGKILLs the
  * tree if it still runs that much later (its own timer: it holds though this client goes away).
  * An ended process is BK_FAILED_PRECONDITION. */
-BK_EXPORT int bk_process_signal(bk_client *client, const char *id, int signal, uint32_t kill_after_ms,
-				bk_status *st);
+BK_EXPORT int bk_process_signal(bk_client *client, const char *id, uint64_t epoch, int signal,
+				uint32_t kill_after_ms, bk_status *st);
 
 /* Wait up to wait_ms (at most BK_PROCESS_LONG_POLL_MAX_MS; 0: do not wait) for the process to
- * end; *out is its status then, running if it did not end in time (not an error). */
-BK_EXPORT int bk_process_wait(bk_client *client, const char *id, uint32_t wait_ms, bk_process_status *out,
-			      bk_status *st);
+ * end; *out is its status then, running if it did not end in time (not an error). *epoch as for
+ * bk_process_read(). */
+BK_EXPORT int bk_process_wait(bk_client *client, const char *id, uint64_t *epoch, uint32_t wait_ms,
+			      bk_process_status *out, bk_status *st);
 
 /* Set the terminal's size (rows, cols 1-65535); a process without a terminal is
  * BK_FAILED_PRECONDITION. */
-BK_EXPORT int bk_process_resize(bk_client *client, const char *id, uint32_t rows, uint32_t cols, bk_status *st);
+BK_EXPORT int bk_process_resize(bk_client *client, const char *id, uint64_t epoch, uint32_t rows, uint32_t cols,
+				bk_status *st);
 
 /* One process's record. argv (argc strings, then NULL) and tag are malloc'd, never NULL after a
  * successful call ("" for no tag); their bytes are the sandbox's: escape them before showing them
  * on a terminal. */
 typedef struct bk_process_info {
 	char id[BK_PROCESS_ID_MAX];
+	uint64_t epoch;          /* the epoch id names it in */
 	char **argv;             /* a shell string shows as /bin/sh -c STRING */
 	size_t argc;
 	char *tag;
@@ -572,7 +588,7 @@ BK_EXPORT int bk_process_list(bk_client *client, bk_process_info **procs, size_t
 BK_EXPORT void bk_process_list_free(bk_process_info *procs, size_t n);
 
 /* Remove an ended process's record and rings; a running one is BK_FAILED_PRECONDITION. */
-BK_EXPORT int bk_process_remove(bk_client *client, const char *id, bk_status *st);
+BK_EXPORT int bk_process_remove(bk_client *client, const char *id, uint64_t epoch, bk_status *st);
 
 /* --- Streaming ---------------------------------------------------------------------------------
  *
@@ -599,10 +615,10 @@ typedef struct bk_process_handlers {
 	/* May be NULL: the ring dropped `bytes` bytes before they could be read; offset is where the
 	 * stream goes on. */
 	void (*lost)(void *arg, int stream, uint64_t offset, uint64_t bytes);
-	/* May be NULL. bk_exec_stream() only: the process started as `id`, before any output; from
-	 * here on other threads may write, signal or resize it. Return false not to follow it (it
-	 * is killed and removed; the call returns BK_CANCELLED). */
-	bool (*started)(void *arg, const char *id);
+	/* May be NULL. bk_exec_stream() only: the process started as `id` in `epoch`, before any
+	 * output; from here on other threads may write, signal or resize it (with both). Return
+	 * false not to follow it (it is killed and removed; the call returns BK_CANCELLED). */
+	bool (*started)(void *arg, const char *id, uint64_t epoch);
 	/* May be NULL. Set, it is called instead of output: both streams' bytes in the order
 	 * boxkited read them (docs/PROTOCOL.md, "ProcessRead": its marks), each piece with the wall
 	 * clock time it was read (ms since the Unix epoch). Writes to the two streams closer
@@ -617,16 +633,20 @@ typedef struct bk_process_handlers {
 
 /* Follow process id from the offsets *stdout_offset and *stderr_offset until both streams are at
  * eof and it has ended; *status (may be NULL) receives its final status. The offsets are kept up
- * to date (also on an error: follow again from there). Returns BK_OK when it ended. */
-BK_EXPORT int bk_process_follow(bk_client *client, const char *id, uint64_t *stdout_offset, uint64_t *stderr_offset,
-				const bk_process_handlers *h, bk_process_status *status, bk_status *st);
+ * to date (also on an error: follow again from there), and *epoch as for bk_process_read(): a
+ * follow that outlives its boxkited never goes on with another one's process of the same id.
+ * Returns BK_OK when it ended. */
+BK_EXPORT int bk_process_follow(bk_client *client, const char *id, uint64_t *epoch, uint64_t *stdout_offset,
+				uint64_t *stderr_offset, const bk_process_handlers *h, bk_process_status *status,
+				bk_status *st);
 
 /* A command run as exec runs it, its output streamed as produced: bk_process_start(), then
  * h->started, bk_process_follow() to the end, and bk_process_remove(). *status (may be NULL)
  * receives how it ended. If following fails or a callback stops it, the process is killed
- * (SIGKILL, whole tree) and removed, as far as the server can be reached: give rq->lease_ms so
- * that a client that cannot reach it, or dies, leaves nothing running either. started_out (may be
- * NULL) receives the id and isolation profile. */
+ * (SIGKILL, whole tree) and removed, as far as the server can be reached — that process, in its
+ * epoch, never another of the same id in a boxkited restarted meanwhile: give rq->lease_ms so that
+ * a client that cannot reach it, or dies, leaves nothing running either. A command a Reset killed
+ * is BK_ABORTED. started_out (may be NULL) receives the id, epoch and isolation profile. */
 BK_EXPORT int bk_exec_stream(bk_client *client, const bk_process_request *rq, const bk_process_handlers *h,
 			     bk_process_started *started_out, bk_process_status *status, bk_status *st);
 

@@ -131,6 +131,12 @@ bool bk_call_park(bk_call *call)
 	return call->park && call->park(call);
 }
 
+void bk_call_on_sent(bk_call *call, void (*fn)(void *arg), void *arg)
+{
+	call->sent = fn;
+	call->sent_arg = arg;
+}
+
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response)
 {
 	bk_call_end(call, BK_OK, BK_DETAIL_NONE, NULL, response, call->key != NULL);

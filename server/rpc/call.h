@@ -16,6 +16,11 @@
 #define BK_PARKED_MAX 1024
 bool bk_call_park(bk_call *call);
 
+/* Be told (fn(arg), on a transport thread: it must not block) once the transport is done with the
+ * call's answer: handed to its connection, which writes at most one answer at a time, or dropped.
+ * What the answer holds is no longer the handler's to count from then on. Before the call ends. */
+void bk_call_on_sent(bk_call *call, void (*fn)(void *arg), void *arg);
+
 /* End a call with a response message (status OK). */
 void bk_call_reply(bk_call *call, const ProtobufCMessage *response);
 

@@ -73,6 +73,10 @@ struct bk_call {
 	/* Told when a fresh request whose MAC verified reaches its handler: its connection is a
 	 * client's with a key (the transport keeps such connections at its cap). NULL: not told. */
 	void (*keyed)(bk_call *call);
+	/* Told once the transport is done with the call's answer (bk_call_on_sent): it took it for the
+	 * connection, or dropped it. NULL: nobody asked. */
+	void (*sent)(void *arg);
+	void *sent_arg;
 	void *transport;
 };
 

@@ -40,10 +40,10 @@ struct bk_execs {
 	bk_runs *rs;
 	struct exec_run *runs;     /* not answered yet */
 	bool stopping;
-	/* Output buffers: what every exec admitted may fill, its two streams' limits, taken from
-	 * --exec-output-budget when it is admitted and given back once it is answered. Past the
-	 * budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's memory is bounded,
-	 * its OOM is never how the sidecar says "too much". */
+	/* Buffers: what every exec admitted may fill, its two streams' limits, and the stdin its
+	 * request holds, taken from --exec-output-budget when it is admitted and given back once it
+	 * is answered. Past the budget an exec is refused at once, RESOURCE_EXHAUSTED: the front's
+	 * memory is bounded, its OOM is never how the sidecar says "too much". */
 	size_t output_reserved;
 };
 
@@ -213,9 +213,20 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 	}
 	if (bk_command_prepare(call, &crq, &cmd) < 0)
 		return;
+	/* The command runs for as long as it takes, and its call waits without holding one of the
+	 * front's receiving contexts; one that cannot (BK_PARKED_MAX calls wait already) would hold
+	 * one for up to its timeout, and a few of them every context Health needs: refused. */
+	if (!bk_call_park(call)) {
+		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
+			      "%d calls wait already, the most boxkited keeps waiting: retry when some have ended",
+			      BK_PARKED_MAX);
+		return;
+	}
 	limit[0] = rq->stdout_limit ? rq->stdout_limit : cfg->exec_output;
 	limit[1] = rq->stderr_limit ? rq->stderr_limit : cfg->exec_output;
-	reserved = limit[0] + limit[1];
+	/* Its stdin too: the request that carries it is held until the answer (up to 8 MiB each,
+	 * and a call that waits holds no context: only the budget bounds how many). */
+	reserved = limit[0] + limit[1] + rq->stdin.len;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
@@ -245,8 +256,9 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 			bk_call_failf(call, BK_UNAVAILABLE, 0, "boxkited is shutting down");
 		else
 			bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0,
-				      "the output of the execs running may fill %zu of the %zu bytes boxkited buffers "
-				      "(--exec-output-budget), and this one's %zu do not fit: retry, or ask for less output",
+				      "the output and stdin of the execs running may fill %zu of the %zu bytes boxkited "
+				      "buffers (--exec-output-budget), and this one's %zu do not fit: retry, or ask for less "
+				      "output",
 				      budget_used, cfg->exec_output_budget, reserved);
 		free(e);
 		return;
@@ -258,9 +270,6 @@ void bk_handle_exec(bk_call *call, const ProtobufCMessage *request)
 		bk_runs_unlock(ex->rs);
 		return;
 	}
-	/* The command runs for as long as it takes, and its call waits without holding one of the
-	 * front's receiving contexts (it keeps its own when BK_PARKED_MAX calls wait already). */
-	bk_call_park(call);
 	bk_run_spawn(&e->run, &cmd.spawn);
 }
 

@@ -1,7 +1,8 @@
 /* Exec: a thin rpc module on the run engine (runs.h). Each Exec is a run whose rings keep the
- * head of stdout and stderr (its limits, reserved from --exec-output-budget), whose stdin is the
- * request's, whose timeout is a deadline of the engine's, and which is answered once, with an
- * ExecResponse, when the command's whole process tree is gone. */
+ * head of stdout and stderr (its limits, reserved from --exec-output-budget with its stdin), whose
+ * stdin is the request's, whose timeout is a deadline of the engine's, and which is answered once,
+ * with an ExecResponse, when the command's whole process tree is gone; its call waits parked, or
+ * the Exec is refused. */
 #ifndef BK_EXEC_H
 #define BK_EXEC_H
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -18,6 +19,9 @@
 #include "runs/runs.h"
 
 #define TAG_MAX 256
+/* A read is answered once room for this much of what it asks (or all of it, if less) is free in
+ * the answer budget: not a trickle of small answers while the budget is nearly taken. */
+#define ANSWER_MIN (64u << 10)
 
 enum call_kind { CALL_START, CALL_READ, CALL_WAIT, CALL_WRITE };
 
@@ -27,6 +31,7 @@ enum call_kind { CALL_START, CALL_READ, CALL_WAIT, CALL_WRITE };
 struct waiter {
 	bk_run_waiter wait;      /* on the run, while it waits */
 	bk_outbox_item item;     /* its answer, once made */
+	bk_processes *ps;
 	bk_call *call;
 	enum call_kind kind;
 	uint64_t off[2];
@@ -38,6 +43,7 @@ struct waiter {
 	uint8_t *data;           /* in answer: stdout's chunk[0].length bytes, then stderr's */
 	int fail_status;
 	char fail_msg[192];
+	size_t counted;          /* of the answer budget: its data, until its connection has it */
 	char id[24];
 	Boxkite__V1__ProcessStatus status;
 	Boxkite__V1__StreamChunk chunk[2];
@@ -64,6 +70,7 @@ struct proc {
 	int64_t runtime_at, kill_at; /* deadlines (monotonic ms), 0: none */
 	int64_t lease_ms, seen_ms;
 	size_t reserved;         /* of the ring budget */
+	bool reset_kills;        /* it ran when a reset began: killed by it, its waiting calls ABORTED */
 };
 
 /* Under the engine's lock. */
@@ -76,11 +83,35 @@ struct bk_processes {
 	size_t ring_reserved;
 	uint64_t names;          /* the last name given (p1, p2...): a tenant's count, from 1 again after a
 				  * Reset (exec ids are the engine's, never reused) */
+	uint64_t epoch;          /* what the names are names in: random, new at the start and at each
+				  * Reset, so that a call for p1 of before never reaches the p1 of now */
+	/* Read answers made and not yet taken by their connection (BK_PROCESS_ANSWER_BUDGET): a
+	 * write that wakes every reader of a process makes them within it, not one copy each at
+	 * once. starved: a read that has its bytes waits for room. */
+	size_t answer_bytes;
+	bool starved;
 };
 
 static struct proc *proc_of(bk_run *run)
 {
 	return (struct proc *)((char *)run - offsetof(struct proc, run));
+}
+
+/* A new epoch: random (it tells the next tenant nothing of the last), never 0 (a request's "any")
+ * nor the one before. */
+static void epoch_renew(bk_processes *ps)
+{
+	uint64_t next = 0;
+
+	while (next == 0 || next == ps->epoch) {
+		if (getrandom(&next, sizeof(next), 0) != (ssize_t)sizeof(next)) {
+			/* Not for 8 bytes once the kernel's pool is ready, which boxkited's start
+			 * waited for (its keys, the replay cache's seed). */
+			bk_log(BK_LOG_ERROR, "processes: getrandom: %s", strerror(errno));
+			next = ps->epoch ^ (uint64_t)bk_clock_monotonic_ms() ^ 0x9e3779b97f4a7c15ull;
+		}
+	}
+	ps->epoch = next;
 }
 
 /* --- records --------------------------------------------------------------------------------- */
@@ -127,11 +158,41 @@ static void fill_status(const struct proc *p, Boxkite__V1__ProcessStatus *st)
 
 /* --- answers: made under the lock, sent once it is let go ------------------------------------ */
 
+/* The room a read's answer may take now: at most want bytes. */
+static size_t answer_room(const bk_processes *ps, size_t want)
+{
+	size_t room = ps->answer_bytes < BK_PROCESS_ANSWER_BUDGET ? BK_PROCESS_ANSWER_BUDGET - ps->answer_bytes : 0;
+
+	return want < room ? want : room;
+}
+
+/* A read's answer is its connection's now (or was dropped): its bytes leave the budget, and the
+ * reads that waited for room are asked again. */
+static void answer_sent(void *arg)
+{
+	struct waiter *w = arg;
+	bk_processes *ps = w->ps;
+
+	bk_runs_lock(ps->rs);
+	ps->answer_bytes -= w->counted;
+	if (ps->starved) {
+		ps->starved = false;
+		bk_runs_recheck(ps->rs);
+	}
+	bk_runs_unlock(ps->rs);
+	free(w);
+}
+
 static void waiter_send(bk_outbox_item *item)
 {
 	struct waiter *w = (struct waiter *)((char *)item - offsetof(struct waiter, item));
+	/* Counted until the transport is done with the answer: answer_sent frees w then, on the
+	 * transport's thread, maybe before the call below returns — w is not touched after it. */
+	bool counted = w->counted > 0;
 	bk_digest digest;
 
+	if (counted)
+		bk_call_on_sent(w->call, answer_sent, w);
 	if (w->fail_status) {
 		bk_call_failf(w->call, w->fail_status, 0, "%s", w->fail_msg);
 	} else if (w->kind == CALL_READ) {
@@ -149,7 +210,8 @@ static void waiter_send(bk_outbox_item *item)
 	} else {
 		bk_call_reply(w->call, &w->start.base);
 	}
-	free(w);
+	if (!counted)
+		free(w);
 }
 
 static struct waiter *waiter_new(bk_call *call, enum call_kind kind)
@@ -160,6 +222,7 @@ static struct waiter *waiter_new(bk_call *call, enum call_kind kind)
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return NULL;
 	}
+	w->ps = call->srv->processes;
 	w->call = call;
 	w->kind = kind;
 	w->item.send = waiter_send;
@@ -208,14 +271,10 @@ static int chunk_marks(const bk_marks *m, Boxkite__V1__StreamChunk *c, Boxkite__
 	return 0;
 }
 
-/* What the read asked for, from where each ring is now: its bytes copied from the rings straight
- * into the answer's data field (the rings move on once the lock is let go), hashed and signed
- * outside the lock (waiter_send); its marks, when asked for, in the answer's message. */
-static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
+/* What a read would carry from where each ring is now: each stream's chunk (offset, lost, end)
+ * and its kept bytes from there, up to max_bytes (n); the sum. */
+static size_t read_extent(const struct proc *p, struct waiter *w, size_t n[2])
 {
-	size_t n[2];
-
-	w->read = (Boxkite__V1__ProcessReadResponse)BOXKITE__V1__PROCESS_READ_RESPONSE__INIT;
 	for (int i = 0; i < 2; i++) {
 		const bk_ring *r = p->run.out[i].ring;
 		Boxkite__V1__StreamChunk *c = &w->chunk[i];
@@ -230,12 +289,43 @@ static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 		c->offset = off;
 		c->end = bk_ring_end(r);
 	}
+	return n[0] + n[1];
+}
+
+/* Whether the read's answer would get room enough now (ANSWER_MIN, or all it carries). */
+static bool read_has_room(const bk_processes *ps, const struct proc *p, struct waiter *w)
+{
+	size_t n[2], want = read_extent(p, w, n);
+	size_t need = want < ANSWER_MIN ? want : ANSWER_MIN;
+
+	return answer_room(ps, want) >= need;
+}
+
+/* What the read asked for, from where each ring is now, as far as the answer budget has room:
+ * its bytes copied from the rings straight into the answer's data field (the rings move on once
+ * the lock is let go), hashed and signed outside the lock (waiter_send). A read that carries none
+ * of the bytes there are for want of room, or that could not wait (retry_after_ms), tells its
+ * caller when to ask again. */
+static void post_read(bk_processes *ps, struct proc *p, struct waiter *w, uint32_t retry_after_ms)
+{
+	size_t n[2], want = read_extent(p, w, n), room = answer_room(ps, want);
+
+	/* stdout first: a terminal's, and most commands' talk */
+	if (n[0] > room)
+		n[0] = room;
+	if (n[1] > room - n[0])
+		n[1] = room - n[0];
+	if (want && !n[0] && !n[1])
+		retry_after_ms = BK_PROCESS_RETRY_AFTER_MS;
+	w->read = (Boxkite__V1__ProcessReadResponse)BOXKITE__V1__PROCESS_READ_RESPONSE__INIT;
 	fill_status(p, &w->status);
 	w->read.stdout = &w->chunk[0];
 	w->read.stderr = &w->chunk[1];
 	w->read.status = &w->status;
+	w->read.retry_after_ms = retry_after_ms;
+	w->read.epoch = ps->epoch;
 	for (int attempt = 0; attempt < 2 && !w->answer; attempt++) {
-		Boxkite__V1__OutputMark *room[2] = { NULL, NULL }, **ptrs[2] = { NULL, NULL };
+		Boxkite__V1__OutputMark *mark_room[2] = { NULL, NULL }, **ptrs[2] = { NULL, NULL };
 		bool ok = true;
 
 		/* Without memory for the bytes (or their marks): none this time, the caller asks again
@@ -248,13 +338,13 @@ static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 			w->chunk[i].n_marks = 0;
 			w->chunk[i].marks = NULL;
 			if (w->marks && ok)
-				ok = chunk_marks(p->run.out[i].marks, &w->chunk[i], &room[i], &ptrs[i]) == 0;
+				ok = chunk_marks(p->run.out[i].marks, &w->chunk[i], &mark_room[i], &ptrs[i]) == 0;
 		}
 		/* The answer's message is laid out now: the marks' room is not needed after. */
 		if (ok)
 			w->answer = bk_call_answer(w->call, &w->read.base, n[0] + n[1], &w->data);
 		for (int i = 0; i < 2; i++) {
-			free(room[i]);
+			free(mark_room[i]);
 			free(ptrs[i]);
 			w->chunk[i].n_marks = 0;
 			w->chunk[i].marks = NULL;
@@ -268,21 +358,26 @@ static void post_read(bk_processes *ps, struct proc *p, struct waiter *w)
 		bk_ring_copy(p->run.out[0].ring, w->chunk[0].offset, w->data, n[0]);
 	if (n[1])
 		bk_ring_copy(p->run.out[1].ring, w->chunk[1].offset, w->data + n[0], n[1]);
+	w->counted = n[0] + n[1];
+	ps->answer_bytes += w->counted;
 	post(ps, w);
 }
 
-static void post_wait(bk_processes *ps, struct proc *p, struct waiter *w)
+static void post_wait(bk_processes *ps, struct proc *p, struct waiter *w, uint32_t retry_after_ms)
 {
 	w->wait_resp = (Boxkite__V1__ProcessWaitResponse)BOXKITE__V1__PROCESS_WAIT_RESPONSE__INIT;
 	fill_status(p, &w->status);
 	w->wait_resp.status = &w->status;
+	w->wait_resp.retry_after_ms = retry_after_ms;
+	w->wait_resp.epoch = ps->epoch;
 	post(ps, w);
 }
 
-static void post_written(bk_processes *ps, struct waiter *w, size_t written)
+static void post_written(bk_processes *ps, struct waiter *w, size_t written, uint32_t retry_after_ms)
 {
 	w->write = (Boxkite__V1__ProcessWriteResponse)BOXKITE__V1__PROCESS_WRITE_RESPONSE__INIT;
 	w->write.written = written;
+	w->write.retry_after_ms = retry_after_ms;
 	post(ps, w);
 }
 
@@ -297,7 +392,7 @@ static void post_write_over(bk_processes *ps, struct proc *p, struct waiter *w)
 	else if (in->err == ESRCH)
 		post_fail(ps, w, BK_FAILED_PRECONDITION, "the process ended (%zu of %zu bytes written)", in->off, in->len);
 	else
-		post_written(ps, w, in->off);
+		post_written(ps, w, in->off, 0);
 }
 
 /* Whether a read has something to return: bytes past an offset (or lost before it), or the end
@@ -373,6 +468,7 @@ static void proc_spawned(bk_run *run, int err, const bk_reply *reply)
 		snprintf(w->id, sizeof(w->id), "%s", p->name);
 		w->start.process_id = w->id;
 		w->start.isolation_profile = ps->srv->profile;
+		w->start.epoch = ps->epoch;
 		post(ps, w);
 	}
 }
@@ -418,18 +514,29 @@ static bool proc_answer(bk_run *run, bk_run_waiter *bw, int64_t now, bool due)
 {
 	struct proc *p = proc_of(run);
 	struct waiter *w = (struct waiter *)((char *)bw - offsetof(struct waiter, wait));
-	bk_processes *ps = w->call->srv->processes;
+	bk_processes *ps = w->ps;
 
+	if (p->reset_kills) {
+		/* Killed by a reset: its end is the reset's doing, not an answer to what it waited for. */
+		if (w->kind == CALL_WRITE && run->in.busy)
+			bk_run_stdin_cancel(run);
+		post_fail(ps, w, BK_ABORTED, "the sandbox was reset");
+		return true;
+	}
 	switch (w->kind) {
 	case CALL_READ:
 		if (!due && !read_ready(p, w))
 			return false;
-		post_read(ps, p, w);
+		if (!due && !read_has_room(ps, p, w)) {
+			ps->starved = true;
+			return false;
+		}
+		post_read(ps, p, w, 0);
 		break;
 	case CALL_WAIT:
 		if (!due && !run->exited)
 			return false;
-		post_wait(ps, p, w);
+		post_wait(ps, p, w, 0);
 		break;
 	case CALL_WRITE:
 		if (run->in.busy && !due)
@@ -437,7 +544,7 @@ static bool proc_answer(bk_run *run, bk_run_waiter *bw, int64_t now, bool due)
 		if (run->in.busy) {
 			/* The process is not reading: what went in is answered, the rest is the
 			 * caller's. */
-			post_written(ps, w, bk_run_stdin_cancel(run));
+			post_written(ps, w, bk_run_stdin_cancel(run), 0);
 		} else {
 			post_write_over(ps, p, w);
 		}
@@ -557,6 +664,7 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
+	p->start->ps = ps;
 	p->start->call = call;
 	p->start->kind = CALL_START;
 	p->start->item.send = waiter_send;
@@ -631,8 +739,8 @@ void bk_handle_process_start(bk_call *call, const ProtobufCMessage *request)
 /* --- the other rpcs -------------------------------------------------------------------------- */
 
 /* Look the process up (the lock taken), and count the call as its client's presence. NULL: the
- * call has been failed (the lock is let go first). */
-static struct proc *lookup(bk_processes *ps, bk_call *call, const char *name)
+ * call has been failed (the lock is let go first). epoch: the one it was named in, or 0 (any). */
+static struct proc *lookup(bk_processes *ps, bk_call *call, const char *name, uint64_t epoch)
 {
 	struct proc *p;
 
@@ -641,6 +749,15 @@ static struct proc *lookup(bk_processes *ps, bk_call *call, const char *name)
 		return NULL;
 	}
 	bk_runs_lock(ps->rs);
+	if (epoch && epoch != ps->epoch) {
+		/* The name is another epoch's: the p1 of now is not the p1 the caller knew. */
+		bk_runs_unlock(ps->rs);
+		bk_call_failf(call, BK_NOT_FOUND, 0,
+			      "no process '%.64s' of the epoch given: boxkited restarted, or the sandbox was reset, since "
+			      "it was started",
+			      name);
+		return NULL;
+	}
 	p = proc_find(ps, name);
 	if (!p || !p->run.started) {
 		bk_runs_unlock(ps->rs);
@@ -656,17 +773,27 @@ static uint32_t wait_ms(uint32_t asked)
 	return asked > BK_PROCESS_WAIT_MAX_MS ? BK_PROCESS_WAIT_MAX_MS : asked;
 }
 
-/* Answer now if w has its answer or does not want to wait; else keep it waiting (parked). */
+/* Answer now if w has its answer (a read: and room for it) or does not want to wait; else keep it
+ * waiting, parked. One that wants to wait and cannot (every place for a waiting call is taken:
+ * BK_PARKED_MAX) is answered now with when to ask again, so that a follower does not spin. */
 static void wait_or_answer(bk_processes *ps, struct proc *p, struct waiter *w, uint32_t ms, bool ready)
 {
-	int64_t now = bk_clock_monotonic_ms();
+	bool room = w->kind != CALL_READ || read_has_room(ps, p, w);
+	uint32_t retry_after_ms = 0;
 
-	if (!ready && ms && bk_call_park(w->call))
-		bk_run_wait(&p->run, &w->wait, now + ms);
-	else if (w->kind == CALL_READ)
-		post_read(ps, p, w);
+	if ((!ready || !room) && ms && p->run.live) {
+		if (bk_call_park(w->call)) {
+			if (ready)
+				ps->starved = true;
+			bk_run_wait(&p->run, &w->wait, bk_clock_monotonic_ms() + ms);
+			return;
+		}
+		retry_after_ms = BK_PROCESS_RETRY_AFTER_MS;
+	}
+	if (w->kind == CALL_READ)
+		post_read(ps, p, w, retry_after_ms);
 	else
-		post_wait(ps, p, w);
+		post_wait(ps, p, w, retry_after_ms);
 }
 
 /* OUT_OF_RANGE, naming the stream (or both) whose offset is past what it produced. */
@@ -703,7 +830,7 @@ void bk_handle_process_read(bk_call *call, const ProtobufCMessage *request)
 	w->off[1] = rq->stderr_offset;
 	w->max_bytes = rq->max_bytes ? rq->max_bytes : BK_PROCESS_READ_DEFAULT;
 	w->marks = rq->marks;
-	p = lookup(ps, call, rq->process_id);
+	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p) {
 		free(w);
 		return;
@@ -727,7 +854,7 @@ void bk_handle_process_wait(bk_call *call, const ProtobufCMessage *request)
 
 	if (!w)
 		return;
-	p = lookup(ps, call, rq->process_id);
+	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p) {
 		free(w);
 		return;
@@ -750,7 +877,7 @@ void bk_handle_process_write(bk_call *call, const ProtobufCMessage *request)
 	w = waiter_new(call, CALL_WRITE);
 	if (!w)
 		return;
-	p = lookup(ps, call, rq->process_id);
+	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p) {
 		free(w);
 		return;
@@ -764,9 +891,12 @@ void bk_handle_process_write(bk_call *call, const ProtobufCMessage *request)
 	} else {
 		/* The request's bytes live as long as its call: the rest goes as the process reads. */
 		bk_run_stdin_write(&p->run, rq->data.data, rq->data.len, rq->close);
-		if (p->run.in.busy) {
-			bk_call_park(call);
+		if (p->run.in.busy && bk_call_park(call)) {
 			bk_run_wait(&p->run, &w->wait, bk_clock_monotonic_ms() + BK_PROCESS_WAIT_MAX_MS);
+		} else if (p->run.in.busy) {
+			/* It cannot wait without holding one of the contexts every other call needs: what
+			 * went in is answered, and when to send the rest. */
+			post_written(ps, w, bk_run_stdin_cancel(&p->run), BK_PROCESS_RETRY_AFTER_MS);
 		} else {
 			post_write_over(ps, p, w);
 		}
@@ -779,7 +909,7 @@ void bk_handle_process_close_stdin(bk_call *call, const ProtobufCMessage *reques
 	const Boxkite__V1__ProcessCloseStdinRequest *rq = (const Boxkite__V1__ProcessCloseStdinRequest *)request;
 	Boxkite__V1__ProcessCloseStdinResponse resp = BOXKITE__V1__PROCESS_CLOSE_STDIN_RESPONSE__INIT;
 	bk_processes *ps = call->srv->processes;
-	struct proc *p = lookup(ps, call, rq->process_id);
+	struct proc *p = lookup(ps, call, rq->process_id, rq->epoch);
 
 	if (!p)
 		return;
@@ -833,7 +963,7 @@ void bk_handle_process_signal(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "out of memory");
 		return;
 	}
-	p = lookup(ps, call, rq->process_id);
+	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p) {
 		free(sc);
 		return;
@@ -868,7 +998,7 @@ void bk_handle_process_resize(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "a terminal is 1-65535 rows and columns");
 		return;
 	}
-	p = lookup(ps, call, rq->process_id);
+	p = lookup(ps, call, rq->process_id, rq->epoch);
 	if (!p)
 		return;
 	ws.ws_row = (unsigned short)rq->size->rows;
@@ -895,7 +1025,7 @@ void bk_handle_process_remove(bk_call *call, const ProtobufCMessage *request)
 	const Boxkite__V1__ProcessRemoveRequest *rq = (const Boxkite__V1__ProcessRemoveRequest *)request;
 	Boxkite__V1__ProcessRemoveResponse resp = BOXKITE__V1__PROCESS_REMOVE_RESPONSE__INIT;
 	bk_processes *ps = call->srv->processes;
-	struct proc *p = lookup(ps, call, rq->process_id);
+	struct proc *p = lookup(ps, call, rq->process_id, rq->epoch);
 
 	if (!p)
 		return;
@@ -955,6 +1085,7 @@ void bk_handle_process_list(bk_call *call, const ProtobufCMessage *request)
 	}
 	resp.n_processes = n;
 	resp.processes = ptrs;
+	resp.epoch = ps->epoch;
 	bk_call_reply(call, &resp.base);
 	bk_runs_unlock(ps->rs);
 out:
@@ -1011,6 +1142,23 @@ bool bk_processes_exposing(bk_server *srv, unsigned port)
 	return found;
 }
 
+void bk_processes_reset_begin(bk_server *srv)
+{
+	bk_processes *ps = srv->processes;
+	int64_t now = bk_clock_monotonic_ms();
+
+	if (!ps)
+		return;
+	bk_runs_lock(ps->rs);
+	for (struct proc *p = ps->procs; p; p = p->next) {
+		if (p->run.exited)
+			continue;
+		p->reset_kills = true;
+		bk_run_notify(&p->run, now, true);
+	}
+	bk_runs_unlock(ps->rs);
+}
+
 unsigned bk_processes_reset(bk_server *srv)
 {
 	bk_processes *ps = srv->processes;
@@ -1020,8 +1168,10 @@ unsigned bk_processes_reset(bk_server *srv)
 		return 0;
 	bk_runs_lock(ps->rs);
 	killed = drop_all(ps, BK_ABORTED, "the sandbox was reset");
-	/* The next tenant's first process is p1: how many ran before it is not its to know. */
+	/* The next tenant's first process is p1: how many ran before it is not its to know. Its p1 is
+	 * of a new epoch: no call meant for the last tenant's p1 reaches it. */
 	ps->names = 0;
+	epoch_renew(ps);
 	bk_runs_unlock(ps->rs);
 	return killed;
 }
@@ -1035,6 +1185,7 @@ int bk_processes_start(bk_server *srv, bk_error **err)
 	ps->srv = srv;
 	ps->rs = srv->runs;
 	ps->tail = &ps->procs;
+	epoch_renew(ps);
 	srv->processes = ps;
 	return 0;
 }

@@ -328,6 +328,12 @@ bk_run_waiter *bk_run_unwait_all(bk_run *run)
 	return TAKE_PTR(run->waiters);
 }
 
+void bk_runs_recheck(bk_runs *rs)
+{
+	/* Each turn of the I/O thread asks every waiting call (deadlines()). */
+	wake(rs);
+}
+
 /* --- the run's life -------------------------------------------------------------------------- */
 
 /* Its exit came and both streams ended: the engine lets it go. */
@@ -341,8 +347,10 @@ static void run_check(bk_run *run, int64_t now)
 		if (run->ops->ended)
 			run->ops->ended(run);
 	}
+	/* A run that is no longer live is never looked at again by the I/O thread (neither for a
+	 * deadline nor for a recheck): whoever still waits on it is answered now. */
 	if (run->waiters)
-		bk_run_notify(run, now, false);
+		bk_run_notify(run, now, !run->live);
 }
 
 /* The grace after the exit is over: what the streams hold now, and their end. A lossless stream

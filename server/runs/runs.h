@@ -18,8 +18,10 @@
  * it back, freed (ops->free) once the I/O thread can no longer see it.
  *
  * Bounds (what a caller can make the engine hold), one place each: the bytes read from a stream
- * per wake-up (RUNS_READ_BATCH, runs.c); every waiting call passes bk_run_wait; rings are sized
- * by bk_run_init, from budgets their owners reserve. */
+ * per wake-up (RUNS_READ_BATCH, runs.c); every waiting call passes bk_run_wait, parked (a call
+ * that cannot park is its owner's to answer at once); rings are sized by bk_run_init, from
+ * budgets their owners reserve; what answers copy out of the rings, by their owner's budget
+ * (process.c's), whose calls bk_runs_recheck asks again once it has room. */
 #ifndef BK_RUNS_H
 #define BK_RUNS_H
 
@@ -156,12 +158,16 @@ void bk_run_signal(bk_run *run, int sig, bk_reply_fn done, void *arg);
 void bk_run_due(bk_run *run, int64_t at);
 
 /* Keep w waiting until ops->answer answers it — at the latest at its deadline. The one way a
- * call waits on a run. */
+ * call waits on a run, a live one (the I/O thread asks the waiting calls of live runs only; those
+ * of a run that ends are answered as it ends). */
 void bk_run_wait(bk_run *run, bk_run_waiter *w, int64_t deadline_ms);
 /* Ask every waiting call of run for its answer now (force: every one must answer). */
 void bk_run_notify(bk_run *run, int64_t now, bool force);
 /* Every waiting call of run, taken off its list for the owner to answer otherwise (a reset). */
 bk_run_waiter *bk_run_unwait_all(bk_run *run);
+/* Ask every waiting call of every run again, on the I/O thread's next turn: something they wait
+ * for besides their run came (room for an answer). The lock held. */
+void bk_runs_recheck(bk_runs *rs);
 
 /* Write len bytes of data (the caller's until the write is over: !run->in.busy) to stdin as it
  * takes them, then close stdin if close_after. What went in is in run->in.off, how it ended in

@@ -183,6 +183,9 @@ static int reset_run(bk_server *srv, bk_call *call, const Boxkite__V1__ResetRequ
 	uint64_t none;
 	int ret;
 
+	/* What runs now dies of the reset: whoever waits on it is told so (ABORTED), not given the
+	 * end the kill makes. */
+	bk_processes_reset_begin(srv);
 	if ((ret = kill_all(srv, true, &resp->processes_killed, err)) < 0)
 		return ret;
 	/* Every background process is an exec tree to the executor: dead by now. Their records and

@@ -164,6 +164,8 @@ void bk_metrics_write(const bk_server *srv, FILE *out)
 	fprintf(out, "boxkite_exec_oom_kills_total %lu\n", get(&m->exec_oom_kills));
 	family(out, "boxkite_execs_running", "gauge", "Sandboxed commands running now.");
 	fprintf(out, "boxkite_execs_running %ld\n", atomic_load_explicit(&m->execs_running, memory_order_relaxed));
+	family(out, "boxkite_calls_waiting", "gauge", "Calls waiting for their answer without a context (long-polls).");
+	fprintf(out, "boxkite_calls_waiting %ld\n", atomic_load_explicit(&m->calls_waiting, memory_order_relaxed));
 	family(out, "boxkite_received_bytes_total", "counter", "Bytes of requests received (envelopes).");
 	fprintf(out, "boxkite_received_bytes_total %lu\n", get(&m->bytes_in));
 	family(out, "boxkite_sent_bytes_total", "counter", "Bytes of answers sent (envelopes).");

@@ -27,6 +27,7 @@ typedef struct bk_metrics {
 	atomic_ulong exec_buckets[BK_METRICS_EXEC_BUCKETS + 1], exec_count, exec_sum_us;
 	atomic_ulong exec_timeouts, exec_oom_kills;
 	atomic_long execs_running;
+	atomic_long calls_waiting; /* parked (rpc/call.h): how near BK_PARKED_MAX */
 	atomic_ulong bytes_in, bytes_out;
 	atomic_llong executor_answered_ms; /* CLOCK_MONOTONIC of the executor's last answer to a ping */
 	/* The egress proxy's counters: its shared page, mapped read-only (NULL: no egress). */

@@ -77,6 +77,7 @@ static bool slot_park(bk_call *call);
 /* A parked slot whose call has ended: a spare now. */
 static void slot_retire(struct front *f, struct slot *s)
 {
+	atomic_fetch_sub_explicit(&s->srv->metrics.calls_waiting, 1, memory_order_relaxed);
 	pthread_mutex_lock(&f->lock);
 	s->parked = false;
 	s->next = f->spares;
@@ -99,6 +100,15 @@ static void slot_keyed(bk_call *call)
 	conn_mark(s->srv->front, s->pipe, 0, true);
 }
 
+/* Whoever asked (bk_call_on_sent) is told that the answer is the connection's now, or gone. */
+static void slot_sent(struct slot *s)
+{
+	void (*fn)(void *) = TAKE_PTR(s->call.sent);
+
+	if (fn)
+		fn(s->call.sent_arg);
+}
+
 /* The call's end: send the answer on the context it came from, or receive again. */
 static void slot_call_done(bk_call *call, nng_msg *answer)
 {
@@ -107,6 +117,7 @@ static void slot_call_done(bk_call *call, nng_msg *answer)
 
 	conn_mark(f, s->pipe, -1, false);
 	if (!answer) {
+		slot_sent(s);
 		if (s->parked)
 			slot_retire(f, s);
 		else
@@ -166,9 +177,12 @@ static void slot_cb(void *arg)
 		bk_server_dispatch(s->srv, &s->call, nng_aio_get_msg(s->aio));
 		return;
 	case SLOT_SEND:
-		/* On a failed send (the peer went away) the message is still ours to free. */
+		/* On a failed send (the peer went away) the message is still ours to free. Either way
+		 * the context is done with it: the connection writes it (one answer at a time), or it
+		 * is gone. */
 		if (rv != 0)
 			nng_msg_free(nng_aio_get_msg(s->aio));
+		slot_sent(s);
 		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
 			return;
 		if (s->parked)
@@ -216,6 +230,7 @@ static bool slot_park(bk_call *call)
 	if (!n)
 		return false;
 	s->parked = true;
+	atomic_fetch_add_explicit(&s->srv->metrics.calls_waiting, 1, memory_order_relaxed);
 	slot_recv(n);
 	return true;
 }

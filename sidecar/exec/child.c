@@ -182,7 +182,7 @@ int bk_child_reset_signals(void)
 	umask(022);
 	static const int sigs[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
 	struct sigaction dfl;
-	sigset_t none;
+	sigset_t all;
 
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
@@ -190,8 +190,12 @@ int bk_child_reset_signals(void)
 	for (size_t i = 0; i < BK_ARRAY_SIZE(sigs); i++)
 		if (sigaction(sigs[i], &dfl, NULL) < 0)
 			return -1;
-	sigemptyset(&none);
-	return sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Every signal blocked, across the execve: the init that runs next is PID 1 of a namespace,
+	 * and the kernel drops a signal sent to such an init that neither handles nor blocks it. A
+	 * SIGTERM sent the moment the spawn is answered (before the init had blocked it itself) was
+	 * lost; blocked, it waits for the init, which forwards it once its command runs. */
+	sigfillset(&all);
+	return sigprocmask(SIG_SETMASK, &all, NULL);
 }
 
 int bk_child_close_fds(const int *keep, size_t n)

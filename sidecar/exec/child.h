@@ -87,8 +87,8 @@ bk_step bk_child_drop_privileges(const bk_child_creds *creds);
 int bk_child_loopback_up(void);
 
 /* Undo what the executor changed in its own process state (ignored SIGPIPE/SIGINT/SIGTERM/
- * SIGHUP, a blocked mask, umask 077) so the command starts with the defaults a shell would
- * give it: default signals, umask 022. */
+ * SIGHUP, umask 077): default signals, umask 022 — and block every signal, so that none sent
+ * before the init executed next takes them is lost (the init gives its command an empty mask). */
 int bk_child_reset_signals(void);
 
 /* Close every descriptor above 2 but the n in keep (any order; -1 entries are ignored), where

@@ -270,6 +270,57 @@ class DeadServer(unittest.TestCase):
         self.assertIn("UNAVAILABLE", err)
 
 
+class RestartedServer(unittest.TestCase):
+    def test_a_client_that_outlives_boxkited_never_acts_on_the_next_ones_process(self):
+        # Process ids name one boxkited's processes (one tenant's, since issue 17): a boxkited
+        # restarted at the same address names its first process p1 again. A bkctl exec that
+        # outlived a kill -9 of boxkited went on, once it reached the restarted one, with "p1"
+        # there — another command — and signalled it (SIGTERM to bkctl is SIGTERM to its
+        # command), or killed and removed it when following failed. Every call for a process now
+        # names the epoch it was started in, and the next boxkited's p1 is of another epoch:
+        # NOT_FOUND, left alone.
+        d = bkit.Daemon("restarted").start()
+        first, second = ("99.%06d%d" % (os.getpid() % 1000000, i) for i in (1, 2))
+        env = dict(os.environ, BOXKITE_URL=d.url, BOXKITE_KEY_FILE=str(d.key))
+        old = bkit.popen([bkit.BKCTL, "exec", "--", "sleep", first], env=env, stdout=bkit.subprocess.PIPE,
+                         stderr=bkit.subprocess.PIPE)
+        bkit.defer(bkit.stop_process, old, signal.SIGKILL)
+        bkit.wait_for(lambda: bkit.find_processes(bkit.SANDBOX_UID, ["sleep", first]), GUARD, what="its command")
+        # The old client notices nothing until the next boxkited serves, with a p1 of its own.
+        os.kill(old.pid, signal.SIGSTOP)
+        front = d.front_pid()
+        for pid in [front] + bkit.proc_descendants(front):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # gone with the front already
+        d.proc.wait(GUARD)
+        d._logf.close()
+        d._front = None
+        d.start()
+        r = d.bkctl("start", "--", "sleep", second)
+        self.assertEqual((r.returncode, r.stdout), (0, "p1\n"), r.stderr)
+        mine = bkit.wait_for(lambda: bkit.find_processes(bkit.SANDBOX_UID, ["sleep", second]), GUARD,
+                             what="the next one's p1")
+        os.kill(old.pid, signal.SIGCONT)
+        os.kill(old.pid, signal.SIGTERM)
+        try:
+            rc = old.wait(GUARD)
+        except bkit.subprocess.TimeoutExpired:
+            self.fail("the old bkctl exec did not end")
+        err = old.stderr.read().decode(errors="replace")
+        self.assertNotEqual(rc, 0, err)
+        # Every call it made for p1 here was refused, none acted on the next one's p1.
+        calls = [json.loads(line) for line in d.log.read_text().splitlines() if line.startswith("{")]
+        for_p1 = [c for c in calls if c.get("method") in ("ProcessSignal", "ProcessRead", "ProcessWait",
+                                                             "ProcessRemove", "ProcessWrite")]
+        self.assertTrue(any(c["method"] == "ProcessSignal" for c in for_p1), err)
+        self.assertEqual([c for c in for_p1 if c["status"] != "NOT_FOUND"], [], err)
+        self.assertTrue(bkit.proc_alive(mine[0]))
+        listed = json.loads(d.bkctl("-o", "json", "ps").stdout)
+        self.assertEqual([(p["process_id"], p["status"]["running"]) for p in listed], [("p1", True)])
+
+
 INOTIFY_HOLD = r"""python3 -c '
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)

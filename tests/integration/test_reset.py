@@ -148,29 +148,42 @@ class ResetTest(unittest.TestCase):
         return [writer, holder, sleeper]
 
     def start_process(self):
-        """A background process (ProcessStart) whose tree daemonizes a grandchild, and a client
-        parked on it in a ProcessRead long-poll: (process id, the parked call's thread, its
-        result holder)."""
+        """A background process (ProcessStart) whose tree daemonizes a grandchild and that reads
+        no stdin, and three clients parked on it: a ProcessRead and a ProcessWait long-poll, a
+        ProcessWrite it does not take. (process id, the parked calls' threads, their results by
+        method)."""
         with client(self.d) as c:
             pid = c.call("ProcessStart", pb.ProcessStartRequest(
-                shell="setsid sh -c 'sleep 600' & echo started; exec sleep 600"),
+                shell="setsid sh -c 'sleep 600' & echo started; exec sleep 600", stdin_open=True),
                 pb.ProcessStartResponse).message.process_id
             got = c.call("ProcessRead", pb.ProcessReadRequest(process_id=pid, wait_ms=10000),
                          pb.ProcessReadResponse)
         offset = got.message.stdout.end
-        result = {}
+        results = {}
+        calls = [("ProcessRead", pb.ProcessReadRequest(process_id=pid, stdout_offset=offset, wait_ms=60000),
+                  pb.ProcessReadResponse),
+                 ("ProcessWait", pb.ProcessWaitRequest(process_id=pid, wait_ms=60000), pb.ProcessWaitResponse),
+                 # More than its pipe holds: the rest waits for a reader that never comes.
+                 ("ProcessWrite", pb.ProcessWriteRequest(process_id=pid, data=b"x" * (1 << 20)),
+                  pb.ProcessWriteResponse)]
 
-        def park():
+        def park(method, req, resp):
             with client(self.d) as c:
                 try:
-                    result["reply"] = c.call("ProcessRead", pb.ProcessReadRequest(
-                        process_id=pid, stdout_offset=offset, wait_ms=60000), pb.ProcessReadResponse)
+                    results[method] = c.call(method, req, resp)
                 except boxkite.BoxkiteError as e:
-                    result["error"] = e
+                    results[method] = e
 
-        t = threading.Thread(target=park)
-        t.start()
-        return pid, t, result
+        threads = [threading.Thread(target=park, args=call) for call in calls]
+        for t in threads:
+            t.start()
+        return pid, threads, results
+
+    def calls_waiting(self):
+        """The server's gauge of parked calls (its metrics)."""
+        status, body = bkit.http_get(self.http + "/metrics")
+        self.assertEqual(status, 200, body)
+        return int(next(line.split()[1] for line in body.splitlines() if line.startswith("boxkite_calls_waiting ")))
 
     def assert_empty_everywhere(self):
         # From the host: the workspace and the home directory boxkited made for the sandbox.
@@ -184,22 +197,26 @@ class ResetTest(unittest.TestCase):
 
     def test_reset_kills_every_command_and_empties_the_sandbox(self):
         commands = self.litter()
-        process_id, parked, result = self.start_process()
+        process_id, parked, results = self.start_process()
         bkit.wait_for(lambda: len(sandbox_processes(self.d)) >= 8, GUARD, what="the background process's tree")
+        # The three calls parked, beside the three bkctl execs' reads.
+        bkit.wait_for(lambda: self.calls_waiting() >= 6, GUARD, what="the calls to wait")
         before = sandbox_processes(self.d)
         r = reset(self.d)
         self.assertTrue(r.verified)
         # The three execs and the background process.
         self.assertEqual(r.message.processes_killed, 4)
-        # The call parked on the process was answered, not left to its 60 s — with the end (the
-        # kill woke it) or ABORTED (its record dropped first) —, and the process is forgotten.
-        parked.join(GUARD)
-        self.assertFalse(parked.is_alive())
-        if "error" in result:
-            self.assertEqual(result["error"].code, Status.ABORTED, result)
-        else:
-            status = result["reply"].message.status
-            self.assertEqual((status.running, status.signal), (False, signal.SIGKILL), status)
+        # The calls parked on the process were answered, not left to their 60 s, and as
+        # docs/PROTOCOL.md says: ABORTED, the reset's doing — not OK with `signal: 9`, the end its
+        # kill made (which a read and a wait were answered before) —, and the process is
+        # forgotten.
+        for t in parked:
+            t.join(GUARD)
+            self.assertFalse(t.is_alive())
+        for method in ("ProcessRead", "ProcessWait", "ProcessWrite"):
+            got = results.get(method)
+            self.assertIsInstance(got, boxkite.BoxkiteError, "%s: %s" % (method, got))
+            self.assertEqual((got.code, got.message), (Status.ABORTED, "the sandbox was reset"), method)
         with client(self.d) as c:
             self.assertEqual(list(c.call("ProcessList", pb.ProcessListRequest(), pb.ProcessListResponse)
                                   .message.processes), [])

@@ -7,14 +7,16 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
 import unittest
+import urllib.request
 
 try:
     import boxkite
-    from boxkite import wire
+    from boxkite import _sp, wire
     from boxkite.v1 import boxkite_pb2 as pb
     import boxkited_process
     IMPORT_ERROR = None
@@ -47,6 +49,53 @@ def host_sleeps(marker):
         except OSError:
             continue
     return found
+
+
+def proc_stat(pid, field):
+    """A numeric field of /proc/PID/status (kB), or of /proc/PID/stat's utime + stime (ticks)
+    when field is "cpu"."""
+    if field == "cpu":
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12])
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
+class Parker:
+    """Calls sent on one connection of their own, each under a request id of its own, whose answers
+    nobody reads until answers(): the server keeps each one it cannot answer yet waiting (parked),
+    and queues the answers of the others on the connection. calls: (method, request) pairs."""
+
+    def __init__(self, url, key, calls):
+        self.channel = wire.Channel(url, key=key)
+        self.conn = _sp.Connection(_sp.parse_url(url), GUARD_S)
+        self.sent = []
+        for i, (method, req) in enumerate(calls):
+            env = self.channel.seal(method, req)
+            payload = env.SerializeToString()
+            self.conn._sock.sendall(struct.pack(">QI", 4 + len(payload), _sp.REQUEST_ID_BIT | i) + payload)
+            self.sent.append(env)
+
+    def answers(self, n):
+        """The next n answers, in the order they come, each checked against its request: (index
+        of the call, reply)."""
+        out = []
+        deadline = time.monotonic() + GUARD_S
+        for _ in range(n):
+            length = struct.unpack(">Q", _sp._recv_exact(self.conn._sock, 8, deadline))[0]
+            message = _sp._recv_exact(self.conn._sock, length, deadline)
+            i = struct.unpack(">I", message[:4])[0] & ~_sp.REQUEST_ID_BIT
+            env = self.sent[i]
+            out.append((i, self.channel.open_answer(bytes(message[4:]), env, wire.response_type(env.method))))
+        return out
+
+    def close(self):
+        self.conn.close()
+        self.channel.close()
 
 
 class Chunk:
@@ -381,6 +430,24 @@ class SignalsTest(Base):
         self.wait(pid)
         self.assertEqual(got.get("parent"), want)
         self.assertEqual(got.get("child"), want)
+
+    def test_a_signal_right_after_the_start_reaches_the_command(self):
+        # ProcessStart answers once the process runs, so a signal sent the moment it answers must
+        # reach the command. It did not: the exec's init was answered for as soon as it was
+        # executed, before it had blocked the signals it forwards, and the kernel drops a signal
+        # sent to a PID namespace's init that neither handles nor blocks it — 3 to 6 of 10
+        # `sleep` were still running 3 s after their SIGTERM (none with a 50 ms pause between).
+        delivered = []
+        for _ in range(100):
+            pid = self.start(argv=["sleep", "100"])
+            self.signal(pid, signal.SIGTERM)
+            st = self.wait(pid, wait_ms=3000)
+            if st.running:
+                self.signal(pid, signal.SIGKILL)
+                self.wait(pid)
+            delivered.append(st.signal == signal.SIGTERM)
+            self.call("ProcessRemove", pb.ProcessRemoveRequest(process_id=pid), pb.ProcessRemoveResponse)
+        self.assertEqual(delivered.count(True), 100, "%d of 100 SIGTERMs reached their command" % delivered.count(True))
 
     def test_sigstop_and_bad_signals_are_refused(self):
         pid = self.start(argv=["sleep", "300"])
@@ -729,6 +796,211 @@ class LimitsTest(Base):
             t.join(GUARD_S)
         self.assertEqual(errors, [])
         self.assertEqual(answers, [b"wake\n"] * 100)
+
+
+PARKED_MAX = 1024  # server/rpc/call.h BK_PARKED_MAX: calls the server keeps waiting at once
+MiB = 1 << 20
+
+
+def audit_lines(log, method):
+    """The audit lines (one JSON line per call, written when it is answered) of method in log."""
+    return [line for line in log.splitlines() if '"method":"%s"' % method in line]
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class ParkedLimitTest(Base):
+    """Every place for a waiting call taken (BK_PARKED_MAX long-polls parked). Before, a read or
+    wait past them was answered at once with nothing, and a follower asked again at once: `bkctl
+    logs -f` of a quiet process made 19 578 reads in 3 s; a write the process did not take, and
+    an Exec, kept one of the --contexts while it waited, so that four of them held them all and
+    Health waited."""
+
+    HTTP = "http://127.0.0.1:%d" % boxkited_process.free_tcp_port() if not SKIP_REASON else ""
+    ARGS = ("--contexts", "4", "--http-listen", HTTP)
+
+    def waiting(self):
+        """The server's gauge of calls waiting (parked), from its metrics."""
+        with urllib.request.urlopen(self.HTTP + "/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("boxkite_calls_waiting "):
+                    return int(line.split()[1])
+        self.fail("no boxkite_calls_waiting in /metrics")
+
+    def setUp(self):
+        self.quiet = self.start(argv=["sleep", "600"])
+        self.parker = Parker(self.daemon.url, self.key,
+                             [("ProcessRead", pb.ProcessReadRequest(process_id=self.quiet, wait_ms=60000))] * PARKED_MAX)
+        deadline = time.monotonic() + GUARD_S
+        while self.waiting() < PARKED_MAX:
+            self.assertLess(time.monotonic(), deadline, "the reads never filled the server's places")
+            time.sleep(0.05)
+        # A read that would wait is answered at once, saying when to ask again.
+        m = self.call("ProcessRead", pb.ProcessReadRequest(process_id=self.quiet, wait_ms=60000),
+                      pb.ProcessReadResponse)
+        self.assertEqual((m.retry_after_ms, m.stdout.length, m.status.running), (1000, 0, True))
+
+    def tearDown(self):
+        # Its end answers every parked read: the places are free again.
+        if self.wait(self.quiet, wait_ms=0).running:
+            self.signal(self.quiet, signal.SIGKILL)
+        self.wait(self.quiet)
+        self.parker.answers(PARKED_MAX)
+        self.parker.close()
+        for p in self.call("ProcessList", pb.ProcessListRequest(), pb.ProcessListResponse).processes:
+            if p.status.running:
+                self.signal(p.process_id, signal.SIGKILL)
+                self.wait(p.process_id)
+            self.call("ProcessRemove", pb.ProcessRemoveRequest(process_id=p.process_id), pb.ProcessRemoveResponse)
+
+    def count_reads(self, seconds, pid=None):
+        """ProcessRead calls answered in the next `seconds`, and the CPU ticks pid used meanwhile."""
+        before, cpu = len(audit_lines(self.daemon.log(), "ProcessRead")), pid and proc_stat(pid, "cpu")
+        time.sleep(seconds)
+        reads = len(audit_lines(self.daemon.log(), "ProcessRead")) - before
+        return reads, pid and proc_stat(pid, "cpu") - cpu
+
+    def test_followers_back_off_while_no_call_can_wait(self):
+        tick = os.sysconf("SC_CLK_TCK")
+        env = dict(os.environ, BOXKITE_URL=self.daemon.url, BOXKITE_KEY_FILE=self.daemon.key_file)
+        # bkctl logs -f (libboxkite's bk_process_follow): about one read a second, not a spin.
+        follower = subprocess.Popen([boxkited_process.BKCTL, "logs", "-f", self.quiet], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(0.5)
+            reads, cpu = self.count_reads(3.0, follower.pid)
+        finally:
+            follower.kill()
+            follower.wait()
+        self.assertLessEqual(reads, 6, "bkctl logs -f made %d reads in 3 s" % reads)
+        self.assertLess(cpu / tick, 0.5, "bkctl logs -f used %.2f s of CPU in 3 s" % (cpu / tick))
+        # The package's Process.follow(): the same.
+        with self.daemon.client(timeout=GUARD_S) as c:
+            follow = threading.Thread(target=lambda: list(c.process(self.quiet).follow()), daemon=True)
+            follow.start()
+            time.sleep(0.5)
+            reads, _ = self.count_reads(3.0)
+            self.assertLessEqual(reads, 6, "Process.follow() made %d reads in 3 s" % reads)
+            # A wait that cannot wait says so too, and Process.wait() waits its time out anyway.
+            m = self.call("ProcessWait", pb.ProcessWaitRequest(process_id=self.quiet, wait_ms=60000),
+                          pb.ProcessWaitResponse)
+            self.assertEqual((m.status.running, m.retry_after_ms), (True, 1000))
+            began = time.monotonic()
+            self.assertTrue(c.process(self.quiet).wait(2.5).running)
+            self.assertGreaterEqual(time.monotonic() - began, 2.4)
+            self.signal(self.quiet, signal.SIGKILL)
+            follow.join(GUARD_S)
+            self.assertFalse(follow.is_alive())
+
+    def test_writes_and_execs_hold_no_context_while_no_call_can_wait(self):
+        pids = [self.start(argv=["sleep", "600"], stdin_open=True) for _ in range(8)]
+        results = [None] * len(pids)
+
+        def write(i):
+            c = self.new_client()
+            try:
+                results[i] = c.call("ProcessWrite", pb.ProcessWriteRequest(process_id=pids[i], data=b"x" * MiB),
+                                    pb.ProcessWriteResponse).message
+            except Exception as e:  # noqa: BLE001 (reported below)
+                results[i] = e
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(len(pids))]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        # Eight writes nobody reads and four contexts: Health is answered all the same.
+        probe = wire.Channel(self.daemon.url, key=self.key, timeout=10)
+        try:
+            self.assertTrue(probe.call("Health", pb.HealthRequest(), pb.HealthResponse).message.version)
+            # An Exec cannot wait without a context either: refused, not left to hold one.
+            with self.assertRaises(boxkite.BoxkiteError) as cm:
+                probe.call("Exec", pb.ExecRequest(argv=["true"]), pb.ExecResponse)
+            self.assertEqual(cm.exception.code, 8, cm.exception)
+            self.assertIn("calls wait already", cm.exception.message)
+        finally:
+            probe.close()
+        for t in threads:
+            t.join(GUARD_S)
+        for r in results:
+            self.assertIsInstance(r, pb.ProcessWriteResponse, r)
+            # What the pipe took (its 64 KiB), and when to send the rest.
+            self.assertLess(r.written, MiB)
+            self.assertEqual(r.retry_after_ms, 1000)
+        # The package's Process.write() sends the rest after the pause, until it all went in.
+        reader = self.start(shell="sleep 1; exec cat >/dev/null", stdin_open=True)
+        with self.daemon.client(timeout=GUARD_S) as c:
+            self.assertEqual(c.process(reader).write(b"y" * 3 * MiB), 3 * MiB)
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class AnswerBudgetTest(Base):
+    """Reads of one process's output, many at once: each answer carries its own copy of the bytes,
+    so what they take together is bounded (BK_PROCESS_ANSWER_BUDGET), not one copy per reader at
+    once. Before, 200 reads parked on a process that then wrote 1 MiB made 200 copies at once:
+    the front grew by 201 MiB."""
+
+    READERS = 200
+    BOUND_MIB = 40  # the budget's 16 MiB, the answer the connection is writing, the allocator's slack
+
+    def front_growth_mib(self, run):
+        """run(), and how far the front's resident memory rose above where it was before (its
+        peak, VmHWM, reset first)."""
+        front = self.daemon.proc.pid
+        with open("/proc/%d/clear_refs" % front, "w") as f:
+            f.write("5")  # the peak starts again from now
+        base = proc_stat(front, "VmRSS")
+        run()
+        return (proc_stat(front, "VmHWM") - base) / 1024
+
+    def check_answers(self, parker, n, offset=0):
+        got = [r for _, r in parker.answers(n)]
+        for r in got:
+            self.assertEqual(r.message.stdout.offset, offset)
+            self.assertGreater(r.message.stdout.length, 0)
+            self.assertEqual(len(r.data), r.message.stdout.length)
+            self.assertEqual(bytes(r.data), b"x" * len(r.data))
+
+    def test_reads_of_output_already_there(self):
+        pid = self.start(shell="head -c 1048576 /dev/zero | tr '\\0' x; exec sleep 600")
+        deadline = time.monotonic() + GUARD_S
+        while self.status_of(pid).stdout_end < MiB:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        reads = [("ProcessRead", pb.ProcessReadRequest(process_id=pid, wait_ms=60000))] * self.READERS
+        parkers = []
+
+        def run():
+            # Nobody reads the answers for a while: what the server makes of them stays with it.
+            parkers.append(Parker(self.daemon.url, self.key, reads))
+            time.sleep(2)
+
+        growth = self.front_growth_mib(run)
+        self.check_answers(parkers[0], self.READERS)
+        parkers[0].close()
+        self.signal(pid, signal.SIGKILL)
+        self.assertLess(growth, self.BOUND_MIB, "the front grew by %.0f MiB" % growth)
+
+    def test_parked_reads_woken_by_one_large_write(self):
+        pid = self.start(shell="read go; python3 -c 'import os; os.write(1, b\"x\" * 1048576)'; exec sleep 600",
+                         stdin_open=True)
+        calls = [("ProcessRead", pb.ProcessReadRequest(process_id=pid, wait_ms=60000))] * self.READERS
+        # Last on the connection, answered at once: once its answer is back, every read before it
+        # is parked (a connection's requests are taken in order).
+        calls.append(("ProcessWait", pb.ProcessWaitRequest(process_id=pid)))
+        parker = Parker(self.daemon.url, self.key, calls)
+        (i, _), = parker.answers(1)
+        self.assertEqual(i, self.READERS)
+
+        def run():
+            self.write(pid, b"go\n")
+            time.sleep(2)
+
+        growth = self.front_growth_mib(run)
+        self.check_answers(parker, self.READERS)
+        parker.close()
+        self.signal(pid, signal.SIGKILL)
+        self.assertLess(growth, self.BOUND_MIB, "the front grew by %.0f MiB" % growth)
 
 
 if __name__ == "__main__":

@@ -5549,7 +5549,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_request__descriptor 
   (ProtobufCMessageInit) boxkite__v1__process_start_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field_descriptors[3] =
 {
   {
     "process_id",
@@ -5575,15 +5575,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_start_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessStartResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_start_response__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   1,   /* field[1] = isolation_profile */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_start_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor =
 {
@@ -5593,7 +5606,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_start_response__descriptor
   "Boxkite__V1__ProcessStartResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessStartResponse),
-  2,
+  3,
   boxkite__v1__process_start_response__field_descriptors,
   boxkite__v1__process_start_response__field_indices_by_name,
   1,  boxkite__v1__process_start_response__number_ranges,
@@ -5883,7 +5896,7 @@ const ProtobufCMessageDescriptor boxkite__v1__output_mark__descriptor =
   (ProtobufCMessageInit) boxkite__v1__output_mark__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_descriptors[7] =
 {
   {
     "process_id",
@@ -5957,8 +5970,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_read_request__field_indices_by_name[] = {
+  6,   /* field[6] = epoch */
   5,   /* field[5] = marks */
   3,   /* field[3] = max_bytes */
   0,   /* field[0] = process_id */
@@ -5969,7 +5995,7 @@ static const unsigned boxkite__v1__process_read_request__field_indices_by_name[]
 static const ProtobufCIntRange boxkite__v1__process_read_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
 {
@@ -5979,14 +6005,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_request__descriptor =
   "Boxkite__V1__ProcessReadRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadRequest),
-  6,
+  7,
   boxkite__v1__process_read_request__field_descriptors,
   boxkite__v1__process_read_request__field_indices_by_name,
   1,  boxkite__v1__process_read_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_read_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_descriptors[5] =
 {
   {
     "stdout",
@@ -6024,8 +6050,34 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_read_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessReadResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_read_response__field_indices_by_name[] = {
+  4,   /* field[4] = epoch */
+  3,   /* field[3] = retry_after_ms */
   2,   /* field[2] = status */
   1,   /* field[1] = stderr */
   0,   /* field[0] = stdout */
@@ -6033,7 +6085,7 @@ static const unsigned boxkite__v1__process_read_response__field_indices_by_name[
 static const ProtobufCIntRange boxkite__v1__process_read_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor =
 {
@@ -6043,14 +6095,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_read_response__descriptor 
   "Boxkite__V1__ProcessReadResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessReadResponse),
-  3,
+  5,
   boxkite__v1__process_read_response__field_descriptors,
   boxkite__v1__process_read_response__field_indices_by_name,
   1,  boxkite__v1__process_read_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_descriptors[4] =
 {
   {
     "process_id",
@@ -6088,16 +6140,29 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_write_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWriteRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_write_request__field_indices_by_name[] = {
   2,   /* field[2] = close */
   1,   /* field[1] = data */
+  3,   /* field[3] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_write_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor =
 {
@@ -6107,14 +6172,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_write_request__descriptor 
   "Boxkite__V1__ProcessWriteRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWriteRequest),
-  3,
+  4,
   boxkite__v1__process_write_request__field_descriptors,
   boxkite__v1__process_write_request__field_indices_by_name,
   1,  boxkite__v1__process_write_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_write_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field_descriptors[2] =
 {
   {
     "written",
@@ -6128,14 +6193,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_write_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWriteResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_write_response__field_indices_by_name[] = {
+  1,   /* field[1] = retry_after_ms */
   0,   /* field[0] = written */
 };
 static const ProtobufCIntRange boxkite__v1__process_write_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_write_response__descriptor =
 {
@@ -6145,14 +6223,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_write_response__descriptor
   "Boxkite__V1__ProcessWriteResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWriteResponse),
-  1,
+  2,
   boxkite__v1__process_write_response__field_descriptors,
   boxkite__v1__process_write_response__field_indices_by_name,
   1,  boxkite__v1__process_write_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_write_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__field_descriptors[2] =
 {
   {
     "process_id",
@@ -6166,14 +6244,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_close_stdin_request__
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessCloseStdinRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_close_stdin_request__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_close_stdin_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_request__descriptor =
 {
@@ -6183,7 +6274,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_request__descr
   "Boxkite__V1__ProcessCloseStdinRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessCloseStdinRequest),
-  1,
+  2,
   boxkite__v1__process_close_stdin_request__field_descriptors,
   boxkite__v1__process_close_stdin_request__field_indices_by_name,
   1,  boxkite__v1__process_close_stdin_request__number_ranges,
@@ -6208,7 +6299,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_close_stdin_response__desc
   (ProtobufCMessageInit) boxkite__v1__process_close_stdin_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field_descriptors[4] =
 {
   {
     "process_id",
@@ -6246,8 +6337,21 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_signal_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessSignalRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_signal_request__field_indices_by_name[] = {
+  3,   /* field[3] = epoch */
   2,   /* field[2] = kill_after_ms */
   0,   /* field[0] = process_id */
   1,   /* field[1] = signal */
@@ -6255,7 +6359,7 @@ static const unsigned boxkite__v1__process_signal_request__field_indices_by_name
 static const ProtobufCIntRange boxkite__v1__process_signal_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor =
 {
@@ -6265,7 +6369,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_signal_request__descriptor
   "Boxkite__V1__ProcessSignalRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessSignalRequest),
-  3,
+  4,
   boxkite__v1__process_signal_request__field_descriptors,
   boxkite__v1__process_signal_request__field_indices_by_name,
   1,  boxkite__v1__process_signal_request__number_ranges,
@@ -6290,7 +6394,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_signal_response__descripto
   (ProtobufCMessageInit) boxkite__v1__process_signal_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -6316,15 +6420,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_wait_request__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   0,   /* field[0] = process_id */
   1,   /* field[1] = wait_ms */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor =
 {
@@ -6334,14 +6451,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_request__descriptor =
   "Boxkite__V1__ProcessWaitRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWaitRequest),
-  2,
+  3,
   boxkite__v1__process_wait_request__field_descriptors,
   boxkite__v1__process_wait_request__field_indices_by_name,
   1,  boxkite__v1__process_wait_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_wait_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_descriptors[3] =
 {
   {
     "status",
@@ -6355,14 +6472,40 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_wait_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retry_after_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitResponse, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessWaitResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_wait_response__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
+  1,   /* field[1] = retry_after_ms */
   0,   /* field[0] = status */
 };
 static const ProtobufCIntRange boxkite__v1__process_wait_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor =
 {
@@ -6372,14 +6515,14 @@ const ProtobufCMessageDescriptor boxkite__v1__process_wait_response__descriptor 
   "Boxkite__V1__ProcessWaitResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessWaitResponse),
-  1,
+  3,
   boxkite__v1__process_wait_response__field_descriptors,
   boxkite__v1__process_wait_response__field_indices_by_name,
   1,  boxkite__v1__process_wait_response__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__process_wait_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field_descriptors[3] =
 {
   {
     "process_id",
@@ -6405,15 +6548,28 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_resize_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessResizeRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_resize_request__field_indices_by_name[] = {
+  2,   /* field[2] = epoch */
   0,   /* field[0] = process_id */
   1,   /* field[1] = size */
 };
 static const ProtobufCIntRange boxkite__v1__process_resize_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor =
 {
@@ -6423,7 +6579,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_resize_request__descriptor
   "Boxkite__V1__ProcessResizeRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessResizeRequest),
-  2,
+  3,
   boxkite__v1__process_resize_request__field_descriptors,
   boxkite__v1__process_resize_request__field_indices_by_name,
   1,  boxkite__v1__process_resize_request__number_ranges,
@@ -6448,7 +6604,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_resize_response__descripto
   (ProtobufCMessageInit) boxkite__v1__process_resize_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field_descriptors[2] =
 {
   {
     "process_id",
@@ -6462,14 +6618,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_remove_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessRemoveRequest, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_remove_request__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = process_id */
 };
 static const ProtobufCIntRange boxkite__v1__process_remove_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor =
 {
@@ -6479,7 +6648,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_remove_request__descriptor
   "Boxkite__V1__ProcessRemoveRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessRemoveRequest),
-  1,
+  2,
   boxkite__v1__process_remove_request__field_descriptors,
   boxkite__v1__process_remove_request__field_indices_by_name,
   1,  boxkite__v1__process_remove_request__number_ranges,
@@ -6664,7 +6833,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_list_request__descriptor =
   (ProtobufCMessageInit) boxkite__v1__process_list_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_descriptors[2] =
 {
   {
     "processes",
@@ -6678,14 +6847,27 @@ static const ProtobufCFieldDescriptor boxkite__v1__process_list_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED64,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__ProcessListResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__process_list_response__field_indices_by_name[] = {
+  1,   /* field[1] = epoch */
   0,   /* field[0] = processes */
 };
 static const ProtobufCIntRange boxkite__v1__process_list_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor =
 {
@@ -6695,7 +6877,7 @@ const ProtobufCMessageDescriptor boxkite__v1__process_list_response__descriptor 
   "Boxkite__V1__ProcessListResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__ProcessListResponse),
-  1,
+  2,
   boxkite__v1__process_list_response__field_descriptors,
   boxkite__v1__process_list_response__field_indices_by_name,
   1,  boxkite__v1__process_list_response__number_ranges,

@@ -983,10 +983,17 @@ struct  Boxkite__V1__ProcessStartResponse
   ProtobufCMessage base;
   char *process_id;
   char *isolation_profile;
+  /*
+   * The process epoch: random, new at each start of boxkited and at each Reset, the same for every
+   * process started in between. Process ids name one epoch's processes only ("p1" again after a
+   * Reset, and in a restarted boxkited): a call for this process gives it back (the requests'
+   * epoch), so that it can never act on another epoch's process of the same id.
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_START_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_start_response__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -1107,10 +1114,16 @@ struct  Boxkite__V1__ProcessReadRequest
    * each chunk's marks too (StreamChunk.marks)
    */
   protobuf_c_boolean marks;
+  /*
+   * The epoch the process was named in (ProcessStartResponse.epoch, or an answer about it): a
+   * process of another epoch — another boxkited at this address, or the tenant before a Reset —
+   * is 5 NOT_FOUND, never acted on. 0: whatever process has this id now (an id a person typed).
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_READ_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_read_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessReadResponse
@@ -1119,10 +1132,20 @@ struct  Boxkite__V1__ProcessReadResponse
   Boxkite__V1__StreamChunk *stdout;
   Boxkite__V1__StreamChunk *stderr;
   Boxkite__V1__ProcessStatus *status;
+  /*
+   * Not 0: the server could not keep this call waiting (every place for a waiting call is taken,
+   * or the bytes of answers being sent are at their bound), so it answered early: wait this long
+   * before the next call for the same thing (docs/PROTOCOL.md, "Long-polls").
+   */
+  uint32_t retry_after_ms;
+  /*
+   * the process's epoch (ProcessStartResponse.epoch)
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_READ_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_read_response__descriptor) \
-    , NULL, NULL, NULL }
+    , NULL, NULL, NULL, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessWriteRequest
@@ -1137,30 +1160,46 @@ struct  Boxkite__V1__ProcessWriteRequest
    * then close stdin
    */
   protobuf_c_boolean close;
+  /*
+   * The epoch the process was named in (ProcessStartResponse.epoch, or an answer about it): a
+   * process of another epoch — another boxkited at this address, or the tenant before a Reset —
+   * is 5 NOT_FOUND, never acted on. 0: whatever process has this id now (an id a person typed).
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_WRITE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_write_request__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessWriteResponse
 {
   ProtobufCMessage base;
   uint64_t written;
+  /*
+   * Not 0: the server could not keep this call waiting (every place for a waiting call is taken,
+   * or the bytes of answers being sent are at their bound), so it answered early: wait this long
+   * before the next call for the same thing (docs/PROTOCOL.md, "Long-polls").
+   */
+  uint32_t retry_after_ms;
 };
 #define BOXKITE__V1__PROCESS_WRITE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_write_response__descriptor) \
-    , 0 }
+    , 0, 0 }
 
 
 struct  Boxkite__V1__ProcessCloseStdinRequest
 {
   ProtobufCMessage base;
   char *process_id;
+  /*
+   * as ProcessReadRequest's
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_CLOSE_STDIN_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_close_stdin_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Boxkite__V1__ProcessCloseStdinResponse
@@ -1184,10 +1223,17 @@ struct  Boxkite__V1__ProcessSignalRequest
    * 0: no more. Else SIGKILL the tree if it still runs this much later
    */
   uint32_t kill_after_ms;
+  /*
+   * (the server's timer: it holds though the client goes away)
+   */
+  /*
+   * as ProcessReadRequest's
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_SIGNAL_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_signal_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessSignalResponse
@@ -1207,20 +1253,34 @@ struct  Boxkite__V1__ProcessWaitRequest
    * long-poll for the end, up to this long
    */
   uint32_t wait_ms;
+  /*
+   * as ProcessReadRequest's
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_WAIT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_wait_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessWaitResponse
 {
   ProtobufCMessage base;
   Boxkite__V1__ProcessStatus *status;
+  /*
+   * Not 0: the server could not keep this call waiting (every place for a waiting call is taken,
+   * or the bytes of answers being sent are at their bound), so it answered early: wait this long
+   * before the next call for the same thing (docs/PROTOCOL.md, "Long-polls").
+   */
+  uint32_t retry_after_ms;
+  /*
+   * the process's epoch (ProcessStartResponse.epoch)
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_WAIT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_wait_response__descriptor) \
-    , NULL }
+    , NULL, 0, 0 }
 
 
 struct  Boxkite__V1__ProcessResizeRequest
@@ -1228,10 +1288,14 @@ struct  Boxkite__V1__ProcessResizeRequest
   ProtobufCMessage base;
   char *process_id;
   Boxkite__V1__TerminalSize *size;
+  /*
+   * as ProcessReadRequest's
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_RESIZE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_resize_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 struct  Boxkite__V1__ProcessResizeResponse
@@ -1250,10 +1314,14 @@ struct  Boxkite__V1__ProcessRemoveRequest
    * an ended process: its record and rings go
    */
   char *process_id;
+  /*
+   * as ProcessReadRequest's
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_REMOVE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_remove_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Boxkite__V1__ProcessRemoveResponse
@@ -1310,10 +1378,14 @@ struct  Boxkite__V1__ProcessListResponse
   ProtobufCMessage base;
   size_t n_processes;
   Boxkite__V1__ProcessInfo **processes;
+  /*
+   * the epoch every process listed was started in (ProcessStartResponse.epoch)
+   */
+  uint64_t epoch;
 };
 #define BOXKITE__V1__PROCESS_LIST_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__process_list_response__descriptor) \
-    , 0,NULL }
+    , 0,NULL, 0 }
 
 
 struct  Boxkite__V1__SyncPushRequest

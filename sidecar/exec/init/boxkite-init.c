@@ -22,9 +22,9 @@
  * cpuid instructions, each a trap to the hypervisor on a VM) took ~0.6 ms of every exec. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +58,13 @@ static int sandbox_init(void)
 	if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		perror("boxkite-init: PR_SET_CHILD_SUBREAPER");
 
+	/* Exactly these blocked (the executor started us with every signal blocked, so that none
+	 * sent meanwhile was lost): the others, unhandled, are ignored as by any PID 1. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigprocmask(SIG_SETMASK, &set, NULL);
 	for (;;) {
 		sig = sigwaitinfo(&set, NULL);
 		if (sig < 0) {
@@ -101,54 +103,34 @@ static int command_failed(const char *name, int err)
 	return err == ENOENT ? 127 : 126;
 }
 
-/* Every signal, 1 to 64: musl's sigfillset leaves out the three it keeps for itself (32 to 34),
- * which a single-threaded init never uses and a command's tree may well (glibc's SIGRTMIN is 34):
- * they are the command's to receive, and so the init's to forward. (For the same reason the
- * command is not started with musl's posix_spawn, which gives its caller back a mask without
- * them: a 34 arriving then would have taken the init's default action.) */
-static void every_signal(sigset_t *set)
+/* On a terminal (the executor made it our controlling one), the command leads a process group of
+ * its own in the terminal's foreground, as a shell starts a job: ^C and window changes reach it
+ * and what it starts, never us. A fork, so that the child can take the foreground before its
+ * execve (musl's posix_spawn has no action for it); an interactive exec is not on the hot path.
+ * The failure travels back on a CLOEXEC pipe: nothing read means the execve happened. */
+static pid_t start_in_foreground(int status_fd, char **argv)
 {
-	memset(set, 0xff, sizeof(*set));
-}
-
-/* The command, as a child with the default signal dispositions and an empty mask. PATH is the
- * command's own (the environment the executor built, ours). A vfork, cheaper than a fork on the
- * path of every exec — but on a terminal (the executor made it our controlling one) a fork: the
- * command leads a process group of its own in the terminal's foreground, as a shell starts a job,
- * so that ^C and window changes reach it and what it starts, never us, and it takes the
- * foreground itself before its execve. Its failure comes back on a CLOEXEC pipe: nothing read
- * means the execve happened. Returns its pid, or -(exit status) having said why. */
-static pid_t start_command(int status_fd, char **argv)
-{
-	const bool tty = isatty(0);
 	int pipefd[2], err = 0;
+	sigset_t none;
 	pid_t pid;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -command_failed(argv[0], errno);
-	pid = tty ? fork() : vfork();
+	pid = fork();
 	if (pid == 0) {
-		/* The descriptor table and dispositions are the child's own (no CLONE_FILES, no
-		 * CLONE_SIGHAND); it writes nothing of the parent's memory. */
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		sigset_t none;
-		int e = 0;
-
 		close(pipefd[0]);
 		close(status_fd);
-		for (int sig = 1; sig < 65; sig++)
-			sigaction(sig, &dfl, NULL);
 		/* SIGTTOU is blocked (all are), so a background group may take the terminal. */
-		if (tty && (setpgid(0, 0) < 0 || tcsetpgrp(0, getpid()) < 0)) {
-			e = errno;
+		if (setpgid(0, 0) < 0 || tcsetpgrp(0, getpid()) < 0) {
+			err = errno;
 		} else {
 			sigemptyset(&none);
 			sigprocmask(SIG_SETMASK, &none, NULL);
 			execvp(argv[0], argv);
-			e = errno;
+			err = errno;
 		}
-		if (write(pipefd[1], &e, sizeof(e)) < 0)
-			e = 0;
+		if (write(pipefd[1], &err, sizeof(err)) < 0)
+			err = 0;
 		_exit(127);
 	}
 	if (pid < 0)
@@ -162,6 +144,49 @@ static pid_t start_command(int status_fd, char **argv)
 	return err ? -command_failed(argv[0], err) : pid;
 }
 
+/* The command, as a child with an empty mask (and the default dispositions we have: the executor's
+ * child reset them, and we set none): vfork and execvp, as cheap as posix_spawn on the path of
+ * every exec. Not musl's posix_spawn: it gives the parent back its mask as sigprocmask reported
+ * it, without 32-34, so SIGRTMIN (34) was no longer blocked — and a PID namespace's init drops a
+ * signal it neither handles nor blocks. PATH is the command's own (the environment the executor
+ * built, ours). Returns its pid, or -(exit status) having said why. */
+static pid_t start_command(int status_fd, char **argv)
+{
+	volatile int err = 0;
+	sigset_t none;
+	pid_t pid;
+
+	if (isatty(0))
+		return start_in_foreground(status_fd, argv);
+	sigemptyset(&none);
+	pid = vfork();
+	if (pid == 0) {
+		/* Our memory, until the execve: only what a vfork child may do. */
+		close(status_fd);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execvp(argv[0], argv);
+		err = errno;
+		_exit(127);
+	}
+	if (pid < 0)
+		err = errno;
+	return err ? -command_failed(argv[0], err) : pid;
+}
+
+/* The signals the exec's init takes (to forward, and SIGCHLD): 1-64 but 32 and 33, glibc's own
+ * (its programs, the sandbox's, can neither catch nor send them; a glibc init never took them).
+ * Not sigfillset: musl's leaves out 32-34, its own internal signals (which this single-threaded
+ * init never uses), and 34 is SIGRTMIN to the sandbox's glibc programs, a signal a command may
+ * handle like any other — musl's sigaddset refuses it too. So the bits, as the kernel reads a
+ * set: its first 64 bits, signal N at bit N-1 (sigprocmask and sigwaitinfo pass them through). */
+static void forwarded_signals(sigset_t *set)
+{
+	uint64_t bits = ~(uint64_t)0 & ~((uint64_t)1 << 31) & ~((uint64_t)1 << 32);
+
+	sigemptyset(set);
+	memcpy(set, &bits, sizeof(bits));
+}
+
 static int exec_init(int status_fd, char **argv)
 {
 	sigset_t all;
@@ -169,8 +194,9 @@ static int exec_init(int status_fd, char **argv)
 	pid_t child, pid;
 
 	/* Every signal is taken synchronously: SIGCHLD to reap, the others to forward. Blocked
-	 * before the command starts, so none sent meanwhile is lost. */
-	every_signal(&all);
+	 * before the command starts (and since before our execve: the executor's child blocked them
+	 * all), so none sent meanwhile is lost. */
+	forwarded_signals(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	child = start_command(status_fd, argv);
 	if (child < 0)
@@ -299,10 +325,13 @@ static int warm_init(int status_fd, int order_fd)
 	char *body, *p, *end, *root, *rel, **args;
 	int entered;
 
-	/* Signals taken as exec_init takes them, from now: none sent meanwhile is lost. */
+	/* Signals taken as exec_init takes them (blocked since before our execve: the executor's
+	 * child blocked them all), so that none sent before the command starts is lost. */
 	sigset_t all;
-	every_signal(&all);
+	forwarded_signals(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* Nothing may read our memory or descriptors (the order and status sockets) while we wait. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (!read_order(order_fd, &head, sizeof(head)))
 		return 0; /* dropped before use: nothing ran */
 	if (head.magic != BK_INIT_ORDER_MAGIC || head.len > BK_INIT_ORDER_MAX || head.argc == 0 ||

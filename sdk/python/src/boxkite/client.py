@@ -213,9 +213,10 @@ class Client:
         if size is not None:
             req.size.rows, req.size.cols = size
         m = self.channel.call("ProcessStart", req).message
-        if not m.process_id:
-            raise DataLossError("ProcessStart: the answer names no process", verified=True, method="ProcessStart")
-        return Process(self.channel, m.process_id, m.isolation_profile)
+        if not m.process_id or not m.epoch:
+            raise DataLossError("ProcessStart: the answer names no process, or no epoch", verified=True,
+                                method="ProcessStart")
+        return Process(self.channel, m.process_id, m.isolation_profile, m.epoch)
 
     def stream(self, cmd: Command, *, cwd: Optional[str] = None, env: Env = None,
                stdin: Union[bytes, str, None] = None, timeout: Optional[float] = None,
@@ -240,15 +241,17 @@ class Client:
                        lossless=True, allow_net=allow_net)
         return ExecStream(p, _bytes(stdin) if stdin is not None else None)
 
-    def process(self, process_id: str) -> Process:
+    def process(self, process_id: str, epoch: int = 0) -> Process:
         """A :class:`boxkite.Process` for a process started earlier (by this client or another),
-        its cursors at offset 0. Nothing is asked of the server until it is used."""
-        return Process(self.channel, process_id)
+        its cursors at offset 0. epoch: the one its id is of (:attr:`ProcessInfo.epoch`,
+        :attr:`Process.epoch`), or 0 for whichever process has this id now (then the first answer's).
+        Nothing is asked of the server until it is used."""
+        return Process(self.channel, process_id, epoch=epoch)
 
     def processes(self) -> List[ProcessInfo]:
         """Every process record, running or ended, oldest first. Renews no lease."""
-        return [ProcessInfo._from_pb(p) for p in self.channel.call("ProcessList", pb.ProcessListRequest())
-                .message.processes]
+        m = self.channel.call("ProcessList", pb.ProcessListRequest()).message
+        return [ProcessInfo._from_pb(p, m.epoch) for p in m.processes]
 
     # --- files ------------------------------------------------------------------------------
     #

@@ -53,6 +53,16 @@ class Process:
     """A background process of the sandbox, from :meth:`boxkite.Client.start` (or attached to
     by id with :meth:`boxkite.Client.process`).
 
+    It is named by its id in its ``epoch``: ids start from p1 again in a restarted boxkited and
+    after a Reset, each time in a new epoch, and every call this object makes names both, so
+    that it never acts on another epoch's process of the same id (that is
+    :class:`boxkite.NotFoundError`, as an unknown id is). Attached by id alone (``epoch`` 0), it
+    takes the epoch of the first answer about it.
+
+    A call that would wait (a read or wait that long-polls, a write the process does not take
+    yet) and that the server cannot keep waiting is answered early with when to ask again: this
+    object waits that long and asks again, within the wait asked for.
+
     Its output is two rings, stdout and stderr, addressed by absolute byte offsets. The object
     keeps one cursor per stream (``stdout_offset``, ``stderr_offset``): :meth:`read` and
     :meth:`follow` read from them and move them on. ``status`` is the last status an answer
@@ -66,9 +76,10 @@ class Process:
     runs, then its record removed.
     """
 
-    def __init__(self, channel: Channel, process_id: str, isolation_profile: str = "") -> None:
+    def __init__(self, channel: Channel, process_id: str, isolation_profile: str = "", epoch: int = 0) -> None:
         self._ch = channel
         self.id = process_id
+        self.epoch = epoch
         self.isolation_profile = isolation_profile
         self.stdout_offset = 0
         self.stderr_offset = 0
@@ -97,6 +108,8 @@ class Process:
             self.wait(KILL_WAIT)
         except FailedPreconditionError:
             pass  # it had ended
+        except NotFoundError:
+            return  # gone: removed, or its epoch is over (boxkited restarted, or a Reset)
         try:
             self.remove()
         except NotFoundError:
@@ -105,6 +118,14 @@ class Process:
     def _seen(self, status: ProcessStatus) -> ProcessStatus:
         self.status = status
         return status
+
+    def _epoch_of(self, answered: int, method: str) -> None:
+        """An answer's epoch: the one this object names (the server refuses another), or learned."""
+        with self._lock:
+            if self.epoch and answered != self.epoch:
+                raise DataLossError("%s: the answer is about another epoch's process" % method, verified=True,
+                                    method=method)
+            self.epoch = answered
 
     def read(self, *, wait: float = 0.0, max_bytes: int = 0, stdout_offset: Optional[int] = None,
              stderr_offset: Optional[int] = None) -> ReadResult:
@@ -116,26 +137,40 @@ class Process:
         if not 0 <= max_bytes <= READ_MAX:
             raise ValueError("max_bytes is 0 (1 MiB) to %d" % READ_MAX)
         wait_ms = min(_ms(wait, "wait"), int(LONG_POLL_MAX * 1000))
+        deadline = time.monotonic() + wait_ms / 1000
         with self._lock:
             out = self.stdout_offset if stdout_offset is None else stdout_offset
             err = self.stderr_offset if stderr_offset is None else stderr_offset
-        reply = self._ch.call("ProcessRead", pb.ProcessReadRequest(
-            process_id=self.id, stdout_offset=out, stderr_offset=err, max_bytes=max_bytes, wait_ms=wait_ms),
-            wait=wait_ms / 1000)
-        m = reply.message
-        if not (m.HasField("stdout") and m.HasField("stderr") and m.HasField("status")):
-            raise DataLossError("ProcessRead: the answer lacks a stream or the status", verified=True,
-                                method="ProcessRead")
-        data = memoryview(reply.data)
-        o, at = _stream(m, "stdout", out, data, 0)
-        e, at = _stream(m, "stderr", err, data, at)
-        if at != len(data):
-            raise DataLossError("ProcessRead: %d bytes of the answer's data belong to no stream" % (len(data) - at),
-                                verified=True, method="ProcessRead")
+        while True:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            reply = self._ch.call("ProcessRead", pb.ProcessReadRequest(
+                process_id=self.id, epoch=self.epoch, stdout_offset=out, stderr_offset=err, max_bytes=max_bytes,
+                wait_ms=left_ms), wait=left_ms / 1000)
+            m = reply.message
+            if not (m.HasField("stdout") and m.HasField("stderr") and m.HasField("status")):
+                raise DataLossError("ProcessRead: the answer lacks a stream or the status", verified=True,
+                                    method="ProcessRead")
+            data = memoryview(reply.data)
+            o, at = _stream(m, "stdout", out, data, 0)
+            e, at = _stream(m, "stderr", err, data, at)
+            if at != len(data):
+                raise DataLossError("ProcessRead: %d bytes of the answer's data belong to no stream"
+                                    % (len(data) - at), verified=True, method="ProcessRead")
+            self._epoch_of(m.epoch, "ProcessRead")
+            status = ProcessStatus._from_pb(m.status)
+            # Answered early (no room for its bytes yet, or no place to wait): what came goes to
+            # the caller; else again after the pause the server asked for, within the wait.
+            nothing = not (o.data or e.data or o.lost or e.lost)
+            more = o.offset < o.end or e.offset < e.end
+            left = deadline - time.monotonic()
+            if not m.retry_after_ms or not nothing or (not status.running and not more) or (not more and left <= 0):
+                break
+            pause = m.retry_after_ms / 1000
+            time.sleep(pause if more else min(pause, max(left, 0.0)))
         with self._lock:
             self.stdout_offset = o.offset + len(o.data)
             self.stderr_offset = e.offset + len(e.data)
-        return ReadResult(o, e, self._seen(ProcessStatus._from_pb(m.status)))
+        return ReadResult(o, e, self._seen(status))
 
     def follow(self) -> Iterator[Chunk]:
         """Chunks of output as they come, from the cursors on, until the process has ended and
@@ -164,7 +199,8 @@ class Process:
             n = min(len(payload) - done, WRITE_MAX)
             last = done + n == len(payload)
             reply = self._ch.call("ProcessWrite", pb.ProcessWriteRequest(
-                process_id=self.id, data=payload[done:done + n], close=close and last), wait=LONG_POLL_MAX)
+                process_id=self.id, epoch=self.epoch, data=payload[done:done + n], close=close and last),
+                wait=LONG_POLL_MAX)
             written = reply.message.written
             if written > n:
                 raise DataLossError("ProcessWrite: %d bytes written of %d sent" % (written, n), verified=True,
@@ -172,17 +208,20 @@ class Process:
             done += written
             if done == len(payload) and (written == n or not close):
                 return done
+            if reply.message.retry_after_ms:
+                # The server could not wait for the process to take the rest: not before it said.
+                time.sleep(reply.message.retry_after_ms / 1000)
 
     def close_stdin(self) -> None:
         """Close stdin: the command reads EOF (a terminal gets ^D). Closing twice is no error."""
-        self._ch.call("ProcessCloseStdin", pb.ProcessCloseStdinRequest(process_id=self.id))
+        self._ch.call("ProcessCloseStdin", pb.ProcessCloseStdinRequest(process_id=self.id, epoch=self.epoch))
 
     def signal(self, sig: Union[int, _signal.Signals], *, kill_after: Optional[float] = None) -> None:
         """Send sig (1-64) to every process of the tree. kill_after: seconds after which the
         server sends SIGKILL if it still runs (its own timer: it holds though this client goes
         away). An ended process is :class:`boxkite.FailedPreconditionError`."""
         kill_after_ms = 0 if kill_after is None else _ms(kill_after, "kill_after")
-        self._ch.call("ProcessSignal", pb.ProcessSignalRequest(process_id=self.id, signal=int(sig),
+        self._ch.call("ProcessSignal", pb.ProcessSignalRequest(process_id=self.id, epoch=self.epoch, signal=int(sig),
                                                                kill_after_ms=kill_after_ms))
 
     def kill(self) -> None:
@@ -196,25 +235,30 @@ class Process:
         while True:
             left = LONG_POLL_MAX if deadline is None else min(max(deadline - time.monotonic(), 0.0), LONG_POLL_MAX)
             wait_ms = _ms(left, "timeout")
-            reply = self._ch.call("ProcessWait", pb.ProcessWaitRequest(process_id=self.id, wait_ms=wait_ms),
-                                  wait=wait_ms / 1000)
+            reply = self._ch.call("ProcessWait", pb.ProcessWaitRequest(process_id=self.id, epoch=self.epoch,
+                                                                       wait_ms=wait_ms), wait=wait_ms / 1000)
             if not reply.message.HasField("status"):
                 raise DataLossError("ProcessWait: the answer carries no process status", verified=True,
                                     method="ProcessWait")
+            self._epoch_of(reply.message.epoch, "ProcessWait")
             status = self._seen(ProcessStatus._from_pb(reply.message.status))
             if not status.running or (deadline is not None and time.monotonic() >= deadline):
                 return status
+            if reply.message.retry_after_ms:
+                # Answered before its wait (no place to wait at the server): again after the pause.
+                pause = reply.message.retry_after_ms / 1000
+                time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
 
     def resize(self, rows: int, cols: int) -> None:
         """Set the terminal's size (1-65535 rows and columns): the process gets SIGWINCH. A
         process without a terminal is :class:`boxkite.FailedPreconditionError`."""
-        self._ch.call("ProcessResize", pb.ProcessResizeRequest(process_id=self.id,
+        self._ch.call("ProcessResize", pb.ProcessResizeRequest(process_id=self.id, epoch=self.epoch,
                                                                size=pb.TerminalSize(rows=rows, cols=cols)))
 
     def remove(self) -> None:
         """Remove the ended process's record and rings; a running one is
         :class:`boxkite.FailedPreconditionError` (signal it first)."""
-        self._ch.call("ProcessRemove", pb.ProcessRemoveRequest(process_id=self.id))
+        self._ch.call("ProcessRemove", pb.ProcessRemoveRequest(process_id=self.id, epoch=self.epoch))
 
 
 class ExecStream:

@@ -208,11 +208,12 @@ class ProcessInfo:
     tty: bool
     stdout_end: int           # bytes each stream has produced
     stderr_end: int
+    epoch: int                # the epoch process_id is of (boxkite.Client.process takes both)
 
     @classmethod
-    def _from_pb(cls, m: Any) -> "ProcessInfo":
+    def _from_pb(cls, m: Any, epoch: int) -> "ProcessInfo":
         return cls(m.process_id, tuple(m.argv), m.tag, ProcessStatus._from_pb(m.status), m.expose_port,
-                   m.started_ms, m.tty, m.stdout_end, m.stderr_end)
+                   m.started_ms, m.tty, m.stdout_end, m.stderr_end, epoch)
 
 
 @dataclass(frozen=True)

@@ -401,10 +401,12 @@ class OutputMark(_message.Message):
     def __init__(self, offset: _Optional[int] = ..., seq: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class ProcessCloseStdinRequest(_message.Message):
-    __slots__ = ["process_id"]
+    __slots__ = ["epoch", "process_id"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     process_id: str
-    def __init__(self, process_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessCloseStdinResponse(_message.Message):
     __slots__ = []
@@ -437,68 +439,82 @@ class ProcessListRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ProcessListResponse(_message.Message):
-    __slots__ = ["processes"]
+    __slots__ = ["epoch", "processes"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
-    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ...) -> None: ...
+    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessReadRequest(_message.Message):
-    __slots__ = ["marks", "max_bytes", "process_id", "stderr_offset", "stdout_offset", "wait_ms"]
+    __slots__ = ["epoch", "marks", "max_bytes", "process_id", "stderr_offset", "stdout_offset", "wait_ms"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     MARKS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_OFFSET_FIELD_NUMBER: _ClassVar[int]
     STDOUT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     marks: bool
     max_bytes: int
     process_id: str
     stderr_offset: int
     stdout_offset: int
     wait_ms: int
-    def __init__(self, process_id: _Optional[str] = ..., stdout_offset: _Optional[int] = ..., stderr_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., wait_ms: _Optional[int] = ..., marks: bool = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., stdout_offset: _Optional[int] = ..., stderr_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., wait_ms: _Optional[int] = ..., marks: bool = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessReadResponse(_message.Message):
-    __slots__ = ["status", "stderr", "stdout"]
+    __slots__ = ["epoch", "retry_after_ms", "status", "stderr", "stdout"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     STDOUT_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    retry_after_ms: int
     status: ProcessStatus
     stderr: StreamChunk
     stdout: StreamChunk
-    def __init__(self, stdout: _Optional[_Union[StreamChunk, _Mapping]] = ..., stderr: _Optional[_Union[StreamChunk, _Mapping]] = ..., status: _Optional[_Union[ProcessStatus, _Mapping]] = ...) -> None: ...
+    def __init__(self, stdout: _Optional[_Union[StreamChunk, _Mapping]] = ..., stderr: _Optional[_Union[StreamChunk, _Mapping]] = ..., status: _Optional[_Union[ProcessStatus, _Mapping]] = ..., retry_after_ms: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessRemoveRequest(_message.Message):
-    __slots__ = ["process_id"]
+    __slots__ = ["epoch", "process_id"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     process_id: str
-    def __init__(self, process_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessRemoveResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class ProcessResizeRequest(_message.Message):
-    __slots__ = ["process_id", "size"]
+    __slots__ = ["epoch", "process_id", "size"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     process_id: str
     size: TerminalSize
-    def __init__(self, process_id: _Optional[str] = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessResizeResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class ProcessSignalRequest(_message.Message):
-    __slots__ = ["kill_after_ms", "process_id", "signal"]
+    __slots__ = ["epoch", "kill_after_ms", "process_id", "signal"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     KILL_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     kill_after_ms: int
     process_id: str
     signal: int
-    def __init__(self, process_id: _Optional[str] = ..., signal: _Optional[int] = ..., kill_after_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., signal: _Optional[int] = ..., kill_after_ms: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessSignalResponse(_message.Message):
     __slots__ = []
@@ -537,12 +553,14 @@ class ProcessStartRequest(_message.Message):
     def __init__(self, argv: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., expose_port: _Optional[int] = ..., max_runtime_ms: _Optional[int] = ..., ring_size: _Optional[int] = ..., stdin_open: bool = ..., tty: bool = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., tag: _Optional[str] = ..., lease_ms: _Optional[int] = ..., lossless: bool = ..., allow_net: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProcessStartResponse(_message.Message):
-    __slots__ = ["isolation_profile", "process_id"]
+    __slots__ = ["epoch", "isolation_profile", "process_id"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_PROFILE_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     isolation_profile: str
     process_id: str
-    def __init__(self, process_id: _Optional[str] = ..., isolation_profile: _Optional[str] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., isolation_profile: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessStatus(_message.Message):
     __slots__ = ["duration_us", "exit_code", "lease_expired", "oom_killed", "running", "runtime_exceeded", "signal"]
@@ -563,34 +581,44 @@ class ProcessStatus(_message.Message):
     def __init__(self, running: bool = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., runtime_exceeded: bool = ..., lease_expired: bool = ..., oom_killed: bool = ..., duration_us: _Optional[int] = ...) -> None: ...
 
 class ProcessWaitRequest(_message.Message):
-    __slots__ = ["process_id", "wait_ms"]
+    __slots__ = ["epoch", "process_id", "wait_ms"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
     process_id: str
     wait_ms: int
-    def __init__(self, process_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., wait_ms: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessWaitResponse(_message.Message):
-    __slots__ = ["status"]
+    __slots__ = ["epoch", "retry_after_ms", "status"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    retry_after_ms: int
     status: ProcessStatus
-    def __init__(self, status: _Optional[_Union[ProcessStatus, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[ProcessStatus, _Mapping]] = ..., retry_after_ms: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessWriteRequest(_message.Message):
-    __slots__ = ["close", "data", "process_id"]
+    __slots__ = ["close", "data", "epoch", "process_id"]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     close: bool
     data: bytes
+    epoch: int
     process_id: str
-    def __init__(self, process_id: _Optional[str] = ..., data: _Optional[bytes] = ..., close: bool = ...) -> None: ...
+    def __init__(self, process_id: _Optional[str] = ..., data: _Optional[bytes] = ..., close: bool = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProcessWriteResponse(_message.Message):
-    __slots__ = ["written"]
+    __slots__ = ["retry_after_ms", "written"]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    retry_after_ms: int
     written: int
-    def __init__(self, written: _Optional[int] = ...) -> None: ...
+    def __init__(self, written: _Optional[int] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ["new_key_id", "new_key_secret"]

@@ -4,9 +4,10 @@
  * child into a tmpfs of its own and bound read-only over /proc/meminfo in its mount namespace (the
  * tmpfs detached at once: nothing else of it is reachable): MemTotal its limit (the exec's, or
  * what the whole sandbox may still hold, whichever is less), MemFree and MemAvailable what it
- * could take when it started, nothing in caches or swap. It is made when the exec starts and does
- * not follow it: a command that allocates sees the same free memory afterwards — no further from
- * the truth than the node's numbers, and its total is the one that stops it (SECURITY.md, "What a
+ * could take when it started, nothing in caches or swap. It is made when the exec starts (an exec
+ * prepared ahead: when it was prepared, as the one before it ended) and does not follow it: a
+ * command that allocates sees the same free memory afterwards — no further from the truth than
+ * the node's numbers, and its total is the one that stops it (SECURITY.md, "What a
  * command sees of the node's memory"). Without a memory cgroup, the node's. */
 #ifndef BK_MEMINFO_H
 #define BK_MEMINFO_H

@@ -491,6 +491,126 @@ class WorkingDirectory(unittest.TestCase):
         self.assertEqual((rc, res["stdout"]), (0, "/workspace/bk-real-dir\n"), f"{res} {err}")
 
 
+class WorkingDirectoryPrepared(unittest.TestCase):
+    """An exec prepared ahead enters its working directory itself: its init, already the sandbox
+    user under the exec's filter (which refuses openat2), walks it a component at a time with
+    O_NOFOLLOW on its root's mount, and hands any symlink, '..' or other mount back to the whole
+    path (openat2 with RESOLVE_BENEATH, RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS). Attacked from
+    inside: the sandbox user builds each trap with one command, and the next command — which runs
+    on the exec that command's end prepared (the executor prepares one as each exec ends) — asks
+    for the trap as its working directory. Each refusal below is one the walk must not accept."""
+
+    TRAPS = ("mkdir -p bk-w/real/ssl bk-w/locked/inner bk-w/noexec && : > bk-w/file && "
+             "ln -sfn /etc bk-w/abs && ln -sfn ../../../../etc bk-w/up && ln -sfn /workspace/bk-w/real bk-w/absin && "
+             "ln -sfn real bk-w/rel && ln -sfn /proc/self/cwd bk-w/magic && "
+             "chmod 000 bk-w/locked && chmod 600 bk-w/noexec")
+
+    @classmethod
+    def setUpClass(cls):
+        rc, res, err = D.exec_json("--shell", cls.TRAPS)
+        assert rc == 0, f"{res} {err}"
+
+    @classmethod
+    def tearDownClass(cls):
+        D.exec_json("--shell", "chmod 755 bk-w/locked bk-w/noexec; rm -rf bk-w")
+
+    def after_an_exec(self, cwd, *argv):
+        """The exec of argv in cwd, on the exec prepared when the one before it ended."""
+        rc, res, err = D.exec_json("--", "true")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        return D.exec_json("--cwd", f"/workspace/{cwd}", "--", *argv)
+
+    def assert_refused(self, cwd, status=None):
+        rc, res, err = self.after_an_exec(cwd, "pwd", "-P")
+        self.assertEqual(rc, bkit.EXIT_FAILED, f"{cwd} was entered: {res} {err}")
+        self.assertIn(f"cwd /workspace/{cwd}", res["error"]["message"], res)
+        if status:
+            self.assertEqual(res["error"]["status"], status, res)
+
+    def test_a_symlink_out_of_the_workspace_is_refused_on_the_prepared_exec(self):
+        # Absolute, relative past the root, to a directory beneath it named absolutely (which
+        # RESOLVE_BENEATH refuses too), and a magic link: none is followed by the walk.
+        for cwd in ("bk-w/abs", "bk-w/abs/ssl", "bk-w/up", "bk-w/up/ssl", "bk-w/absin", "bk-w/absin/ssl",
+                    "bk-w/magic"):
+            with self.subTest(cwd):
+                self.assert_refused(cwd)
+
+    def test_a_symlink_beneath_the_root_is_followed_by_the_whole_path(self):
+        rc, res, err = self.after_an_exec("bk-w/rel/ssl", "pwd", "-P")
+        self.assertEqual((rc, res["stdout"]), (0, "/workspace/bk-w/real/ssl\n"), f"{res} {err}")
+
+    def test_a_plain_directory_is_entered_by_the_prepared_exec(self):
+        rc, res, err = self.after_an_exec("bk-w/real/ssl", "sh", "-c", "pwd -P; tr '\\0' ' ' </proc/1/cmdline")
+        self.assertEqual(rc, 0, f"{res} {err}")
+        cwd, init = res["stdout"].splitlines()
+        self.assertEqual(cwd, "/workspace/bk-w/real/ssl")
+        self.assertIn("--order-fd=", init)
+
+    def test_a_directory_the_sandbox_user_may_not_enter_is_refused_on_the_prepared_exec(self):
+        # Its own, mode 000 and 600 (no search permission: it holds no capability over its own
+        # files either), and one of root's, mode 700 — as the last component and on the way.
+        (D.workspace / "bk-root-only" / "inner").mkdir(parents=True, exist_ok=True)
+        os.chmod(D.workspace / "bk-root-only", 0o700)
+        for cwd in ("bk-w/locked", "bk-w/locked/inner", "bk-w/noexec", "bk-root-only", "bk-root-only/inner"):
+            with self.subTest(cwd):
+                self.assert_refused(cwd, "PERMISSION_DENIED")
+
+    def test_a_file_on_the_way_is_refused_on_the_prepared_exec(self):
+        for cwd in ("bk-w/file", "bk-w/file/x"):
+            with self.subTest(cwd):
+                self.assert_refused(cwd)
+
+    def test_another_mount_beneath_the_root_is_refused_on_the_prepared_exec(self):
+        # RESOLVE_NO_XDEV: a mount beneath the workspace is not a working directory. (An
+        # operator's doing: the sandbox user cannot mount.) The walk crosses into it with the
+        # mount's root as a plain directory, and must hand it back, not enter it.
+        init = D.local_init_pid()
+        (D.workspace / "bk-xdev").mkdir(exist_ok=True)
+        bkit.run(["nsenter", "-t", str(init), "-m", "--", "mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "bk-xdev",
+                  "/workspace/bk-xdev"], check=True)
+        try:
+            rc, res, err = D.exec_json("--", "mkdir", "/workspace/bk-xdev/sub")
+            self.assertEqual(rc, 0, f"{res} {err}")
+            for cwd in ("bk-xdev", "bk-xdev/sub"):
+                with self.subTest(cwd):
+                    self.assert_refused(cwd)
+        finally:
+            bkit.run(["nsenter", "-t", str(init), "-m", "--", "umount", "/workspace/bk-xdev"], check=True)
+            (D.workspace / "bk-xdev").rmdir()
+
+    def test_a_directory_swapped_for_a_symlink_meanwhile_is_never_left_through(self):
+        # A command of the sandbox swaps a directory and a symlink to /etc (renameat2
+        # RENAME_EXCHANGE) without pause while execs ask for a working directory through the
+        # name: each is refused or enters the directory beneath the workspace, whichever it met
+        # at each component — never /etc/ssl.
+        flipper = ("import ctypes, os, sys\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "os.makedirs('bk-race/d/ssl', exist_ok=True)\n"
+                   "os.path.islink('bk-race/l') or os.symlink('/etc', 'bk-race/l')\n"
+                   "print('ready', flush=True)\n"
+                   "while not os.path.exists('bk-race/stop'):\n"
+                   "    libc.renameat2(-100, b'bk-race/d', -100, b'bk-race/l', 2)\n")
+        (D.workspace / "bk-race").mkdir(exist_ok=True)
+        os.chown(D.workspace / "bk-race", bkit.SANDBOX_UID, bkit.SANDBOX_UID)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            flipping = pool.submit(D.exec_json, "--timeout", "120", "--", "python3", "-c", flipper, timeout=150)
+            try:
+                bkit.wait_for(lambda: (D.workspace / "bk-race" / "l").is_symlink(), 30, what="the flipper")
+                seen = []
+                for _ in range(60):
+                    rc, res, err = self.after_an_exec("bk-race/d/ssl", "pwd", "-P")
+                    if rc == 0:
+                        seen.append(res["stdout"].strip())
+                    else:
+                        self.assertIn("cwd /workspace/bk-race/d/ssl", res["error"]["message"], res)
+                self.assertEqual([c for c in seen if not c.startswith("/workspace/bk-race/")], [], seen)
+            finally:
+                (D.workspace / "bk-race" / "stop").touch()
+                rc, res, err = flipping.result()
+        self.assertEqual(rc, 0, f"the flipper: {res} {err}")
+        bkit.run(["rm", "-rf", str(D.workspace / "bk-race")], check=True)
+
+
 class Identity(unittest.TestCase):
     def test_the_sandbox_user_has_a_name_and_a_home_outside_the_workspace(self):
         rc, res, err = D.exec_json("--shell", "whoami; id -gn; echo $HOME; cd && pwd && echo dot > ~/.bk-dotfile; "

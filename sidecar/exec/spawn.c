@@ -438,7 +438,8 @@ int bk_spawn(const bk_spawner *sp, const bk_spawn_request *rq, bk_spawned *out, 
 	init_argv[1] = BK_INIT_EXEC_FLAG;
 	init_argv[2] = status_arg;
 	init_argv[3] = rq->warm ? order_arg : "--";
-	memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
+	if (!rq->warm) /* prepared ahead, there is no argv yet */
+		memcpy(init_argv + 4, rq->argv, argc * sizeof(*init_argv));
 	/* Large pipes: output capture runs at ~2 GB/s with 1 MiB, ~1.4 with the default 64 KiB. */
 	fcntl(o[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
 	fcntl(e[0], F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);

@@ -397,10 +397,13 @@ out:
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
-		if (st.code == BK_OUT_OF_RANGE)
+		if (st.code == BK_OUT_OF_RANGE) {
+			const char *stream = l.only == BK_STREAM_STDERR ? "stderr" : "stdout";
+
 			fprintf(stderr, "%s: --from %llu is past what the process has written to its %s so far (bkctl ps "
-					"shows it)\n",
-				ctl->prog, (unsigned long long)from, l.only == BK_STREAM_STDERR ? "stderr" : "stdout");
+					"-o json shows it as %s_end)\n",
+				ctl->prog, (unsigned long long)from, stream, stream);
+		}
 		return code;
 	}
 	return BKCTL_EXIT_OK;

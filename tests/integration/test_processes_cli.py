@@ -188,10 +188,16 @@ class StartPsLogs(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("OUT_OF_RANGE: stdout offset 100 is past its end, 4", r.stderr)
         self.assertNotIn("stderr offset", r.stderr)  # stderr was asked from its end: it is not past it
-        self.assertIn("--from 100 is past what the process has written to its stdout so far", r.stderr)
+        self.assertIn("--from 100 is past what the process has written to its stdout so far (bkctl ps -o json "
+                      "shows it as stdout_end)", r.stderr)
         r = D.bkctl("logs", "--stderr", "--from", "1", pid)
         self.assertIn("OUT_OF_RANGE: stderr offset 1 is past its end, 0", r.stderr)
+        self.assertIn("(bkctl ps -o json shows it as stderr_end)", r.stderr)
         self.assertNotIn("stdout offset", r.stderr)
+        # Where the hint sends the user (bkctl ps itself does not show it: it did say so).
+        r = D.bkctl("ps", "-o", "json")
+        proc = [p for p in json.loads(r.stdout) if p["process_id"] == pid][0]
+        self.assertEqual((proc["stdout_end"], proc["stderr_end"]), (4, 0))
 
     def test_logs_tells_when_the_ring_dropped_bytes(self):
         pid = start("--ring-size", "64K", "--shell", "head -c 1048576 /dev/zero | tr '\\0' a")

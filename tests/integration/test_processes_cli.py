@@ -605,7 +605,13 @@ class StoppingExec(unittest.TestCase):
         self.assertEqual(p.stdout.readline(), b"ready\n")
         bkit.wait_for(lambda: sandbox_processes("sleep", "4408"), 30, what="sleep 4408 to run")
         p.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
         self.gone("sleep", "4408", timeout=120)
+        # Stopped past the deadline of the read bkctl left waiting (its 10 s poll on top of the
+        # 30 s client timeout): on SIGCONT that read's timer is due with its answer, and which
+        # one nng takes first is chance — bkctl must tell the lease's kill either way (it asks
+        # again). Not a timing assertion: the stop is made long enough for the worse case.
+        time.sleep(max(0.0, stopped + 45 - time.monotonic()))
         p.send_signal(signal.SIGCONT)
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, bkit.EXIT_FAILED, err)

@@ -160,8 +160,8 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 		*exit_code = BKCTL_EXIT_OK;
 		return false;
 	}
-	if (optind != argc) {
-		*exit_code = bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0)) {
+		*exit_code = BKCTL_EXIT_USAGE;
 		return false;
 	}
 	o->rq.exclude = o->patterns;
@@ -297,8 +297,8 @@ static int run_prefix(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	if ((c = bkctl_key(ctl, "a store prefix is the key's", &ring, &key)) != 0)
 		return c;
 	if (bk_key_store_prefix(key, prefix) < 0) {

@@ -222,15 +222,18 @@ static int run_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv,
 	bkctl_human_bytes(r.bytes, b, sizeof(b));
 	if (push) {
 		bkctl_human_bytes(r.bytes_uploaded, up, sizeof(up));
-		printf("pushed %s: %llu files (%s), %llu directories, %llu symlinks; %llu of %llu blobs uploaded (%s), "
-		       "%llu files read, %llu skipped\n",
-		       r.snapshot, (unsigned long long)r.files, b, (unsigned long long)r.directories,
-		       (unsigned long long)r.symlinks, (unsigned long long)r.blobs_uploaded, (unsigned long long)r.blobs,
-		       up, (unsigned long long)r.files_read, (unsigned long long)r.skipped);
+		printf("pushed %s: %llu file%s (%s), %llu director%s, %llu symlink%s; %llu of %llu blob%s uploaded (%s), "
+		       "%llu file%s read, %llu skipped\n",
+		       r.snapshot, (unsigned long long)r.files, r.files == 1 ? "" : "s", b,
+		       (unsigned long long)r.directories, r.directories == 1 ? "y" : "ies", (unsigned long long)r.symlinks,
+		       r.symlinks == 1 ? "" : "s", (unsigned long long)r.blobs_uploaded, (unsigned long long)r.blobs,
+		       r.blobs == 1 ? "" : "s", up, (unsigned long long)r.files_read, r.files_read == 1 ? "" : "s",
+		       (unsigned long long)r.skipped);
 	} else {
-		printf("pulled %s: %llu files (%s), %llu directories, %llu symlinks; %llu removed, %llu skipped\n",
-		       r.snapshot, (unsigned long long)r.files, b, (unsigned long long)r.directories,
-		       (unsigned long long)r.symlinks, (unsigned long long)r.removed, (unsigned long long)r.skipped);
+		printf("pulled %s: %llu file%s (%s), %llu director%s, %llu symlink%s; %llu removed, %llu skipped\n",
+		       r.snapshot, (unsigned long long)r.files, r.files == 1 ? "" : "s", b,
+		       (unsigned long long)r.directories, r.directories == 1 ? "y" : "ies", (unsigned long long)r.symlinks,
+		       r.symlinks == 1 ? "" : "s", (unsigned long long)r.removed, (unsigned long long)r.skipped);
 	}
 	return BKCTL_EXIT_OK;
 }

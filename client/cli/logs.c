@@ -342,9 +342,8 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1 || !argv[optind][0])
-		return bkctl_usage_error(cmd);
-	id = argv[optind];
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
 	/* An offset is one stream's: stdout's unless --stderr says otherwise. */
 	if (has_from && !l.only)
 		l.only = BK_STREAM_STDOUT;

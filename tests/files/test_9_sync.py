@@ -692,6 +692,17 @@ class SyncSuite:
         self.assertRegex(text, r"^one  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +8 files ")
         self.assertIn("pushed ", self.bkctl("sync", "push", "-x", "deep"))
 
+    def test_bkctl_sync_summaries_count_in_words(self):
+        """'1 files read' it said; one of each now."""
+        self.put("d/one.txt", b"one\n")
+        os.symlink("d/one.txt", self.host("link"))
+        self.own()
+        self.assertRegex(self.bkctl("sync", "push", "--id", "single"),
+                         r"^pushed single: 1 file \(4 B\), 1 directory, 1 symlink; 1 of 1 blob uploaded \(\d+ B\), "
+                         r"1 file read, 0 skipped\n$")
+        self.assertRegex(self.bkctl("sync", "pull", "--id", "single"),
+                         r"^pulled single: 1 file \(4 B\), 1 directory, 1 symlink; 0 removed, 0 skipped\n$")
+
     def test_bkctl_sync_shows_progress_on_a_terminal(self):
         rnd = random.Random(5)
         for i in range(48):

@@ -113,6 +113,11 @@ void bkctl_options_help(FILE *out, const bkctl_option *opts);
  * BKCTL_EXIT_USAGE. */
 int bkctl_usage_error(const bkctl_command *cmd);
 
+/* Whether the command's arguments after its options, argv[optind..argc), number min..max (max < 0:
+ * any number from min); else says which is wrong (one missing, the first one too many) before
+ * bkctl_usage_error()'s lines, and returns false. */
+bool bkctl_args_fit(const bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int min, int max);
+
 /* Seconds, as --timeout and --wait take them (0 < S <= 86400, fractions allowed), in ms rounded
  * up: 0, or -1 if s is not that. */
 int bkctl_parse_seconds(const char *s, uint32_t *ms);
@@ -187,6 +192,9 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 
+/* The one argument after the options of logs, send, kill, wait...: a process id. NULL after
+ * reporting a usage error (client/cli/process.c). */
+const char *bkctl_process_id_arg(const bkctl *ctl, const bkctl_command *cmd, int argc, char **argv);
 /* A process's status in JSON, under key (client/cli/process.c). */
 void bkctl_process_status_json(bk_json *j, const char *key, const bk_process_status *ps);
 /* Where process id's streams end now (ends[0] stdout, ends[1] stderr), whether it still runs, and

@@ -287,6 +287,8 @@ int bkctl_doctor(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	r.json = ctl->json;
 	c = bkctl_connect(ctl, &code);
 	if (!c)

@@ -292,8 +292,8 @@ static bool parse_options(bkctl *ctl, const bkctl_command *cmd, int argc, char *
 		*exit_code = BKCTL_EXIT_OK;
 		return false;
 	}
-	if (argc - optind < min_args || (max_args >= 0 && argc - optind > max_args)) {
-		*exit_code = bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, min_args, max_args)) {
+		*exit_code = BKCTL_EXIT_USAGE;
 		return false;
 	}
 	return true;

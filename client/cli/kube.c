@@ -200,8 +200,8 @@ int bkctl_kube(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return BKCTL_EXIT_USAGE;
 	if (ctl->json) {
 		fprintf(stderr, "%s: -o json: kube prints YAML manifests, what kubectl apply -f - reads (kubectl "
 				"convert or yq turns them into JSON)\n", ctl->prog);

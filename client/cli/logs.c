@@ -342,9 +342,8 @@ int bkctl_logs(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1 || !argv[optind][0])
-		return bkctl_usage_error(cmd);
-	id = argv[optind];
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
+		return BKCTL_EXIT_USAGE;
 	/* An offset is one stream's: stdout's unless --stderr says otherwise. */
 	if (has_from && !l.only)
 		l.only = BK_STREAM_STDOUT;
@@ -397,10 +396,13 @@ out:
 	bk_client_close(c);
 	if (code != BK_OK) {
 		code = bkctl_fail(ctl, &st);
-		if (st.code == BK_OUT_OF_RANGE)
+		if (st.code == BK_OUT_OF_RANGE) {
+			const char *stream = l.only == BK_STREAM_STDERR ? "stderr" : "stdout";
+
 			fprintf(stderr, "%s: --from %llu is past what the process has written to its %s so far (bkctl ps "
-					"shows it)\n",
-				ctl->prog, (unsigned long long)from, l.only == BK_STREAM_STDERR ? "stderr" : "stdout");
+					"-o json shows it as %s_end)\n",
+				ctl->prog, (unsigned long long)from, stream, stream);
+		}
 		return code;
 	}
 	return BKCTL_EXIT_OK;

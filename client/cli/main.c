@@ -258,8 +258,8 @@ static int help_command(bkctl *ctl, const bkctl_command *cmd, int argc, char **a
 		usage(stdout);
 		return BKCTL_EXIT_OK;
 	}
-	if (optind != argc - 1)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return BKCTL_EXIT_USAGE;
 	about = command_named(argv[optind]);
 	if (!about) {
 		fprintf(stderr, "%s: no command '%s' ('bkctl help' lists them)\n", ctl->prog, argv[optind]);
@@ -277,8 +277,8 @@ static int completion_command(bkctl *ctl, const bkctl_command *cmd, int argc, ch
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return BKCTL_EXIT_USAGE;
 	if (bkctl_completion_script(stdout, argv[optind], commands, BK_ARRAY_SIZE(commands)) < 0) {
 		fprintf(stderr, "%s: bash or zsh, not '%s'\n", ctl->prog, argv[optind]);
 		return BKCTL_EXIT_USAGE;
@@ -302,8 +302,8 @@ int bkctl_keygen(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc - 1)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return BKCTL_EXIT_USAGE;
 	path = argv[optind];
 	/* As a packaged daemon's key would be: a directory of its own that only its owner reads. */
 	bkctl_path_dir(path, dir, sizeof(dir));
@@ -361,8 +361,8 @@ int bkctl_health(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		code = health_once(ctl, &h, &st);

@@ -102,6 +102,20 @@ int bkctl_usage_error(const bkctl_command *cmd)
 	return BKCTL_EXIT_USAGE;
 }
 
+bool bkctl_args_fit(const bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, int min, int max)
+{
+	int n = argc - optind;
+
+	if (n < min)
+		fprintf(stderr, "%s: missing argument\n", ctl->prog);
+	else if (max >= 0 && n > max)
+		fprintf(stderr, "%s: unexpected argument '%s'\n", ctl->prog, argv[optind + max]);
+	else
+		return true;
+	bkctl_usage_error(cmd);
+	return false;
+}
+
 int bkctl_parse_seconds(const char *s, uint32_t *ms)
 {
 	char *end;

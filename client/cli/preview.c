@@ -41,8 +41,8 @@ int bkctl_preview(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind + 1 != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return BKCTL_EXIT_USAGE;
 	errno = 0;
 	port = strtoul(argv[optind], &end, 10);
 	if (errno || *end || port < 1 || port > 65535) {

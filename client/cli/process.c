@@ -18,11 +18,12 @@
 /* send: the most one ProcessWrite carries. */
 #define SEND_CHUNK (1u << 20)
 
-/* The one positional argument most commands take: a process id. NULL after reporting a usage
- * error. */
-static const char *one_id(const bkctl_command *cmd, int argc, char **argv)
+const char *bkctl_process_id_arg(const bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 {
-	if (optind != argc - 1 || !argv[optind][0]) {
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 1))
+		return NULL;
+	if (!argv[optind][0]) {
+		fprintf(stderr, "%s: the process ID is empty\n", ctl->prog);
 		bkctl_usage_error(cmd);
 		return NULL;
 	}
@@ -225,8 +226,8 @@ int bkctl_ps(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 
 	if (code || help)
 		return code;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
 		return code;
@@ -318,11 +319,13 @@ int bkctl_send(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 1, 2))
+		return BKCTL_EXIT_USAGE;
 	if (optind == argc - 2) {
 		path = argv[argc - 1];
 		argc--;
 	}
-	if (!(id = one_id(cmd, argc, argv)))
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
 		return BKCTL_EXIT_USAGE;
 	if (strcmp(path, "-") != 0) {
 		file = open(path, O_RDONLY | O_CLOEXEC);
@@ -390,7 +393,7 @@ int bkctl_close_stdin(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 
 	if (code || help)
 		return code;
-	if (!(id = one_id(cmd, argc, argv)))
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
 		return BKCTL_EXIT_USAGE;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -439,7 +442,7 @@ int bkctl_kill(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (!(id = one_id(cmd, argc, argv)))
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
 		return BKCTL_EXIT_USAGE;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -483,7 +486,7 @@ int bkctl_wait(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (!(id = one_id(cmd, argc, argv)))
+	if (!(id = bkctl_process_id_arg(ctl, cmd, argc, argv)))
 		return BKCTL_EXIT_USAGE;
 	c = bkctl_connect(ctl, &code);
 	if (!c)
@@ -607,8 +610,8 @@ int bkctl_reset(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	if (new_key_path) {
 		code = load_new_key(ctl, new_key_path, &ring);
 		if (code)

@@ -160,8 +160,8 @@ static bool parse(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv, b
 		*exit_code = BKCTL_EXIT_OK;
 		return false;
 	}
-	if (optind != argc) {
-		*exit_code = bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0)) {
+		*exit_code = BKCTL_EXIT_USAGE;
 		return false;
 	}
 	o->rq.exclude = o->patterns;
@@ -222,15 +222,18 @@ static int run_sync(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv,
 	bkctl_human_bytes(r.bytes, b, sizeof(b));
 	if (push) {
 		bkctl_human_bytes(r.bytes_uploaded, up, sizeof(up));
-		printf("pushed %s: %llu files (%s), %llu directories, %llu symlinks; %llu of %llu blobs uploaded (%s), "
-		       "%llu files read, %llu skipped\n",
-		       r.snapshot, (unsigned long long)r.files, b, (unsigned long long)r.directories,
-		       (unsigned long long)r.symlinks, (unsigned long long)r.blobs_uploaded, (unsigned long long)r.blobs,
-		       up, (unsigned long long)r.files_read, (unsigned long long)r.skipped);
+		printf("pushed %s: %llu file%s (%s), %llu director%s, %llu symlink%s; %llu of %llu blob%s uploaded (%s), "
+		       "%llu file%s read, %llu skipped\n",
+		       r.snapshot, (unsigned long long)r.files, r.files == 1 ? "" : "s", b,
+		       (unsigned long long)r.directories, r.directories == 1 ? "y" : "ies", (unsigned long long)r.symlinks,
+		       r.symlinks == 1 ? "" : "s", (unsigned long long)r.blobs_uploaded, (unsigned long long)r.blobs,
+		       r.blobs == 1 ? "" : "s", up, (unsigned long long)r.files_read, r.files_read == 1 ? "" : "s",
+		       (unsigned long long)r.skipped);
 	} else {
-		printf("pulled %s: %llu files (%s), %llu directories, %llu symlinks; %llu removed, %llu skipped\n",
-		       r.snapshot, (unsigned long long)r.files, b, (unsigned long long)r.directories,
-		       (unsigned long long)r.symlinks, (unsigned long long)r.removed, (unsigned long long)r.skipped);
+		printf("pulled %s: %llu file%s (%s), %llu director%s, %llu symlink%s; %llu removed, %llu skipped\n",
+		       r.snapshot, (unsigned long long)r.files, r.files == 1 ? "" : "s", b,
+		       (unsigned long long)r.directories, r.directories == 1 ? "y" : "ies", (unsigned long long)r.symlinks,
+		       r.symlinks == 1 ? "" : "s", (unsigned long long)r.removed, (unsigned long long)r.skipped);
 	}
 	return BKCTL_EXIT_OK;
 }
@@ -297,8 +300,8 @@ static int run_prefix(bkctl *ctl, const bkctl_command *cmd, int argc, char **arg
 		return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	if ((c = bkctl_key(ctl, "a store prefix is the key's", &ring, &key)) != 0)
 		return c;
 	if (bk_key_store_prefix(key, prefix) < 0) {

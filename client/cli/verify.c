@@ -371,8 +371,8 @@ int bkctl_verify(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 	}
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (optind != argc)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 0))
+		return BKCTL_EXIT_USAGE;
 	if (r.json) {
 		bk_json_begin_object(&r.j, NULL);
 		bk_json_begin_array(&r.j, "checks");

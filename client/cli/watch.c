@@ -231,8 +231,8 @@ int bkctl_watch(bkctl *ctl, const bkctl_command *cmd, int argc, char **argv)
 			return BKCTL_EXIT_USAGE;
 	if (help)
 		return BKCTL_EXIT_OK;
-	if (argc - optind > 1)
-		return bkctl_usage_error(cmd);
+	if (!bkctl_args_fit(ctl, cmd, argc, argv, 0, 1))
+		return BKCTL_EXIT_USAGE;
 	path = optind < argc ? bkctl_sandbox_arg(argv[optind]) : ".";
 	/* The signals are blocked in every thread (nng's too, which bkctl_connect starts): the
 	 * signal thread takes them. */

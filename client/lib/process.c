@@ -262,13 +262,18 @@ static int read_once(bk_client *c, Boxkite__V1__ProcessReadRequest *req, uint64_
 
 /* bk_process_read, with marks as read_once's. An answer that came early, with when to ask again
  * (retry_after_ms), goes to the caller if it carries something; else it is asked again after the
- * pause, within the wait (a read that got no room for the bytes there are, until it gets them). */
+ * pause, within the wait (a read that got no room for the bytes there are, until it gets them).
+ * A read that got no answer in time is asked once more, at once: a read is only offsets, so asking
+ * again is safe, and a caller that was stopped (^Z) past its timeout finds the timer of the read it
+ * left waiting due at the moment the answer is there too — which of the two nng takes first is
+ * chance; the second read says what became of the process (its lease ran out) or times out too. */
 static int process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t stdout_offset, uint64_t stderr_offset,
 			uint32_t max_bytes, uint32_t wait_ms, bk_process_output *out, chunk_marks *marks, bk_status *st)
 {
 	Boxkite__V1__ProcessReadRequest req = BOXKITE__V1__PROCESS_READ_REQUEST__INIT;
 	int64_t since = bk_clock_monotonic_ms();
 	uint32_t retry_after_ms = 0;
+	bool timed_out = false;
 	int code;
 
 	req.process_id = (char *)id;
@@ -282,6 +287,10 @@ static int process_read(bk_client *c, const char *id, uint64_t *epoch, uint64_t 
 		req.epoch = *epoch;
 		req.wait_ms = wait_left(wait_ms, since);
 		code = read_once(c, &req, epoch, out, marks, &retry_after_ms, st);
+		if (code == BK_DEADLINE_EXCEEDED && !timed_out) {
+			timed_out = true;
+			continue;
+		}
 		if (code != BK_OK || !retry_after_ms)
 			return code;
 		nothing = !out->out.len && !out->err.len && !out->out.lost && !out->err.lost;

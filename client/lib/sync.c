@@ -40,8 +40,6 @@ int bk_sync_push(bk_client *c, const bk_sync_request *rq, bk_sync_result *out, b
 	out->blobs_uploaded = resp->blobs_uploaded;
 	out->files_read = resp->files_read;
 	out->bytes_uploaded = resp->bytes_uploaded;
-	out->bytes_uploaded = resp->bytes_uploaded;
-	out->files_read = resp->files_read;
 	return code;
 }
 

@@ -67,6 +67,8 @@ int bk_store_check(const char *url, bk_error **err)
 	char path[4096];
 	size_t len;
 
+	if (strncmp(url, S3_SCHEME, strlen(S3_SCHEME)) == 0)
+		return bk_store_s3_check(url, err);
 	if (strncmp(url, FILE_SCHEME, strlen(FILE_SCHEME)) != 0)
 		return 0;
 	len = strlen(dir);

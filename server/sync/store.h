@@ -60,8 +60,9 @@ int bk_store_prepare(const char *url, uid_t owner, bk_error **err);
 /* At start-up, as the front (its privileges dropped): a file:// store is a directory it can
  * search, read and write, below directories it can search; else the error says which directory
  * stops it and what to change (prepare made the store the front's, but not the directories above
- * it). s3:// stores are not contacted: an endpoint away for a moment would keep the sandbox from
- * serving at all, and a push or pull says what its store answered. */
+ * it). An s3:// store has credentials (bk_store_s3_check) but is not contacted: an endpoint away
+ * for a moment would keep the sandbox from serving at all, and a push or pull says what its
+ * store answered. */
 int bk_store_check(const char *url, bk_error **err);
 
 /* Whether url may be used given the configured stores: one of them, or a prefix under one
@@ -90,5 +91,8 @@ int bk_store_file_open(const char *url, const char *dir, bk_store **out, bk_erro
 int bk_store_s3_setup(const char *endpoint, const char *region, bool path_style, const char *credentials,
 		      bk_error **err);
 int bk_store_s3_open(const char *url, const char *rest, bk_store **out, bk_error **err);
+/* Whether s3:// stores can be used, as far as that is known without contacting them: the set-up
+ * found credentials; else the error names what is missing or wrong and what to give. */
+int bk_store_s3_check(const char *url, bk_error **err);
 
 #endif

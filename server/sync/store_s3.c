@@ -47,6 +47,7 @@
 
 static struct {
 	bool ready;
+	char unready[256];    /* why not ready: what to change (bk_store_s3_check) */
 	char endpoint[512];   /* scheme://host[:port], no trailing '/' */
 	char region[64];
 	bool path_style;
@@ -114,11 +115,52 @@ static void env_wipe(const char *name)
 	explicit_bzero(entry, strlen(name) + 1 + strlen(value));
 }
 
+/* Whether the environment variable name's value (not NULL) does not fit in size bytes; if so,
+ * s3.unready says so. */
+static bool too_long(const char *name, const char *value, size_t size)
+{
+	if (strlen(value) < size)
+		return false;
+	snprintf(s3.unready, sizeof(s3.unready), "%s is too long (at most %zu bytes)", name, size - 1);
+	return true;
+}
+
+/* The credentials from the environment, or s3.unready says what is missing or wrong with them
+ * (refused at start-up only if an s3:// store is configured: bk_store_s3_check). */
+static void env_credentials(char *key, size_t key_size, char *secret, size_t secret_size, char *token,
+			    size_t token_size)
+{
+	const char *k = getenv("AWS_ACCESS_KEY_ID"), *s = getenv("AWS_SECRET_ACCESS_KEY");
+	const char *t = getenv("AWS_SESSION_TOKEN");
+
+	if ((!k || !k[0]) && (!s || !s[0]))
+		snprintf(s3.unready, sizeof(s3.unready),
+			 "no S3 credentials: give --s3-credentials FILE ('ACCESS_KEY_ID SECRET_ACCESS_KEY "
+			 "[SESSION_TOKEN]', mode 0600) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in boxkited's "
+			 "environment");
+	else if (!k || !k[0] || !s || !s[0])
+		snprintf(s3.unready, sizeof(s3.unready), "%s is set but %s is not: set both (or give --s3-credentials FILE)",
+			 k && k[0] ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+			 k && k[0] ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+	else if (!too_long("AWS_ACCESS_KEY_ID", k, key_size) && !too_long("AWS_SECRET_ACCESS_KEY", s, secret_size) &&
+		 !(t && too_long("AWS_SESSION_TOKEN", t, token_size))) {
+		snprintf(key, key_size, "%s", k);
+		snprintf(secret, secret_size, "%s", s);
+		snprintf(token, token_size, "%s", t ? t : "");
+	}
+}
+
+int bk_store_s3_check(const char *url, bk_error **err)
+{
+	if (s3.ready)
+		return 0;
+	return bk_error_set(err, BK_FAILED_PRECONDITION, 0, "--sync-store %s: %s", url, s3.unready);
+}
+
 int bk_store_s3_setup(const char *endpoint, const char *region, bool path_style, const char *credentials,
 		      bk_error **err)
 {
 	char key[256] = "", secret[256] = "", token[4096] = "";
-	const char *e;
 	int ret = 0;
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -134,15 +176,10 @@ int bk_store_s3_setup(const char *endpoint, const char *region, bool path_style,
 		return bk_error_set(err, BK_INVALID_ARGUMENT, 0, "--s3-endpoint %s: expected http(s)://HOST[:PORT]",
 				    s3.endpoint);
 	s3.path_style = path_style;
-	if (credentials) {
+	if (credentials)
 		ret = read_credentials(credentials, key, sizeof(key), secret, sizeof(secret), token, sizeof(token), err);
-	} else if ((e = getenv("AWS_ACCESS_KEY_ID")) && strlen(e) < sizeof(key)) {
-		snprintf(key, sizeof(key), "%s", e);
-		if ((e = getenv("AWS_SECRET_ACCESS_KEY")) && strlen(e) < sizeof(secret))
-			snprintf(secret, sizeof(secret), "%s", e);
-		if ((e = getenv("AWS_SESSION_TOKEN")) && strlen(e) < sizeof(token))
-			snprintf(token, sizeof(token), "%s", e);
-	}
+	else
+		env_credentials(key, sizeof(key), secret, sizeof(secret), token, sizeof(token));
 	/* Read once: nothing started from here on inherits them. */
 	env_wipe("AWS_ACCESS_KEY_ID");
 	env_wipe("AWS_SECRET_ACCESS_KEY");
@@ -279,9 +316,7 @@ static int request_locked(struct s3_store *st, enum method m, const char *key, c
 	CURL *c = st->curl;
 
 	if (!s3.ready)
-		return bk_error_set(err, BK_FAILED_PRECONDITION, 0,
-				    "%s: no S3 credentials (--s3-credentials, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
-				    st->base.url);
+		return bk_error_set(err, BK_FAILED_PRECONDITION, 0, "%s: %s", st->base.url, s3.unready);
 	if (object_url(st, key, query, url, sizeof(url)) < 0)
 		return bk_error_set(err, BK_INVALID_ARGUMENT, ENAMETOOLONG, "%s: a key's URL is too long", st->base.url);
 	snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", s3.region);

@@ -614,12 +614,12 @@ int bk_cgroups_unstage(bk_cgroups *cg, bk_error **err)
 
 int bk_cgroups_exec_memory(const bk_cgroups *cg, uint64_t *total, uint64_t *available)
 {
-	const char *mem_dir = cg->base[hierarchies(cg) - 1];
+	const char *mem_dir;
 	uint64_t used, room;
 	char buf[64];
 	int ret;
 
-	if (cg->mode == BK_CGROUP_NONE || !mem_dir)
+	if (hierarchies(cg) == 0 || !(mem_dir = cg->base[hierarchies(cg) - 1]))
 		return -ENOENT;
 	if ((ret = read_file(mem_dir, cg->mode == BK_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes", buf,
 			     sizeof(buf))) < 0)

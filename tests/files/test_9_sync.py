@@ -692,6 +692,17 @@ class SyncSuite:
         self.assertRegex(text, r"^one  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +8 files ")
         self.assertIn("pushed ", self.bkctl("sync", "push", "-x", "deep"))
 
+    def test_bkctl_sync_summaries_count_in_words(self):
+        """'1 files read' it said; one of each now."""
+        self.put("d/one.txt", b"one\n")
+        os.symlink("d/one.txt", self.host("link"))
+        self.own()
+        self.assertRegex(self.bkctl("sync", "push", "--id", "single"),
+                         r"^pushed single: 1 file \(4 B\), 1 directory, 1 symlink; 1 of 1 blob uploaded \(\d+ B\), "
+                         r"1 file read, 0 skipped\n$")
+        self.assertRegex(self.bkctl("sync", "pull", "--id", "single"),
+                         r"^pulled single: 1 file \(4 B\), 1 directory, 1 symlink; 0 removed, 0 skipped\n$")
+
     def test_bkctl_sync_shows_progress_on_a_terminal(self):
         rnd = random.Random(5)
         for i in range(48):
@@ -1013,11 +1024,12 @@ class HostileS3Test(unittest.TestCase):
 
 class StoreCheckedAtStartUp(unittest.TestCase):
     """A file:// store the front cannot use is refused at start-up, with the directory that stops it
-    and what to change — it was accepted, and the first push failed with a bare 'Permission denied'.
-    Every store is checked, not only the first."""
+    and what to change — it was accepted, and the first push failed with a bare 'Permission denied';
+    so is an s3:// store without credentials. Every store is checked, not only the first."""
 
-    def start(self, stores, wrap=()):
-        """boxkited with these stores, until it exits or serves (then stopped): (served, stderr)."""
+    def start(self, stores, wrap=(), env=None, extra=()):
+        """boxkited with these stores, extra options and env (else ours), until it exits or serves
+        (then stopped): (served, stderr)."""
         d = tempfile.mkdtemp(prefix="boxkite-store-check-")
         self.addCleanup(shutil.rmtree, d, True)
         subprocess.run([boxkited_process.BKCTL, "keygen", d + "/key"], check=True, capture_output=True)
@@ -1025,8 +1037,9 @@ class StoreCheckedAtStartUp(unittest.TestCase):
                 "--workspace", d + "/ws", "--state-dir", d + "/state"]
         for store in stores:
             args += ["--sync-store", store]
+        args += extra
         with open(d + "/log", "w") as log:
-            p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 60
         while p.poll() is None and "listening on" not in open(d + "/log").read():
             self.assertLess(time.monotonic(), deadline, "boxkited neither served nor exited")
@@ -1069,6 +1082,40 @@ class StoreCheckedAtStartUp(unittest.TestCase):
         self.assertIn("--sync-store file://%s/store: the front (uid 65532) cannot read and write it: make it the "
                       "front's (chown 65532 %s/store) on a filesystem mounted read-write: Read-only file system"
                       % (ro, ro), log)
+
+
+    def test_an_s3_store_without_credentials(self):
+        """It was accepted, and every push failed; it is not contacted at start-up (an endpoint away
+        for a moment must not keep the sandbox from serving), but its credentials are there or not."""
+        ok = tempfile.mkdtemp(prefix="boxkite-ok-store-")
+        self.addCleanup(shutil.rmtree, ok, True)
+        # An endpoint nothing listens on: only the credentials decide.
+        stores = ["file://" + ok, "s3://bucket/snapshots"]
+        s3 = ["--s3-endpoint", "http://127.0.0.1:9", "--s3-path-style"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        served, log = self.start(stores, env=env, extra=s3)
+        self.assertFalse(served, log[-2000:])
+        self.assertIn("--sync-store s3://bucket/snapshots: no S3 credentials: give --s3-credentials FILE "
+                      "('ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]', mode 0600) or AWS_ACCESS_KEY_ID and "
+                      "AWS_SECRET_ACCESS_KEY in boxkited's environment", log)
+        served, log = self.start(stores, env=dict(env, AWS_ACCESS_KEY_ID="AKIDEXAMPLE"), extra=s3)
+        self.assertFalse(served, log[-2000:])
+        self.assertIn("--sync-store s3://bucket/snapshots: AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is "
+                      "not: set both (or give --s3-credentials FILE)", log)
+        served, log = self.start(stores, env=dict(env, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="s",
+                                                  AWS_SESSION_TOKEN="t" * 5000), extra=s3)
+        self.assertFalse(served, log[-2000:])
+        self.assertIn("--sync-store s3://bucket/snapshots: AWS_SESSION_TOKEN is too long (at most 4095 bytes)", log)
+        # What it says to give is enough.
+        served, log = self.start(stores, env=dict(env, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="s"),
+                                 extra=s3)
+        self.assertTrue(served, log[-2000:])
+        creds = tempfile.NamedTemporaryFile("w", prefix="boxkite-s3-creds-")  # mode 0600
+        self.addCleanup(creds.close)
+        creds.write("AKIDEXAMPLE secret\n")
+        creds.flush()
+        served, log = self.start(stores, env=env, extra=s3 + ["--s3-credentials", creds.name])
+        self.assertTrue(served, log[-2000:])
 
 
 @unittest.skipIf(spb is None, "the boxkite package is not installed: make test-files installs it")

@@ -372,7 +372,30 @@ class CommandLineEdges(unittest.TestCase):
         self.assertIn("option '--from' needs an argument", r.stderr)
         r = bkctl("logs")
         self.assertEqual(r.returncode, 2)
-        self.assertEqual(r.stderr, "Usage: bkctl logs [options] ID\n'bkctl logs --help' for more.\n")
+        self.assertEqual(r.stderr, "bkctl logs: missing argument\n"
+                                   "Usage: bkctl logs [options] ID\n'bkctl logs --help' for more.\n")
+
+    def test_a_wrong_number_of_arguments_says_which(self):
+        """The usage line alone left the user to guess what was wrong with it; and doctor took
+        arguments it then ignored."""
+        for args, says in ((["ps", "extra"], "bkctl ps: unexpected argument 'extra'"),
+                           (["doctor", "x"], "bkctl doctor: unexpected argument 'x'"),
+                           (["wait", "p1", "p2"], "bkctl wait: unexpected argument 'p2'"),
+                           (["send", "p1", "file", "more"], "bkctl send: unexpected argument 'more'"),
+                           (["sync", "ls", "x"], "bkctl sync ls: unexpected argument 'x'"),
+                           (["watch", "a", "b"], "bkctl watch: unexpected argument 'b'"),
+                           (["mv", "a"], "bkctl mv: missing argument"),
+                           (["kill"], "bkctl kill: missing argument"),
+                           (["kube"], "bkctl kube: missing argument"),
+                           (["logs", ""], "bkctl logs: the process ID is empty")):
+            with self.subTest(args):
+                r = bkctl(*args)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertEqual(r.stdout, "")
+                lines = r.stderr.splitlines()
+                self.assertEqual(lines[0], says, r.stderr)
+                self.assertTrue(lines[1].startswith("Usage: bkctl %s [options]" % args[0]), r.stderr)
+                self.assertEqual(lines[-1], "'bkctl %s --help' for more." % args[0])
 
     def test_help_command_and_help_once(self):
         for cmd in ("logs", "preview", "sync", "cp"):

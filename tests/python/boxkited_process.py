@@ -40,6 +40,16 @@ def missing_binaries():
     return None
 
 
+def skip_reason(import_error=None):
+    """Why a test of a live boxkited cannot run here (the runner prints it after "SKIP"), or None:
+    import_error, the test module's failed import of the boxkite package, first."""
+    if import_error:
+        return import_error
+    if os.geteuid() != 0:
+        return "boxkited makes a sandbox: needs root"
+    return missing_binaries()
+
+
 def free_tcp_port(host="127.0.0.1"):
     with socket.socket() as s:
         s.bind((host, 0))

@@ -17,10 +17,11 @@ import time
 import unittest
 from unittest import mock
 
+import boxkited_process
+
 try:
     import boxkite
     from boxkite import Detail, Status, wire
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
@@ -30,15 +31,7 @@ UID = 1001
 GUARD_S = 60  # hang guard of every wait below: never a timing assertion
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 
 
 def pattern(n, seed=0):

@@ -10,23 +10,16 @@ import os
 import threading
 import unittest
 
+import boxkited_process
+
 try:
     import boxkite
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 
 # Fetched inside the sandbox through the proxy its environment names; NO_PROXY lists loopback,
 # which this one destination is, so the request's own variables empty it (a request's variables

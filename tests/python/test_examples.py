@@ -12,10 +12,11 @@ import tempfile
 import time
 import unittest
 
+import boxkited_process
+
 try:
     import boxkite
     from boxkite import wire
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
@@ -23,15 +24,7 @@ except ImportError as e:  # not run through make test-python, which installs the
 GUARD_S = 120  # hang guard of a whole example: never a timing assertion
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 EXAMPLES = (os.path.join(boxkited_process.REPO_ROOT, "sdk", "python", "examples")
             if not IMPORT_ERROR else "")
 

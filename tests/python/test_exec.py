@@ -1,29 +1,21 @@
 """Exec through the boxkite package's wire layer against a real boxkited (local mode, as root):
 the second language runs a command in the sandbox and reads its whole result."""
 
-import os
 import unittest
+
+import boxkited_process
 
 try:
     import boxkite
     from boxkite import wire
     from boxkite.errors import status_name
     from boxkite.v1 import boxkite_pb2 as pb
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 
 
 @unittest.skipIf(SKIP_REASON, SKIP_REASON)

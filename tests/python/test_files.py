@@ -11,12 +11,13 @@ import os
 import time
 import unittest
 
+import boxkited_process
+
 try:
     import boxkite
     from boxkite import wire
     from boxkite.errors import detail_name, status_name
     from boxkite.v1 import boxkite_pb2 as pb
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
@@ -25,15 +26,7 @@ MiB = 1 << 20
 UID = 1001
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()  # the runner (tests/integration/run.py) prints it after "SKIP"
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 
 
 def pattern(n, seed=0):

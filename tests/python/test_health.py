@@ -6,11 +6,12 @@ import re
 import time
 import unittest
 
+import boxkited_process
+
 try:
     import boxkite
     from boxkite import Status, wire
     from boxkite.v1 import boxkite_pb2 as pb
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
@@ -22,11 +23,10 @@ def boxkite_version():
         return re.search(r'BK_VERSION "([^"]*)"', f.read()).group(1)
 
 
-def skip_reason():
-    return IMPORT_ERROR or boxkited_process.missing_binaries()
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)  # the runner (tests/integration/run.py) prints it after "SKIP"
 
 
-@unittest.skipIf(skip_reason(), "SKIP: %s" % skip_reason())
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
 class HealthTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

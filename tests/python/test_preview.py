@@ -11,24 +11,17 @@ import subprocess
 import time
 import unittest
 
+import boxkited_process
+
 try:
     from boxkite import errors, wire
     from boxkite.v1 import boxkite_pb2 as pb
-    import boxkited_process
     IMPORT_ERROR = None
 except ImportError as e:  # not run through make test-python, which installs the package
     IMPORT_ERROR = "cannot import the boxkite package (%s): make test-python installs it" % e
 
 
-def skip_reason():
-    if IMPORT_ERROR:
-        return IMPORT_ERROR
-    if os.geteuid() != 0:
-        return "boxkited makes a sandbox: needs root"
-    return boxkited_process.missing_binaries()
-
-
-SKIP_REASON = skip_reason()
+SKIP_REASON = boxkited_process.skip_reason(IMPORT_ERROR)
 GUARD_S = 30
 
 

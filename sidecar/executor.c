@@ -418,6 +418,9 @@ static int spawn_prepared(struct executor *ex, struct exec_entry *e, uint64_t id
 	reply.spawned = &spawned;
 	ret = send_reply(ex, &reply, (const int[]){ w.stdin_w, w.stdout_r, w.stderr_r }, 3);
 	bk_spawned_close(&w);
+	/* The next one at once, while this command starts: made when this one ends instead, its
+	 * whole preparation was on the round trip of a caller that runs commands back to back. */
+	warm_prepare(ex);
 	return ret;
 }
 
@@ -685,8 +688,8 @@ static int exec_exited(struct executor *ex, struct exec_entry *e)
 	reply.exited = &exited;
 	if (send_reply(ex, &reply, NULL, 0) < 0)
 		return -1;
-	/* The next exec is prepared now that this one is over (its end is on its way to the front):
-	 * not while a command runs, whose CPU it would take on a small machine. */
+	/* Where none is prepared (this one took the whole path, or the last preparation failed),
+	 * the next now that this one's end is on its way to the front. */
 	warm_prepare(ex);
 	return kill_all_answer(ex);
 }

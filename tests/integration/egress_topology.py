@@ -135,9 +135,12 @@ class Recorded:
 
     def events(self):
         try:
-            return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+            text = self.log.read_text()
         except FileNotFoundError:
             return []
+        # A line is whole once its newline is there: a long one is written in pieces, and the
+        # recorder may be midway through the last (the piece after the last newline is left).
+        return [json.loads(line) for line in text.split("\n")[:-1] if line]
 
     def barrier(self):
         """A connection to each forbidden listener carrying a marker, waited for: a listener

@@ -51,12 +51,24 @@ bench_value() {
 	echo "$v"
 }
 
+# record OUT LABEL: the figures on stdin appended to OUT as they are, and shown — the baseline's as
+# `bench: baseline.NAME`, so that several runs summarized (bench/summarize.sh) never mix its
+# figures into ours.
+record() {
+	if [ "$2" = ours ]; then
+		tee -a "$1"
+	else
+		tee -a "$1" | sed "s/^bench: /bench: $2./"
+	fi
+}
+
 # suite BUILD LABEL: every figure above for the boxkited of BUILD, into $tmp/LABEL.out.
 suite() {
 	local b=$1 label=$2 out=$tmp/$2.out dir=$tmp/$2
 	mkdir -p "$dir"
 	echo "== exec ($label): isolated-spawn floor (no RPC) vs round trip through boxkited, command: true"
-	"$b/bench/exec_bench" floor "$dir/floor-ws" "$b/boxkite-init" "$n" "$warmup" | tee "$out"
+	: >"$out"
+	"$b/bench/exec_bench" floor "$dir/floor-ws" "$b/boxkite-init" "$n" "$warmup" | record "$out" "$label"
 	local floor_p50 rtt_p50
 	floor_p50=$(bench_value "$out" exec_floor_p50)
 	"$build/bkctl" keygen "$dir/key" >/dev/null
@@ -80,27 +92,27 @@ suite() {
 		exit 1
 	fi
 	local url=ipc://$dir/boxkited.sock
-	[ "$label" != ours ] || peer_bwrap "$build/bench/exec_bench" $((n / 4)) $((warmup / 4)) | tee -a "$out"
-	"$build/bench/exec_bench" rpc "$url" "$dir/key" "$n" "$warmup" "$floor_p50" | tee -a "$out"
+	[ "$label" != ours ] || peer_bwrap "$build/bench/exec_bench" $((n / 4)) $((warmup / 4)) | record "$out" "$label"
+	"$build/bench/exec_bench" rpc "$url" "$dir/key" "$n" "$warmup" "$floor_p50" | record "$out" "$label"
 	rtt_p50=$(bench_value "$out" exec_rtt_p50)
 	if [ "$label" = ours ] && grep -q '^bench: peer_bwrap_spawn_p50 ' "$out"; then
 		local bwrap_p50 ratio
 		bwrap_p50=$(bench_value "$out" peer_bwrap_spawn_p50)
 		ratio=$(echo "$rtt_p50 / $bwrap_p50" | bc -l)
 		printf 'exec round trip / bare bubblewrap spawn: %.2fx (target <= 0.25x)\nbench: exec_rtt_vs_bwrap.ratio %.2f x\n' \
-			"$ratio" "$ratio" | tee -a "$out"
+			"$ratio" "$ratio" | record "$out" "$label"
 	fi
 	echo "== exec ($label): $clients concurrent clients for ${seconds}s, health latency meanwhile (and before, with no exec)"
-	"$build/bench/exec_bench" load "$url" "$dir/key" "$clients" "$seconds" "$rtt_p50" | tee -a "$out"
+	"$build/bench/exec_bench" load "$url" "$dir/key" "$clients" "$seconds" "$rtt_p50" | record "$out" "$label"
 	# A directory of $entries entries in the workspace, made from the host side, then left still
 	# for 3 s: boxkited keeps a listing only of a directory that has settled (sidecar/files/fsops.h).
 	mkdir "$dir/ws/big"
 	(cd "$dir/ws/big" && seq -f "entry-%06g" "$entries" | xargs touch)
 	sleep 3
 	echo "== files ($label): full listings of $entries entries (1000 a page)"
-	"$build/bench/exec_bench" list "$url" "$dir/key" big 6 | tee -a "$out"
+	"$build/bench/exec_bench" list "$url" "$dir/key" big 6 | record "$out" "$label"
 	echo "== health ($label): with $clients clients running execs and $clients listing the $entries entries"
-	"$build/bench/exec_bench" mixed "$url" "$dir/key" "$clients" "$clients" "$seconds" big | tee -a "$out"
+	"$build/bench/exec_bench" mixed "$url" "$dir/key" "$clients" "$clients" "$seconds" big | record "$out" "$label"
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=
@@ -127,8 +139,7 @@ compare() { # NAME UNIT
 	theirs=$(bench_value "$tmp/baseline.out" "$1" "$2")
 	printf '%-44s ours %10.1f  baseline %10.1f %-8s ours/baseline %.2fx\n' "$1" "$ours" "$theirs" "$2" \
 		"$(echo "$ours / $theirs" | bc -l)"
-	printf 'bench: baseline.%s %s %s\nbench: %s.vs_baseline %.2f x\n' "$1" "$theirs" "$2" "$1" \
-		"$(echo "$ours / $theirs" | bc -l)"
+	printf 'bench: %s.vs_baseline %.2f x\n' "$1" "$(echo "$ours / $theirs" | bc -l)"
 }
 compare exec_floor_p50 us
 compare exec_rtt_p50 us

@@ -622,6 +622,87 @@ static int upload_body(struct senders *s, bk_file_info *out, bk_status *st)
 	return bk_upload_commit(s->c, s->upload_id, content, out, st);
 }
 
+/* A file of at most one block in one request (PROTOCOL.md, "A file in one request"): FileUploadBegin
+ * carrying the whole content and its content hash, answered with the committed file — one call
+ * where the chunked upload makes three. size is the source's; sha256 (may be NULL) its plain
+ * SHA-256, for the server to check. */
+static int upload_whole(bk_client *c, int fd, const char *path, const bk_transfer_options *o, uint64_t size,
+			const uint8_t *sha256, bk_file_info *out, bk_status *st)
+{
+	Boxkite__V1__FileUploadBeginRequest req = BOXKITE__V1__FILE_UPLOAD_BEGIN_REQUEST__INIT;
+	_cleanup_response_ Boxkite__V1__FileUploadBeginResponse *resp = NULL;
+	_cleanup_free_ uint8_t *plain = malloc(size ? (size_t)size : 1), *frame = NULL;
+	const uint8_t *payload;
+	size_t payload_len = (size_t)size;
+	bk_blockhash b = { 0 };
+	bk_file_info ignored;
+	bk_hash content;
+	bk_digest d;
+	bk_request rq;
+	uint8_t *dst;
+	bool verified;
+	ssize_t n;
+	int code;
+
+	if (!plain)
+		return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for %s", path);
+	n = bk_pread_full(fd, plain, (size_t)size, 0);
+	if (n < 0)
+		return bk_status_errno(st, (int)-n, "read the source of %s", path);
+	if ((uint64_t)n != size)
+		return bk_status_set(st, BK_DATA_LOSS, 0, false, "the source of %s shrank during the upload", path);
+	/* Its one block's hash is the digest of the plain bytes: made once, for both. */
+	if (bk_digest_of(plain, (size_t)size, &d) < 0 || bk_blockhash_init(&b, size) < 0 ||
+	    (size && bk_blockhash_add(&b, plain, (size_t)size, d.sha256) < 0) || bk_blockhash_final(&b, content) < 0) {
+		bk_blockhash_fini(&b);
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	}
+	bk_blockhash_fini(&b);
+	payload = plain;
+	/* Compressed only when the frame is smaller than the bytes themselves. */
+	if (o->compress && size > 1 && (frame = malloc((size_t)size - 1))) {
+		size_t z = ZSTD_compress(frame, (size_t)size - 1, plain, (size_t)size, ZSTD_LEVEL);
+		if (!ZSTD_isError(z)) {
+			payload = frame;
+			payload_len = z;
+			req.compression = BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD;
+		}
+	}
+	req.path = (char *)path;
+	req.size = size;
+	if (sha256)
+		req.sha256 = (ProtobufCBinaryData){ .len = SHA256_LEN, .data = (uint8_t *)sha256 };
+	req.mode = o->mode;
+	req.overwrite = o->overwrite;
+	req.make_parents = o->make_parents;
+	req.upload_id = "";
+	req.content_hash = (ProtobufCBinaryData){ .len = BK_HASH_LEN, .data = content };
+	code = bk_request_init(c, &rq, "FileUploadBegin", &req.base, payload_len, &dst, st);
+	if (code != BK_OK)
+		return code;
+	memcpy(dst, payload, payload_len);
+	/* What travels is what the MAC covers. */
+	if (payload != plain && bk_digest_of(dst, payload_len, &d) < 0) {
+		bk_request_drop(&rq);
+		return bk_status_set(st, BK_INTERNAL, 0, false, "SHA-256 failed in libcrypto");
+	}
+	code = bk_request_call(c, &rq, &d, &boxkite__v1__file_upload_begin_response__descriptor,
+			       (ProtobufCMessage **)&resp, 0, &verified, NULL, st);
+	if (code != BK_OK)
+		return code;
+	if (!resp->info)
+		return bk_status_set(st, BK_DATA_LOSS, 0, true,
+				     "FileUploadBegin: %s was sent whole, and the answer does not say it was committed", path);
+	code = info_from(out ? out : &ignored, resp->info, "FileUploadBegin", st);
+	if (code == BK_OK && out) {
+		out->has_content_hash = true;
+		memcpy(out->content_hash, content, BK_HASH_LEN);
+	}
+	if (!out)
+		bk_file_info_free(&ignored);
+	return code;
+}
+
 int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_options *opts, bk_file_info *out,
 		 char *upload_id_out, bk_status *st)
 {
@@ -659,6 +740,15 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 			return bk_status_set(st, BK_RESOURCE_EXHAUSTED, 0, false, "out of memory for the SHA-256");
 		if (code < 0)
 			return bk_status_errno(st, -code, "read the source of %s", path);
+	}
+	/* One block at most, and not a resumption: the whole file in one request. */
+	if (s.size <= CHUNK_MAX && !(o->upload_id && o->upload_id[0])) {
+		code = upload_whole(c, fd, path, o, s.size, o->sha256 ? sha256 : NULL, out, st);
+		if (code == BK_OK && out && o->sha256) {
+			out->has_sha256 = true;
+			memcpy(out->sha256, sha256, SHA256_LEN);
+		}
+		return code;
 	}
 	code = bk_upload_start(c,
 			       &(bk_upload_begin){ .path = path,

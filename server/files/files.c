@@ -44,6 +44,10 @@ struct upload {
 	bool busy;          /* being committed, aborted, or resumed */
 	bool reserved;      /* admitted by the quota, its size in bk_files.reserved until in the table */
 	bool draining;      /* a worker is writing its queued chunks */
+	bool whole;         /* the Begin carried the whole content (its call's data): written and
+			       committed at once, never in the table */
+	Boxkite__V1__Compression compression; /* whole: how the Begin's data is encoded */
+	uint8_t content_hash[BK_HASH_LEN];    /* whole: the content hash the Begin gave */
 	struct chunk_job *queue; /* chunks waiting to be written, by offset */
 	int fd;             /* the unnamed file */
 	bk_blockhash blocks; /* the hashes of the blocks written so far */
@@ -666,6 +670,77 @@ static void quota_unreserve(bk_files *f, struct upload *u)
 	u->reserved = false;
 }
 
+/* A whole upload (struct upload.whole) that ends here: its place and its reservation given
+ * back, nothing of it left (its unnamed file goes with its descriptor). */
+static void whole_drop(bk_files *f, struct upload *u)
+{
+	pthread_mutex_lock(&f->lock);
+	quota_unreserve(f, u);
+	f->nuploads--;
+	pthread_mutex_unlock(&f->lock);
+	upload_free(u);
+}
+
+static void whole_fail(struct upload_op *op, int status, const char *why)
+{
+	whole_drop(op->call->srv->files, op->u);
+	bk_call_failf(op->call, status, 0, "%s", why);
+	free(op);
+}
+
+static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nfds);
+
+/* The worker's part of a whole upload: the Begin's data written into the unnamed file, its
+ * content hash (and plain SHA-256, when given) checked, then committed as any upload is. */
+static void whole_write(void *arg, void *scratch)
+{
+	struct upload_op *op = arg;
+	struct upload *u = op->u;
+	Boxkite__Executor__Commit c = BOXKITE__EXECUTOR__COMMIT__INIT;
+	bk_order order = BOXKITE__EXECUTOR__ORDER__INIT;
+	const uint8_t *data = op->call->data, *sum = NULL;
+	size_t len = op->call->data_len;
+	uint8_t sha256[SHA256_LEN];
+	char why[4200];
+	bk_hash content;
+	int ret;
+
+	if (u->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD) {
+		size_t got = ZSTD_decompress(scratch, BK_FILE_CHUNK_MAX, data, len);
+		if (ZSTD_isError(got) || got != u->size) {
+			whole_fail(op, BK_INVALID_ARGUMENT, "the content is not one zstd frame of the file's size");
+			return;
+		}
+		data = scratch;
+		len = got;
+	} else if (len && bk_blockhash_whole(&u->blocks, len)) {
+		sum = op->call->data_digest.sha256;
+	}
+	if ((ret = bk_pwrite_full(u->fd, data, len, 0)) < 0) {
+		snprintf(why, sizeof(why), "%s: %s (nothing written)", u->path, strerror(-ret));
+		whole_fail(op, file_status(-ret), why);
+		return;
+	}
+	if ((len && bk_blockhash_add(&u->blocks, data, len, sum) < 0) || bk_blockhash_final(&u->blocks, content) < 0 ||
+	    (u->md && (!EVP_DigestUpdate(u->md, data, len) || !EVP_DigestFinal_ex(u->md, sha256, NULL)))) {
+		whole_fail(op, BK_INTERNAL, "SHA-256 failed in libcrypto (nothing written)");
+		return;
+	}
+	if (CRYPTO_memcmp(content, u->content_hash, BK_HASH_LEN) || (u->md && CRYPTO_memcmp(sha256, u->sha256, SHA256_LEN))) {
+		snprintf(why, sizeof(why), "%s: the %s of the bytes received is not the one given: nothing written", u->path,
+			 CRYPTO_memcmp(content, u->content_hash, BK_HASH_LEN) ? "content hash" : "SHA-256");
+		whole_fail(op, BK_DATA_LOSS, why);
+		return;
+	}
+	u->offset = u->size;
+	c.path = u->path;
+	c.mode = u->mode;
+	c.overwrite = u->overwrite;
+	order.kind_case = BOXKITE__EXECUTOR__ORDER__KIND_COMMIT;
+	order.commit = &c;
+	bk_link_send(files_link(op->call), &order, &u->fd, 1, 0, commit_done, op);
+}
+
 static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t nfds)
 {
 	struct upload_op *op = arg;
@@ -681,6 +756,14 @@ static void begin_created(void *arg, int err, bk_reply *reply, int *fds, size_t 
 		goto fail;
 	if (bk_blockhash_init(&u->blocks, u->size) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		goto fail;
+	if (u->whole) {
+		/* Written, checked and committed by a worker (decompressing and hashing up to a block
+		 * is no work for the link's thread); the call stays unanswered until then. */
+		bk_reply_free(reply);
+		if (bk_workers_submit(f->workers, whole_write, op) < 0)
+			whole_fail(op, BK_RESOURCE_EXHAUSTED, "cannot queue the write");
+		return;
+	}
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(u->id + 2 * i, 3, "%02x", rnd[i]);
 	clock_gettime(CLOCK_MONOTONIC, &u->touched);
@@ -895,6 +978,33 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 		bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "mode %o: permission bits only (at most 0777)", rq->mode);
 		return;
 	}
+	if (rq->content_hash.len || call->data_len) {
+		/* The whole content in this request (PROTOCOL.md, "A file in one request"). */
+		unsigned long long n = call->data_len;
+		if (rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_ZSTD)
+			n = ZSTD_getFrameContentSize(call->data, call->data_len);
+		else if (rq->compression != BOXKITE__V1__COMPRESSION__COMPRESSION_NONE)
+			n = ZSTD_CONTENTSIZE_ERROR;
+		if (rq->content_hash.len != BK_HASH_LEN || rq->upload_id[0]) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0,
+				      "a Begin with data carries the %d-byte content hash of it, and starts an upload "
+				      "(no upload_id)", BK_HASH_LEN);
+			return;
+		}
+		if (rq->size > BK_FILE_CHUNK_MAX) {
+			bk_call_failf(call, BK_OUT_OF_RANGE, 0, "%s: %llu bytes in one request: at most one block (%u bytes)",
+				      path, (unsigned long long)rq->size, BK_FILE_CHUNK_MAX);
+			return;
+		}
+		if (n != rq->size) {
+			bk_call_failf(call, BK_INVALID_ARGUMENT, 0, "%s: the data is not the file's %llu bytes, %s", path,
+				      (unsigned long long)rq->size,
+				      rq->compression == BOXKITE__V1__COMPRESSION__COMPRESSION_NONE
+					      ? "plain"
+					      : "in one zstd frame that says its size");
+			return;
+		}
+	}
 	if (rq->size > call->srv->cfg.file_max) {
 		bk_call_failf(call, BK_RESOURCE_EXHAUSTED, 0, "%s: %llu bytes is above the %llu-byte file limit", path,
 			      (unsigned long long)rq->size, (unsigned long long)call->srv->cfg.file_max);
@@ -945,6 +1055,10 @@ void bk_handle_upload_begin(bk_call *call, const ProtobufCMessage *request)
 	u->mode = rq->mode ? rq->mode : 0644;
 	u->overwrite = rq->overwrite;
 	u->make_parents = rq->make_parents;
+	u->whole = rq->content_hash.len != 0;
+	u->compression = rq->compression;
+	if (u->whole)
+		memcpy(u->content_hash, rq->content_hash.data, BK_HASH_LEN);
 	u->fd = -1;
 	op->call = call;
 	op->u = u;
@@ -1241,7 +1355,11 @@ static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nf
 
 	(void)fds;
 	(void)nfds;
-	if (err) {
+	if (err && u->whole) {
+		/* No id to commit it again by: it goes. */
+		bk_files_fail_reply(op->call, err, reply);
+		whole_drop(f, u);
+	} else if (err) {
 		/* The content is whole and verified: keep it, the client may fix the cause (a name
 		 * taken, a directory made read-only) and commit again, or abort. */
 		upload_release(f, u);
@@ -1262,14 +1380,23 @@ static void commit_done(void *arg, int err, bk_reply *reply, int *fds, size_t nf
 				bk_fileindex_put(f->index, &v, u->blocks.blocks);
 		}
 		info.path = u->path;
-		resp.info = &info;
-		/* Out of the table first: a request naming it after the answer finds nothing. */
+		/* Out of the table first: a request naming it after the answer finds nothing. (A
+		 * whole upload was never in it: it gives back its place and reservation here.) */
 		pthread_mutex_lock(&f->lock);
 		upload_unlink(f, u);
+		quota_unreserve(f, u);
 		if (in_workspace(u->path))
 			f->usage += u->size;
 		pthread_mutex_unlock(&f->lock);
-		bk_call_reply(op->call, &resp.base);
+		if (u->whole) {
+			Boxkite__V1__FileUploadBeginResponse begun = BOXKITE__V1__FILE_UPLOAD_BEGIN_RESPONSE__INIT;
+			begun.max_chunk = BK_FILE_CHUNK_MAX;
+			begun.info = &info;
+			bk_call_reply(op->call, &begun.base);
+		} else {
+			resp.info = &info;
+			bk_call_reply(op->call, &resp.base);
+		}
 		upload_free(u);
 	}
 	bk_reply_free(reply);

@@ -26,7 +26,8 @@ static const bk_method method_rows[] = {
 	{ "Health",             BK_METHOD_UNKEYED | BK_METHOD_DURING_RESET | BK_METHOD_CLAIM,
 				       bk_handle_health,     1 * KiB, 0 },
 	{ "Exec",               0,     bk_handle_exec,       BK_BODY_MAX, 0 },
-	{ "FileUploadBegin",    0,     bk_handle_upload_begin, 16 * KiB, 0 },
+	/* a file of at most one block may come whole in the data field */
+	{ "FileUploadBegin",    0,     bk_handle_upload_begin, 16 * KiB, BK_DATA_MAX },
 	/* the chunk is the data field; the body says where it goes */
 	{ "FileUploadChunk",    0,     bk_handle_upload_chunk, 1 * KiB, BK_DATA_MAX },
 	{ "FileUploadCommit",   0,     bk_handle_upload_commit, 1 * KiB, 0 },

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from fileskit import FilesTestCase, MiB, boxkite, sha256, status_name
+from fileskit import FilesTestCase, MiB, boxkite, content_hash, sha256, status_name
 
 QUOTA = 4 * MiB
 
@@ -32,6 +32,23 @@ class QuotaTest(FilesTestCase):
         # What is left still fits.
         self.fs.upload("c.bin", b"c" * (MiB // 2))
         self.assertEqual(self.workspace_names(), ["a.bin", "c.bin"])
+
+    def test_a_file_sent_whole_counts_as_any_upload(self):
+        # PROTOCOL.md, "A file in one request": admitted against the quota before anything is
+        # written, and counted once committed.
+        whole = b"w" * (3 * MiB)
+        self.fs.call("FileUploadBegin", whole, path="w.bin", size=len(whole), content_hash=content_hash(whole))
+        self.assertEqual(self.workspace_names(), ["w.bin"])
+        more = b"m" * (2 * MiB)
+        e = self.assertStatus("RESOURCE_EXHAUSTED", lambda: self.fs.call(
+            "FileUploadBegin", more, path="m.bin", size=len(more), content_hash=content_hash(more)),
+            path="/workspace/m.bin")
+        self.assertIn("quota", e.message)
+        self.assertEqual(self.workspace_names(), ["w.bin"])
+        # What is left still fits, sent whole too.
+        last = b"l" * (MiB // 2)
+        self.fs.call("FileUploadBegin", last, path="l.bin", size=len(last), content_hash=content_hash(last))
+        self.assertEqual(self.workspace_names(), ["l.bin", "w.bin"])
 
     def test_files_written_by_commands_count(self):
         self.fs.exec("head -c %d /dev/zero > /workspace/made-by-a-command" % (3 * MiB + MiB // 2))

@@ -1,5 +1,5 @@
-"""bkctl cp end to end: libboxkite's uploads (chunks sent from two threads at once, or inline
-when the file fits one chunk) and downloads (chunks fetched ahead), through the real bkctl
+"""bkctl cp end to end: libboxkite's uploads (chunks sent from two threads at once, or the whole
+file in its FileUploadBegin when it fits one block) and downloads (chunks fetched ahead), through the real bkctl
 against the real boxkited. Each copy is checked byte for byte on the host side of the
 workspace and again after the trip back; refusals leave the workspace as it was.
 
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 
 from fileskit import CHUNK_MAX, FilesTestCase, file_sha256, sha256
 import boxkited_process
@@ -52,7 +53,7 @@ class BkctlCpTest(FilesTestCase):
         self.assertEqual(file_sha256(self.host(rel)), sha256(data), rel)
 
     def test_files_of_every_size_up_and_back(self):
-        # Empty, one byte, exactly one chunk (sent inline), one chunk and a byte, and several
+        # Empty, one byte, exactly one chunk (sent whole in its Begin), one chunk and a byte, and several
         # chunks with a short tail (the two sending threads, and downloads fetched ahead).
         sizes = (0, 1, CHUNK_MAX, CHUNK_MAX + 1, 3 * CHUNK_MAX + 12345)
         for size in sizes:
@@ -72,6 +73,28 @@ class BkctlCpTest(FilesTestCase):
         self.assertEqual(sorted(os.listdir(self.host("in"))),
                          sorted("f%d%s.bin" % (s, z) for s in sizes for z in ("", "z")),
                          "something besides the copies landed (a temp file left behind?)")
+
+    def test_a_file_of_one_block_goes_in_one_request(self):
+        # PROTOCOL.md, "A file in one request": FileUploadBegin with the content, nothing else —
+        # plain, compressed (-z on text that compresses), and with the plain SHA-256 checked.
+        text = b"the same line again\n" * 4000
+        cases = (("plain.bin", os.urandom(5000), ()), ("text.txt", text, ("-z",)), ("sha.bin", os.urandom(7000),
+                                                                                    ("--sha256",)))
+        for name, data, opts in cases:
+            with self.subTest(name):
+                before = len(self.daemon.log())
+                self.bkctl("cp", *opts, self.local_file(name, data), ":one/" + name)
+                self.assertHostFile("one/" + name, data)
+                # boxkited writes a call's log line once it has answered: wait for the Begin's.
+                deadline = time.monotonic() + 10
+                while True:
+                    calls = [json.loads(line).get("method") for line in self.daemon.log()[before:].splitlines()
+                             if line.startswith("{")]
+                    uploads = [m for m in calls if m and m.startswith("FileUpload")]
+                    if uploads or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+                self.assertEqual(uploads, ["FileUploadBegin"], calls)
 
     def test_sha256_on_request_both_ways(self):
         # --sha256: the plain SHA-256 computed on each side (one more pass each) and checked, then

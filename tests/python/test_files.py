@@ -141,6 +141,82 @@ class FilesTest(unittest.TestCase):
         self.upload("odd.bin", data, chunk=MiB)
         self.assertEqual(self.download("odd.bin")[0], data)
 
+    def test_a_file_of_one_block_goes_whole_in_its_begin(self):
+        """PROTOCOL.md, "A file in one request": the content in the Begin's data with its content
+        hash, created, written and committed by that one call."""
+        for size in (0, 4096, wire.BLOCK_SIZE):
+            with self.subTest(size):
+                data = pattern(size, seed=20)
+                b = self.call("FileUploadBegin", data, path="whole-%d.bin" % size, size=size, mode=0o640,
+                              content_hash=wire.content_hash(data))
+                self.assertEqual((b.upload_id, b.info.path, b.info.size, b.info.mode),
+                                 ("", "/workspace/whole-%d.bin" % size, size, 0o640))
+                with open(self.host("whole-%d.bin" % size), "rb") as f:
+                    self.assertEqual(f.read(), data)
+                self.assertEqual(os.stat(self.host("whole-%d.bin" % size)).st_uid, UID)
+        # And checked against the plain SHA-256 when that is given too.
+        data = pattern(5000, seed=21)
+        self.call("FileUploadBegin", data, path="whole-sha.bin", size=len(data), content_hash=wire.content_hash(data),
+                  sha256=hashlib.sha256(data).digest())
+        e = self.refused("DATA_LOSS", "NONE", "FileUploadBegin", data, path="whole-sha-bad.bin", size=len(data),
+                         content_hash=wire.content_hash(data), sha256=hashlib.sha256(b"x").digest())
+        self.assertIn("SHA-256 of the bytes received is not the one given: nothing written", e.message)
+        self.assertFalse(os.path.exists(self.host("whole-sha-bad.bin")))
+
+    def test_a_whole_begin_that_is_not_what_it_says_lands_nothing(self):
+        data = pattern(5000, seed=22)
+        good = wire.content_hash(data)
+        # Another content hash: nothing written, nothing left to commit.
+        e = self.refused("DATA_LOSS", "NONE", "FileUploadBegin", data, path="whole-bad.bin", size=len(data),
+                         content_hash=wire.content_hash(data + b"!"))
+        self.assertIn("content hash", e.message)
+        # Data without a content hash, a short hash, or a resumption with data.
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data, path="whole-bad.bin", size=len(data))
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data, path="whole-bad.bin", size=len(data),
+                     content_hash=good[:16])
+        b = self.call("FileUploadBegin", path="whole-resume.bin", size=len(data))
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data, path="whole-resume.bin", size=len(data),
+                     content_hash=good, upload_id=b.upload_id)
+        self.call("FileUploadAbort", upload_id=b.upload_id)
+        # Not the size it declares, either way; more than one block.
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data, path="whole-bad.bin", size=len(data) + 1,
+                     content_hash=good)
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data[:-1], path="whole-bad.bin", size=len(data),
+                     content_hash=good)
+        big = pattern(wire.BLOCK_SIZE + 1, seed=23)
+        self.refused("OUT_OF_RANGE", "NONE", "FileUploadBegin", big, path="whole-bad.bin", size=len(big),
+                     content_hash=wire.content_hash(big))
+        # A compression the server does not know.
+        self.refused("INVALID_ARGUMENT", "NONE", "FileUploadBegin", data, path="whole-bad.bin", size=len(data),
+                     content_hash=good, compression=7)
+        self.assertFalse(os.path.exists(self.host("whole-bad.bin")))
+        self.assertFalse(os.path.exists(self.host("whole-resume.bin")))
+        # Nothing of them holds a place: the uploads that may be open are all still there.
+        self.call("FileUploadBegin", data, path="whole-after.bin", size=len(data), content_hash=good)
+
+    def test_a_whole_begin_follows_the_upload_rules(self):
+        data = pattern(3000, seed=24)
+        h = wire.content_hash(data)
+        self.call("FileUploadBegin", data, path="whole-exists.bin", size=len(data), content_hash=h)
+        other = pattern(3000, seed=25)
+        # An existing file is not replaced unless asked; missing parents are not made unless asked.
+        self.refused("ALREADY_EXISTS", "NONE", "FileUploadBegin", other, path="whole-exists.bin", size=len(other),
+                     content_hash=wire.content_hash(other))
+        with open(self.host("whole-exists.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.call("FileUploadBegin", other, path="whole-exists.bin", size=len(other),
+                  content_hash=wire.content_hash(other), overwrite=True)
+        with open(self.host("whole-exists.bin"), "rb") as f:
+            self.assertEqual(f.read(), other)
+        self.refused("NOT_FOUND", "NONE", "FileUploadBegin", data, path="whole-dir/a/b.bin", size=len(data),
+                     content_hash=h)
+        self.call("FileUploadBegin", data, path="whole-dir/a/b.bin", size=len(data), content_hash=h, make_parents=True)
+        # Outside the roots, or through a symlink out of them: refused as any upload.
+        os.symlink("/etc", self.host("whole-link"))
+        self.refused("PERMISSION_DENIED", "NONE", "FileUploadBegin", data, path="whole-link/passwd2", size=len(data),
+                     content_hash=h)
+        self.assertFalse(os.path.exists("/etc/passwd2"))
+
     def test_plain_sha256_given_at_begin_is_checked_at_commit(self):
         data = pattern(MiB, seed=2)
         self.upload("sha.bin", data, sha256=hashlib.sha256(data).digest())

@@ -3821,7 +3821,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_info__descriptor =
   (ProtobufCMessageInit) boxkite__v1__file_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_request__field_descriptors[7] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_request__field_descriptors[9] =
 {
   {
     "path",
@@ -3907,8 +3907,34 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_request__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "content_hash",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileUploadBeginRequest, content_hash),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "compression",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileUploadBeginRequest, compression),
+    &boxkite__v1__compression__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_upload_begin_request__field_indices_by_name[] = {
+  8,   /* field[8] = compression */
+  7,   /* field[7] = content_hash */
   5,   /* field[5] = make_parents */
   3,   /* field[3] = mode */
   4,   /* field[4] = overwrite */
@@ -3920,7 +3946,7 @@ static const unsigned boxkite__v1__file_upload_begin_request__field_indices_by_n
 static const ProtobufCIntRange boxkite__v1__file_upload_begin_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_upload_begin_request__descriptor =
 {
@@ -3930,14 +3956,14 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_begin_request__descrip
   "Boxkite__V1__FileUploadBeginRequest",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileUploadBeginRequest),
-  7,
+  9,
   boxkite__v1__file_upload_begin_request__field_descriptors,
   boxkite__v1__file_upload_begin_request__field_indices_by_name,
   1,  boxkite__v1__file_upload_begin_request__number_ranges,
   (ProtobufCMessageInit) boxkite__v1__file_upload_begin_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_response__field_descriptors[4] =
 {
   {
     "upload_id",
@@ -3975,16 +4001,29 @@ static const ProtobufCFieldDescriptor boxkite__v1__file_upload_begin_response__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "info",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Boxkite__V1__FileUploadBeginResponse, info),
+    &boxkite__v1__file_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned boxkite__v1__file_upload_begin_response__field_indices_by_name[] = {
   1,   /* field[1] = confirmed_offset */
+  3,   /* field[3] = info */
   2,   /* field[2] = max_chunk */
   0,   /* field[0] = upload_id */
 };
 static const ProtobufCIntRange boxkite__v1__file_upload_begin_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor boxkite__v1__file_upload_begin_response__descriptor =
 {
@@ -3994,7 +4033,7 @@ const ProtobufCMessageDescriptor boxkite__v1__file_upload_begin_response__descri
   "Boxkite__V1__FileUploadBeginResponse",
   "boxkite.v1",
   sizeof(Boxkite__V1__FileUploadBeginResponse),
-  3,
+  4,
   boxkite__v1__file_upload_begin_response__field_descriptors,
   boxkite__v1__file_upload_begin_response__field_indices_by_name,
   1,  boxkite__v1__file_upload_begin_response__number_ranges,

@@ -493,15 +493,26 @@ struct  Boxkite__V1__FileUploadBeginRequest
    * resume this upload instead of starting one
    */
   char *upload_id;
+  /*
+   * The whole content in this one request (PROTOCOL.md, "A file in one request"): Envelope.data
+   * holds it — at most one block uncompressed, encoded as `compression` says — and this is its
+   * content hash. The file is created, written and committed by this call, the answer's `info`
+   * saying what was committed, or nothing is written. Not with upload_id.
+   */
+  ProtobufCBinaryData content_hash;
+  Boxkite__V1__Compression compression;
 };
 #define BOXKITE__V1__FILE_UPLOAD_BEGIN_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_upload_begin_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, BOXKITE__V1__COMPRESSION__COMPRESSION_NONE }
 
 
 struct  Boxkite__V1__FileUploadBeginResponse
 {
   ProtobufCMessage base;
+  /*
+   * empty when the request carried the whole content
+   */
   char *upload_id;
   /*
    * bytes already received; the next chunk starts here
@@ -511,10 +522,14 @@ struct  Boxkite__V1__FileUploadBeginResponse
    * the block size: the largest chunk (uncompressed) it takes
    */
   uint32_t max_chunk;
+  /*
+   * the committed file, when the request carried the whole content
+   */
+  Boxkite__V1__FileInfo *info;
 };
 #define BOXKITE__V1__FILE_UPLOAD_BEGIN_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&boxkite__v1__file_upload_begin_response__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, NULL }
 
 
 /*

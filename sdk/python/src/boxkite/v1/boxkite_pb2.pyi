@@ -285,7 +285,9 @@ class FileUploadAbortResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class FileUploadBeginRequest(_message.Message):
-    __slots__ = ["make_parents", "mode", "overwrite", "path", "sha256", "size", "upload_id"]
+    __slots__ = ["compression", "content_hash", "make_parents", "mode", "overwrite", "path", "sha256", "size", "upload_id"]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     MAKE_PARENTS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     OVERWRITE_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +295,8 @@ class FileUploadBeginRequest(_message.Message):
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    compression: Compression
+    content_hash: bytes
     make_parents: bool
     mode: int
     overwrite: bool
@@ -300,17 +304,19 @@ class FileUploadBeginRequest(_message.Message):
     sha256: bytes
     size: int
     upload_id: str
-    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[bytes] = ..., mode: _Optional[int] = ..., overwrite: bool = ..., make_parents: bool = ..., upload_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[bytes] = ..., mode: _Optional[int] = ..., overwrite: bool = ..., make_parents: bool = ..., upload_id: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., compression: _Optional[_Union[Compression, str]] = ...) -> None: ...
 
 class FileUploadBeginResponse(_message.Message):
-    __slots__ = ["confirmed_offset", "max_chunk", "upload_id"]
+    __slots__ = ["confirmed_offset", "info", "max_chunk", "upload_id"]
     CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
     MAX_CHUNK_FIELD_NUMBER: _ClassVar[int]
     UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     confirmed_offset: int
+    info: FileInfo
     max_chunk: int
     upload_id: str
-    def __init__(self, upload_id: _Optional[str] = ..., confirmed_offset: _Optional[int] = ..., max_chunk: _Optional[int] = ...) -> None: ...
+    def __init__(self, upload_id: _Optional[str] = ..., confirmed_offset: _Optional[int] = ..., max_chunk: _Optional[int] = ..., info: _Optional[_Union[FileInfo, _Mapping]] = ...) -> None: ...
 
 class FileUploadChunkRequest(_message.Message):
     __slots__ = ["compression", "offset", "upload_id"]

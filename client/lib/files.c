@@ -680,7 +680,8 @@ static int upload_whole(bk_client *c, int fd, const char *path, const bk_transfe
 	code = bk_request_init(c, &rq, "FileUploadBegin", &req.base, payload_len, &dst, st);
 	if (code != BK_OK)
 		return code;
-	memcpy(dst, payload, payload_len);
+	if (payload_len) /* an empty file has no data field to fill */
+		memcpy(dst, payload, payload_len);
 	/* What travels is what the MAC covers. */
 	if (payload != plain && bk_digest_of(dst, payload_len, &d) < 0) {
 		bk_request_drop(&rq);

@@ -742,14 +742,22 @@ int bk_upload_fd(bk_client *c, int fd, const char *path, const bk_transfer_optio
 		if (code < 0)
 			return bk_status_errno(st, -code, "read the source of %s", path);
 	}
-	/* One block at most, and not a resumption: the whole file in one request. */
+	/* One block at most, and not a resumption: the whole file in one request. A boxkited from
+	 * before that refuses data in a Begin (3, BAD_BODY), having written nothing: to it the file
+	 * goes in chunks. */
 	if (s.size <= CHUNK_MAX && !(o->upload_id && o->upload_id[0])) {
-		code = upload_whole(c, fd, path, o, s.size, o->sha256 ? sha256 : NULL, out, st);
+		bk_status whole;
+
+		code = upload_whole(c, fd, path, o, s.size, o->sha256 ? sha256 : NULL, out, &whole);
 		if (code == BK_OK && out && o->sha256) {
 			out->has_sha256 = true;
 			memcpy(out->sha256, sha256, SHA256_LEN);
 		}
-		return code;
+		if (code != BK_INVALID_ARGUMENT || whole.detail != BK_DETAIL_BAD_BODY) {
+			if (st)
+				*st = whole;
+			return code;
+		}
 	}
 	code = bk_upload_start(c,
 			       &(bk_upload_begin){ .path = path,

@@ -260,6 +260,49 @@ static void test_upload_in_chunks_and_commit(void **state)
 	bk_client_close(c);
 }
 
+/* A file of at most one block goes whole in its Begin; a boxkited from before that refuses data
+ * in a Begin (3, BAD_BODY: emulated by taking the row's data limit away), and libboxkite sends the
+ * same file in chunks to it instead. */
+static void test_upload_of_one_block_whole_or_in_chunks_to_an_older_server(void **state)
+{
+	wire *w = *state;
+	bk_client *c = client(w);
+	bk_method *begin = wire_method(w, "FileUploadBegin"), *chunk = wire_method(w, "FileUploadChunk");
+	char src[160];
+	uint8_t data[5000];
+	bk_status st;
+	int fd;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7);
+	snprintf(src, sizeof(src), "%s/small.src", w->dir);
+	fd = open(src, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+	for (int older = 0; older < 2; older++) {
+		unsigned long begins = atomic_load(&begin->calls), chunks = atomic_load(&chunk->calls);
+		size_t max_data = begin->max_data;
+
+		if (older)
+			begin->max_data = 0;
+		assert_int_equal(bk_upload_fd(c, fd, older ? "older.bin" : "whole.bin", &(bk_transfer_options){ .mode = 0600 },
+					      NULL, NULL, &st),
+				 BK_OK);
+		begin->max_data = max_data;
+		assert_int_equal(atomic_load(&begin->calls) - begins, 1);
+		assert_int_equal(atomic_load(&chunk->calls) - chunks, older ? 1 : 0);
+		struct stub_state *ss = stub_state(w->stub);
+		pthread_mutex_lock(&ss->lock);
+		assert_int_equal(ss->committed_len, sizeof(data));
+		assert_memory_equal(ss->committed, data, sizeof(data));
+		assert_string_equal(ss->committed_path, older ? "/workspace/older.bin" : "/workspace/whole.bin");
+		pthread_mutex_unlock(&ss->lock);
+	}
+	close(fd);
+	unlink(src);
+	bk_client_close(c);
+}
+
 static void test_upload_hash_mismatch_commits_nothing(void **state)
 {
 	wire *w = *state;
@@ -430,6 +473,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec_a_failed_step_is_an_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_output_budget, setup_small_budget, teardown),
 		cmocka_unit_test_setup_teardown(test_upload_in_chunks_and_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upload_of_one_block_whole_or_in_chunks_to_an_older_server, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upload_hash_mismatch_commits_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upload_offset_that_wraps_is_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upload_quota, setup_quota, teardown),

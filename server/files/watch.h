@@ -19,9 +19,10 @@
 
 typedef struct bk_watches bk_watches;
 
-/* The longest a read waits; a watch no read came for this long after its last answer goes. */
-#define BK_WATCH_WAIT_MAX_MS 60000
-#define BK_WATCH_IDLE_MS 60000
+/* The longest a read waits; a watch no read came for this long after its last answer goes. The
+ * same tokens as boxkite.h's: a file that includes both fails to build if they ever differ. */
+#define BK_WATCH_WAIT_MAX_MS 60000u
+#define BK_WATCH_IDLE_MS 60000u
 
 int bk_watches_start(bk_server *srv, bk_error **err);
 /* Answer every waiting read (UNAVAILABLE), drop every watch and stop the timer: calls that come

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "boxkite/boxkite.h"
 #include "boundary/link.h"
 #include "files/files.h"
 #include "files/watch.h"
@@ -217,6 +218,23 @@ void wire_stop(wire *w)
 			fprintf(stderr, "wire fixture: cannot remove %s: %s\n", w->dir, strerror(errno));
 	}
 	free(w);
+}
+
+int wire_teardown(void **state)
+{
+	wire_stop(*state);
+	return 0;
+}
+
+struct bk_client *wire_client(wire *w)
+{
+	bk_client *c = NULL;
+	bk_status st;
+
+	if (bk_client_open(&c, w->url, &(bk_client_options){ .key_file = w->key_path, .timeout_ms = WIRE_TIMEOUT_MS },
+			   &st) != BK_OK)
+		fail_msg("bk_client_open: %s", st.message);
+	return c;
 }
 
 void wire_header(bk_envelope *hdr, uint8_t nonce[BK_NONCE_LEN], const char *method, const char *key_id)

@@ -49,6 +49,10 @@ int wire_start_claim(wire **out);
 int wire_start_stubbed(wire **out, const char *const *extra);
 /* Stop the server, close the peer, remove the temp dir. Accepts NULL. */
 void wire_stop(wire *w);
+/* wire_stop() as a cmocka teardown of a test whose state is the wire. */
+int wire_teardown(void **state);
+/* A libboxkite client of w's server with its key (fails the test when it cannot open). */
+struct bk_client *wire_client(wire *w);
 
 /* Sum of every method row's `calls`: handlers dispatch has run so far. */
 unsigned long wire_handler_runs(const wire *w);

@@ -52,12 +52,6 @@ static int setup_unkeyed(void **state)
 	return wire_start((wire **)state, false, NULL);
 }
 
-static int teardown(void **state)
-{
-	wire_stop(*state);
-	return 0;
-}
-
 /* --- helpers -------------------------------------------------------------------------------- */
 
 /* Deterministic garbage: a failure reproduces with the same bytes. */
@@ -1218,39 +1212,39 @@ static void test_claim_key_serves_health_and_reset_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_keyed_exec_reaches_handler, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_health_unkeyed_and_keyed, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_claim_key_serves_health_and_reset_only, setup_claim, teardown),
-		cmocka_unit_test_setup_teardown(test_replay_answered_from_cache, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_replay_refused_when_answer_not_kept, setup_answer_cap, teardown),
-		cmocka_unit_test_setup_teardown(test_replay_in_flight_duplicate_dropped, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_time_stale, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_time_future, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_time_inside_window, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_mac_body_byte, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_mac_header_byte, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_mac_mac_byte, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_mac_wrong_secret_or_length, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_mac_every_byte, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_non_canonical_envelope, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_unknown_key_id, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_missing_key_id, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_truncated_every_prefix, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_body_over_method_limit, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_data_field, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_message_over_max_message, setup_small_message, teardown),
-		cmocka_unit_test_setup_teardown(test_envelope_over_decode_cap, setup_decode_cap, teardown),
-		cmocka_unit_test_setup_teardown(test_body_over_decode_cap, setup_decode_cap, teardown),
-		cmocka_unit_test_setup_teardown(test_random_garbage, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_garbage_after_valid_prefix, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_unknown_method, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_version, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_kind_not_request, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_nonce_length, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_body, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_strings_not_utf8, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_unimplemented_rpc, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_no_key_configured, setup_unkeyed, teardown),
+		cmocka_unit_test_setup_teardown(test_keyed_exec_reaches_handler, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_health_unkeyed_and_keyed, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_claim_key_serves_health_and_reset_only, setup_claim, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_replay_answered_from_cache, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_replay_refused_when_answer_not_kept, setup_answer_cap, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_replay_in_flight_duplicate_dropped, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_time_stale, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_time_future, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_time_inside_window, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_mac_body_byte, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_mac_header_byte, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_mac_mac_byte, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_mac_wrong_secret_or_length, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_mac_every_byte, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_non_canonical_envelope, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_key_id, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_missing_key_id, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_every_prefix, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_body_over_method_limit, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_data_field, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_message_over_max_message, setup_small_message, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_envelope_over_decode_cap, setup_decode_cap, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_body_over_decode_cap, setup_decode_cap, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_random_garbage, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_garbage_after_valid_prefix, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_method, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_version, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_kind_not_request, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_nonce_length, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_body, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_strings_not_utf8, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_unimplemented_rpc, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_no_key_configured, setup_unkeyed, wire_teardown),
 	};
 
 	return cmocka_run_group_tests_name("wire: attacks on the envelope and dispatch", tests, NULL, NULL);

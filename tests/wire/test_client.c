@@ -29,12 +29,6 @@ static int setup_unkeyed(void **state)
 	return wire_start((wire **)state, false, NULL);
 }
 
-static int teardown(void **state)
-{
-	wire_stop(*state);
-	return 0;
-}
-
 static const uint8_t stranger_secret[32] = { 0x5e, 0xc1, 0x2e, 0x7 };
 
 static bk_client *client_open(const char *url, const bk_client_options *opts)
@@ -516,12 +510,12 @@ static void test_client_rejects_tampered_answers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_health_unkeyed, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_health_keyed_answer_verified, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_health_unknown_key, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_health_server_without_key, setup_unkeyed, teardown),
-		cmocka_unit_test_setup_teardown(test_concurrent_keyed_health, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_reset_new_key_length_checked_here, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_health_unkeyed, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_health_keyed_answer_verified, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_health_unknown_key, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_health_server_without_key, setup_unkeyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_keyed_health, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_reset_new_key_length_checked_here, setup_keyed, wire_teardown),
 		cmocka_unit_test_setup_teardown(test_client_rejects_tampered_answers, setup_fake, teardown_fake),
 	};
 

@@ -41,23 +41,6 @@ static int setup_quota(void **state)
 	return wire_start_stubbed((wire **)state, flags_quota);
 }
 
-static int teardown(void **state)
-{
-	wire_stop(*state);
-	return 0;
-}
-
-static bk_client *client(wire *w)
-{
-	bk_client *c = NULL;
-	bk_status st;
-
-	if (bk_client_open(&c, w->url, &(bk_client_options){ .key_file = w->key_path, .timeout_ms = WIRE_TIMEOUT_MS },
-			   &st) != BK_OK)
-		fail_msg("bk_client_open: %s", st.message);
-	return c;
-}
-
 static void sha256(const void *data, size_t len, uint8_t out[32])
 {
 	assert_int_equal(EVP_Digest(data, len, out, NULL, EVP_sha256(), NULL), 1);
@@ -77,7 +60,7 @@ static int run(bk_client *c, const char *const *argv, const bk_exec_request *ext
 static void test_exec_output_and_exit(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_exec_result res;
 	bk_status st;
 
@@ -96,7 +79,7 @@ static void test_exec_output_and_exit(void **state)
 static void test_exec_stdin_reaches_the_command(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	size_t len = 3 * MiB; /* more than a pipe holds: written as the command reads */
 	uint8_t *in = malloc(len);
 	bk_exec_request rq = { .stdin_data = in, .stdin_len = len, .stdout_limit = 4 * MiB };
@@ -116,7 +99,7 @@ static void test_exec_stdin_reaches_the_command(void **state)
 static void test_exec_output_past_its_limit_is_counted_not_kept(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_exec_request rq = { .stdout_limit = MiB };
 	bk_exec_result res;
 	bk_status st;
@@ -132,7 +115,7 @@ static void test_exec_output_past_its_limit_is_counted_not_kept(void **state)
 static void test_exec_timeout_kills_it(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_exec_request rq = { .timeout_ms = 100 };
 	bk_exec_result res;
 	bk_status st;
@@ -149,7 +132,7 @@ static void test_exec_timeout_kills_it(void **state)
 static void test_exec_a_failed_step_is_an_error(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_exec_result res;
 	bk_status st;
 
@@ -167,7 +150,7 @@ struct held {
 static void *held_exec(void *arg)
 {
 	struct held *h = arg;
-	bk_client *c = client(h->w);
+	bk_client *c = wire_client(h->w);
 	bk_status st;
 
 	h->code = run(c, (const char *const[]){ "hold", NULL }, NULL, &h->res, &st);
@@ -181,7 +164,7 @@ static void *held_exec(void *arg)
 static void test_exec_output_budget(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	struct held h = { .w = w };
 	bk_exec_request small = { .stdout_limit = 256 * 1024, .stderr_limit = 256 * 1024 };
 	bk_exec_result res;
@@ -221,7 +204,7 @@ static void test_exec_output_budget(void **state)
 static void test_upload_in_chunks_and_commit(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	size_t len = 9 * MiB + 12345;
 	uint8_t *data = malloc(len), sum[32];
 	bk_hash content;
@@ -266,7 +249,7 @@ static void test_upload_in_chunks_and_commit(void **state)
 static void test_upload_of_one_block_whole_or_in_chunks_to_an_older_server(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_method *begin = wire_method(w, "FileUploadBegin"), *chunk = wire_method(w, "FileUploadChunk");
 	char src[160];
 	uint8_t data[5000];
@@ -306,7 +289,7 @@ static void test_upload_of_one_block_whole_or_in_chunks_to_an_older_server(void 
 static void test_upload_hash_mismatch_commits_nothing(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	uint8_t wrong[32] = { 1 };
 	bk_upload_state up;
 	bk_file_info info;
@@ -325,7 +308,7 @@ static void test_upload_hash_mismatch_commits_nothing(void **state)
 static void test_upload_offset_that_wraps_is_out_of_range(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	uint8_t sum[32];
 	uint8_t *data = calloc(1, 4 * MiB);
 	bk_upload_state up;
@@ -348,7 +331,7 @@ static void test_upload_offset_that_wraps_is_out_of_range(void **state)
 static void test_upload_quota(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	uint8_t sum[32] = { 0 };
 	bk_upload_state up;
 	bk_status st;
@@ -370,7 +353,7 @@ static void test_upload_quota(void **state)
 static void test_download(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	size_t len = 5 * MiB + 7;
 	uint8_t *data = malloc(len), *got;
 	char path[128], out[128];
@@ -412,7 +395,7 @@ struct lister {
 static void *list_once(void *arg)
 {
 	struct lister *l = arg;
-	bk_client *c = client(l->w);
+	bk_client *c = wire_client(l->w);
 	bk_file_info *entries = NULL;
 	char next[4096];
 	bk_status st;
@@ -432,7 +415,7 @@ static void test_a_stalled_file_worker_wedges_nothing_else(void **state)
 	struct stub_state *ss = stub_state(w->stub);
 	struct lister l[16];
 	pthread_t t[16];
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	bk_exec_request rq = { .timeout_ms = 50 };
 	bk_exec_result res;
 	bk_health_info h;
@@ -466,19 +449,19 @@ static void test_a_stalled_file_worker_wedges_nothing_else(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_exec_output_and_exit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exec_stdin_reaches_the_command, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exec_output_past_its_limit_is_counted_not_kept, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exec_timeout_kills_it, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exec_a_failed_step_is_an_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exec_output_budget, setup_small_budget, teardown),
-		cmocka_unit_test_setup_teardown(test_upload_in_chunks_and_commit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_upload_of_one_block_whole_or_in_chunks_to_an_older_server, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_upload_hash_mismatch_commits_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_upload_offset_that_wraps_is_out_of_range, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_upload_quota, setup_quota, teardown),
-		cmocka_unit_test_setup_teardown(test_download, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_a_stalled_file_worker_wedges_nothing_else, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_output_and_exit, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_exec_stdin_reaches_the_command, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_exec_output_past_its_limit_is_counted_not_kept, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_exec_timeout_kills_it, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_exec_a_failed_step_is_an_error, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_exec_output_budget, setup_small_budget, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_upload_in_chunks_and_commit, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_upload_of_one_block_whole_or_in_chunks_to_an_older_server, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_upload_hash_mismatch_commits_nothing, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_upload_offset_that_wraps_is_out_of_range, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_upload_quota, setup_quota, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_download, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_a_stalled_file_worker_wedges_nothing_else, setup, wire_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

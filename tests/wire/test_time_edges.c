@@ -16,12 +16,6 @@ static int setup_keyed(void **state)
 	return wire_start((wire **)state, true, NULL);
 }
 
-static int teardown(void **state)
-{
-	wire_stop(*state);
-	return 0;
-}
-
 static void test_future_int64_max(void **state)
 {
 	wire_expect_time_refusal(*state, INT64_MAX, BK_DETAIL_FUTURE);
@@ -39,8 +33,8 @@ static void test_stale_int64_min(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_future_int64_max, setup_keyed, teardown),
-		cmocka_unit_test_setup_teardown(test_stale_int64_min, setup_keyed, teardown),
+		cmocka_unit_test_setup_teardown(test_future_int64_max, setup_keyed, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_stale_int64_min, setup_keyed, wire_teardown),
 	};
 
 	return cmocka_run_group_tests_name("wire: timestamps at the edges of int64", tests, NULL, NULL);

@@ -35,23 +35,6 @@ static int setup_few_contexts(void **state)
 	return wire_start_stubbed((wire **)state, flags_few_contexts);
 }
 
-static int teardown(void **state)
-{
-	wire_stop(*state);
-	return 0;
-}
-
-static bk_client *client(wire *w)
-{
-	bk_client *c = NULL;
-	bk_status st;
-
-	if (bk_client_open(&c, w->url, &(bk_client_options){ .key_file = w->key_path, .timeout_ms = WIRE_TIMEOUT_MS },
-			   &st) != BK_OK)
-		fail_msg("bk_client_open: %s", st.message);
-	return c;
-}
-
 /* Start a watch of path: its cursor into cursor, the worker's id for it returned. */
 static uint64_t start(wire *w, bk_client *c, const char *path, char *cursor)
 {
@@ -158,7 +141,7 @@ static bk_watch_batch read_until(bk_client *c, char *cursor, size_t want, bk_wat
 static void test_start_read_again_and_on(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX], first[BK_WATCH_CURSOR_MAX], path[256];
 	bk_watch_batch a, b;
 	bk_status st;
@@ -222,7 +205,7 @@ static void test_start_read_again_and_on(void **state)
 static void test_names_that_are_not_utf8_keep_their_bytes(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX];
 	uint64_t key = start(w, c, "/workspace", cursor);
 	static const char name[] = "caf\xe9/\xff\x01\n";
@@ -248,7 +231,7 @@ static void test_names_that_are_not_utf8_keep_their_bytes(void **state)
 static void test_writes_in_a_row_are_one_event(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX];
 	uint64_t key = start(w, c, "/workspace", cursor);
 	bk_watch_event *all;
@@ -286,7 +269,7 @@ static void test_writes_in_a_row_are_one_event(void **state)
 static void test_past_the_bound_an_overflow_counts_what_was_not_kept(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX];
 	uint64_t key = start(w, c, "/workspace", cursor);
 	const size_t sent = BK_WATCH_EVENTS_MAX + 904;
@@ -324,7 +307,7 @@ static void test_past_the_bound_an_overflow_counts_what_was_not_kept(void **stat
 static void test_the_bound_on_bytes_holds_too(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX], name[4000];
 	uint64_t key = start(w, c, "/workspace", cursor);
 	size_t fit = BK_WATCH_BYTES_MAX / sizeof(name), total = 0;
@@ -366,7 +349,7 @@ struct reader {
 static void *read_once(void *arg)
 {
 	struct reader *r = arg;
-	bk_client *c = client(r->w);
+	bk_client *c = wire_client(r->w);
 	int64_t t0 = bk_clock_monotonic_ms();
 
 	r->code = bk_watch_read(c, r->cursor, r->wait_ms, 0, &r->b, NULL);
@@ -378,7 +361,7 @@ static void *read_once(void *arg)
 static void test_a_read_waits_for_the_next_event(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	struct reader r = { .w = w, .wait_ms = 60000 };
 	pthread_t t;
 	uint64_t key = start(w, c, "/workspace", r.cursor);
@@ -408,7 +391,7 @@ static void test_a_read_waits_for_the_next_event(void **state)
 static void test_waiting_reads_hold_no_receiving_context(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	enum { READERS = 32 }; /* against --contexts 4 */
 	struct reader r[READERS];
 	pthread_t t[READERS];
@@ -443,7 +426,7 @@ static void test_stop_ends_it_and_tells_the_worker(void **state)
 {
 	wire *w = *state;
 	struct stub_state *ss = stub_state(w->stub);
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX];
 	unsigned unwatches = atomic_load(&ss->unwatches);
 	bk_watch_batch b;
@@ -465,7 +448,7 @@ static void test_stop_ends_it_and_tells_the_worker(void **state)
 static void test_a_sandbox_has_at_most_so_many_watches(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursors[BK_WATCHES_MAX][BK_WATCH_CURSOR_MAX], one[BK_WATCH_CURSOR_MAX];
 	bk_status st;
 
@@ -483,7 +466,7 @@ static void test_a_sandbox_has_at_most_so_many_watches(void **state)
 static void test_the_workers_end_comes_after_its_events(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX];
 	uint64_t key = start(w, c, "/workspace/d", cursor);
 	bk_watch_event *all;
@@ -509,7 +492,7 @@ static void test_the_workers_end_comes_after_its_events(void **state)
 static void test_changes_the_worker_may_not_send_are_refused(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX], huge[5000];
 	uint64_t key = start(w, c, "/workspace", cursor);
 	bk_watch_event *all;
@@ -536,7 +519,7 @@ static void test_changes_the_worker_may_not_send_are_refused(void **state)
 static void test_cursors_that_are_not_ones(void **state)
 {
 	wire *w = *state;
-	bk_client *c = client(w);
+	bk_client *c = wire_client(w);
 	char cursor[BK_WATCH_CURSOR_MAX], bad[128];
 	bk_watch_batch b;
 	bk_status st;
@@ -577,18 +560,18 @@ static void test_cursors_that_are_not_ones(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_start_read_again_and_on, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_names_that_are_not_utf8_keep_their_bytes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_writes_in_a_row_are_one_event, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_past_the_bound_an_overflow_counts_what_was_not_kept, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_the_bound_on_bytes_holds_too, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_a_read_waits_for_the_next_event, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiting_reads_hold_no_receiving_context, setup_few_contexts, teardown),
-		cmocka_unit_test_setup_teardown(test_stop_ends_it_and_tells_the_worker, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_a_sandbox_has_at_most_so_many_watches, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_the_workers_end_comes_after_its_events, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_changes_the_worker_may_not_send_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cursors_that_are_not_ones, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_start_read_again_and_on, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_names_that_are_not_utf8_keep_their_bytes, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_writes_in_a_row_are_one_event, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_past_the_bound_an_overflow_counts_what_was_not_kept, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_the_bound_on_bytes_holds_too, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_a_read_waits_for_the_next_event, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_waiting_reads_hold_no_receiving_context, setup_few_contexts, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_stop_ends_it_and_tells_the_worker, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_a_sandbox_has_at_most_so_many_watches, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_the_workers_end_comes_after_its_events, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_changes_the_worker_may_not_send_are_refused, setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_cursors_that_are_not_ones, setup, wire_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

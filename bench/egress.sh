@@ -23,6 +23,7 @@ mib=${2:-64}
 rounds=${3:-9}
 n=${4:-400}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/daemon.sh"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "egress benchmark: SKIP (needs root: boxkited makes a sandbox)"
@@ -60,16 +61,7 @@ chown 1001:1001 "$tmp/ws"
 "$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" \
 	--state-dir "$tmp/state" --egress-allow "$dest" 2>"$tmp/boxkited.log" &
 pid=$!
-up=
-for _ in $(seq 200); do
-	if "$build/bkctl" -o json health 2>/dev/null | grep -q '"sandbox_ready": *true'; then
-		up=1
-		break
-	fi
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-if [ -z "$up" ]; then
+if ! boxkited_ready "$pid"; then
 	echo "egress benchmark: boxkited did not come up with its sandbox ready; its log:" >&2
 	cat "$tmp/boxkited.log" >&2
 	exit 1

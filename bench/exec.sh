@@ -31,6 +31,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/bench/peers.sh"
+. "$repo/bench/daemon.sh"
 tmp=$(mktemp -d /tmp/boxkite-exec-bench.XXXXXX)
 pid=
 cleanup() {
@@ -75,18 +76,7 @@ suite() {
 	"$b/boxkited" --listen "ipc://$dir/boxkited.sock" --key-file "$dir/key" --workspace "$dir/ws" \
 		--state-dir "$dir/state" 2>"$dir/boxkited.log" &
 	pid=$!
-	# Until it answers Health with its sandbox ready (at most 10 s), or it exits.
-	local up=
-	for _ in $(seq 200); do
-		if BOXKITE_URL="ipc://$dir/boxkited.sock" BOXKITE_KEY_FILE="$dir/key" "$build/bkctl" -o json health \
-			2>/dev/null | grep -q '"sandbox_ready": *true'; then
-			up=1
-			break
-		fi
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if [ -z "$up" ]; then
+	if ! BOXKITE_URL="ipc://$dir/boxkited.sock" BOXKITE_KEY_FILE="$dir/key" boxkited_ready "$pid"; then
 		echo "exec benchmark: the $label boxkited did not come up with its sandbox ready; its log:" >&2
 		cat "$dir/boxkited.log" >&2
 		exit 1

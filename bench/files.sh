@@ -19,6 +19,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 tmp=$(mktemp -d /tmp/boxkite-files-bench.XXXXXX)
 . "$(dirname "$0")/peers.sh"
+. "$(dirname "$0")/daemon.sh"
 pid=
 cleanup() {
 	[ -z "$pid" ] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
@@ -51,16 +52,7 @@ for attempt in 1 2 3 4 5; do
 	"$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --listen "tcp://127.0.0.1:$bk_tcp" \
 		--key-file "$tmp/key" --workspace "$tmp/ws" --state-dir "$tmp/state" 2>"$tmp/boxkited.log" &
 	pid=$!
-	up=
-	for _ in $(seq 200); do
-		if "$build/bkctl" -o json health 2>/dev/null | grep -q '"sandbox_ready": *true'; then
-			up=1
-			break
-		fi
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	[ -z "$up" ] || break
+	! boxkited_ready "$pid" || break
 	kill "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 	pid=

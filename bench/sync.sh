@@ -7,6 +7,7 @@
 #
 # Usage: bench/sync.sh BUILD_DIR [SYNC_MIB]
 set -euo pipefail
+. "$(dirname "$0")/daemon.sh"
 
 build=${1:?usage: $0 BUILD_DIR [SYNC_MIB]}
 mib=${2:-1024}
@@ -69,16 +70,7 @@ files=$(find "$tmp/ws" -type f | wc -l)
 "$build/boxkited" --listen "ipc://$tmp/boxkited.sock" --key-file "$tmp/key" --workspace "$tmp/ws" \
 	--state-dir "$tmp/state" --sync-store "file://$tmp/store" 2>"$tmp/boxkited.log" &
 pid=$!
-up=
-for _ in $(seq 200); do
-	if "$build/bkctl" -o json health 2>/dev/null | grep -q '"sandbox_ready": *true'; then
-		up=1
-		break
-	fi
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-if [ -z "$up" ]; then
+if ! boxkited_ready "$pid"; then
 	echo "sync benchmark: boxkited did not come up with its sandbox ready; its log:" >&2
 	cat "$tmp/boxkited.log" >&2
 	exit 1
